@@ -1,0 +1,44 @@
+# Two commands on a fresh clone: `make run` (local stack, shows it working) and `make test`.
+# Each installs first when needed; the stamp makes repeat runs skip the install.
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PYTHON ?= python3
+
+.PHONY: install run dev test unit lint typecheck format clean
+
+install: $(STAMP)
+
+# torch goes first so pip takes the CPU wheel on disk instead of a multi-GB CUDA build.
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e '.[local,dev]'
+	touch $(STAMP)
+
+run: install
+	$(BIN)/llm-bot dev
+
+dev: install
+	$(BIN)/llm-bot dev --services-only
+
+test: install lint typecheck
+	$(BIN)/pytest -q
+
+unit: install
+	$(BIN)/pytest -q tests/unit
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: install
+	$(BIN)/mypy --strict llm_bot
+
+format: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+clean:
+	rm -rf $(VENV) .llm-bot .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""The BitBrat wire contracts: models, routing-slip rules, codec, identity rules."""

@@ -1,0 +1,33 @@
+"""Who an event is from and which conversation it belongs to.
+
+Both rules live here so that memory, history and ordering keys can never disagree on them.
+
+- user id: ``identity.user.id`` (the platform's own user, set by the auth service) when present,
+  else ``identity.external.platform + ":" + identity.external.id``.
+- thread id: ``egress.connector + ":" + channel`` where channel is ``egress.channel`` or else
+  ``ingress.channel``; a direct message (``egress.type == "dm"``) appends ``":" + user id`` so
+  two users' DMs never share a thread. An event with no channel at all is treated as direct:
+  without a room to share, the only safe conversation is the user's own.
+"""
+
+from __future__ import annotations
+
+from llm_bot.events.models import InternalEventV2
+
+
+def user_id_of(event: InternalEventV2) -> str:
+    """The stable id that scopes every memory of the sender."""
+    user = event.identity.user
+    if user is not None:
+        return user.id
+    external = event.identity.external
+    return f"{external.platform}:{external.id}"
+
+
+def thread_id_of(event: InternalEventV2) -> str:
+    """The conversation this event belongs to (see the module docstring for the rule)."""
+    channel = event.egress.channel or event.ingress.channel
+    base = f"{event.egress.connector}:{channel or ''}"
+    if event.egress.type == "dm" or not channel:
+        return f"{base}:{user_id_of(event)}"
+    return base

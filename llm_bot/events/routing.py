@@ -1,0 +1,90 @@
+"""Routing-slip logic: close llm-bot's step and decide where the event goes next.
+
+The slip is the platform's only coordination mechanism between stages, so the rules here are
+the BitBrat ones (DESIGN §3): the current step is the first ``PENDING`` one; after it, the event
+goes to the next ``PENDING`` step's ``nextTopic``, or, when none is left, to the egress
+destination with the best candidate selected.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llm_bot.events.models import (
+    CandidateV1,
+    InternalEventV2,
+    RoutingStatus,
+    RoutingStep,
+    StepError,
+)
+
+EGRESS_EVENT_TYPE = "egress.deliver.v1"
+
+
+class RoutingError(ValueError):
+    """The slip cannot be followed (e.g. a pending step names no topic): a permanent error."""
+
+
+@dataclass(frozen=True)
+class NextHop:
+    """Where the processed event goes: a topic (without the bus prefix applied yet)."""
+
+    topic: str
+    is_egress: bool
+
+
+def current_step(event: InternalEventV2) -> RoutingStep | None:
+    """The step this stage executes: the first ``PENDING`` one, if any."""
+    return next((step for step in event.routing.slip if step.status == "PENDING"), None)
+
+
+def complete_current_step(
+    event: InternalEventV2,
+    status: RoutingStatus,
+    now: str,
+    error: StepError | None = None,
+) -> RoutingStep | None:
+    """Mark the current step ``status`` (with ``endedAt`` and, on failure, ``error``)."""
+    step = current_step(event)
+    if step is None:
+        return None
+    step.status = status
+    step.ended_at = now
+    if error is not None:
+        step.error = error
+    return step
+
+
+def select_best_candidate(candidates: list[CandidateV1]) -> CandidateV1 | None:
+    """Lowest priority wins, then highest confidence; the first of equals keeps its place."""
+    if not candidates:
+        return None
+    return min(candidates, key=lambda c: (c.priority, -(c.confidence or 0.0)))
+
+
+def advance(event: InternalEventV2, now: str, with_prefix: str = "") -> NextHop:
+    """Prepare ``event`` for the next hop and say where it goes.
+
+    Call after :func:`complete_current_step`. The next ``PENDING`` step gets ``attempt`` + 1 and
+    ``startedAt``; with no step left the event becomes an ``egress.deliver.v1`` and its best
+    candidate is marked ``selected``. ``with_prefix`` is the bus prefix (``BUS_PREFIX``).
+    """
+    step = current_step(event)
+    if step is not None:
+        if not step.next_topic:
+            raise RoutingError(f"routing.slip step {step.id!r} is PENDING but has no nextTopic")
+        step.attempt = (step.attempt or 0) + 1
+        step.started_at = now
+        return NextHop(topic=prefixed(step.next_topic, with_prefix), is_egress=False)
+    event.type = EGRESS_EVENT_TYPE
+    best = select_best_candidate(event.candidates or [])
+    if best is not None:
+        best.status = "selected"
+    return NextHop(topic=prefixed(event.egress.destination, with_prefix), is_egress=True)
+
+
+def prefixed(topic: str, prefix: str) -> str:
+    """``topic`` with ``prefix`` in front unless it already starts with it."""
+    if not prefix or topic.startswith(prefix):
+        return topic
+    return prefix + topic

@@ -1,0 +1,1 @@
+"""Memory layers, all in Postgres: history, semantic store, notes, recall, context assembly."""

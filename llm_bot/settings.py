@@ -1,0 +1,114 @@
+"""Every knob of the service in one pydantic-settings class.
+
+The same variables configure production and the local stack, so a deployment differs from a
+laptop only in values, never in code paths. Names follow the seed designs (some carry the
+``LLM_BOT_`` prefix, some do not); each field's alias is the environment variable.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, SecretStr, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+Count = Annotated[int, Field(ge=1)]
+Millis = Annotated[int, Field(ge=1)]
+Similarity = Annotated[float, Field(ge=-1.0, le=1.0)]
+
+_SECRET_VARIABLES = frozenset({"OPENAI_API_KEY", "DATABASE_URL"})
+
+
+class Settings(BaseSettings):
+    """Runtime configuration, loaded once at start-up from the environment (and ``.env``)."""
+
+    model_config = SettingsConfigDict(
+        env_file=".env",
+        extra="ignore",
+        populate_by_name=True,
+        frozen=True,
+    )
+
+    # --- bus -------------------------------------------------------------------------------
+    google_cloud_project: str = Field("llm-bot-local", alias="GOOGLE_CLOUD_PROJECT")
+    pubsub_emulator_host: str | None = Field(None, alias="PUBSUB_EMULATOR_HOST")
+    bus_prefix: str = Field("", alias="BUS_PREFIX")
+    input_topic: str = Field("internal.llmbot.v1", alias="LLM_BOT_INPUT_TOPIC")
+    subscription: str = Field("internal.llmbot.v1.llm-bot", alias="LLM_BOT_SUBSCRIPTION")
+    deadletter_topic: str = Field("internal.deadletter.v1", alias="LLM_BOT_DEADLETTER_TOPIC")
+    max_in_flight: Count = Field(32, alias="LLM_BOT_MAX_IN_FLIGHT")
+    max_message_bytes: Count = Field(1_048_576, alias="LLM_BOT_MAX_MESSAGE_BYTES")
+    ordering: bool = Field(False, alias="LLM_BOT_ORDERING")
+    shutdown_grace_s: Annotated[float, Field(gt=0)] = Field(8.0, alias="LLM_BOT_SHUTDOWN_GRACE_S")
+    port: Annotated[int, Field(ge=1, le=65535)] = Field(8080, alias="PORT")
+
+    # --- database --------------------------------------------------------------------------
+    database_url: SecretStr | None = Field(None, alias="DATABASE_URL")
+    commit_max_batch: Count = Field(32, alias="LLM_BOT_COMMIT_MAX_BATCH")
+    commit_max_delay_ms: Annotated[int, Field(ge=0)] = Field(5, alias="LLM_BOT_COMMIT_MAX_DELAY_MS")
+
+    # --- model -----------------------------------------------------------------------------
+    openai_base_url: str | None = Field(None, alias="OPENAI_BASE_URL")
+    openai_api_key: SecretStr | None = Field(None, alias="OPENAI_API_KEY")
+    openai_model: str = Field("gpt-4o-mini", alias="OPENAI_MODEL")
+    openai_api_mode: Literal["chat", "responses"] = Field("chat", alias="OPENAI_API_MODE")
+    openai_timeout_ms: Millis = Field(30_000, alias="OPENAI_TIMEOUT_MS")
+    model_deadline_ms: Millis = Field(60_000, alias="LLM_BOT_MODEL_DEADLINE_MS")
+    max_tool_rounds: Annotated[int, Field(ge=0)] = Field(3, alias="LLM_BOT_MAX_TOOL_ROUNDS")
+    system_prompt: str | None = Field(None, alias="LLM_BOT_SYSTEM_PROMPT")
+    agent_name: str = Field("llm-bot", alias="LLM_BOT_AGENT_NAME")
+
+    # --- in-run working set ----------------------------------------------------------------
+    memory_max_messages: Count = Field(8, alias="LLM_BOT_MEMORY_MAX_MESSAGES")
+    memory_max_chars: Count = Field(8000, alias="LLM_BOT_MEMORY_MAX_CHARS")
+
+    # --- thread history and context --------------------------------------------------------
+    context_pairs: Annotated[int, Field(ge=0)] = Field(15, alias="CONTEXT_PAIRS")
+    session_idle_seconds: Count = Field(21_600, alias="SESSION_IDLE_SECONDS")
+    max_ram_pairs: Annotated[int, Field(ge=0)] = Field(10_000, alias="MAX_RAM_PAIRS")
+    max_context_tokens: Count = Field(8000, alias="MAX_CONTEXT_TOKENS")
+    notes_max_chars: Count = Field(8000, alias="NOTES_MAX_CHARS")
+
+    # --- long-term memory ------------------------------------------------------------------
+    embedding_provider: Literal["openai", "local"] = Field(
+        "openai", alias="MEMORY_EMBEDDING_PROVIDER"
+    )
+    embedding_endpoint: str | None = Field(None, alias="MEMORY_EMBEDDING_ENDPOINT")
+    embedding_model: str = Field("text-embedding-3-small", alias="MEMORY_EMBEDDING_MODEL")
+    embedding_dimensions: Count | None = Field(None, alias="MEMORY_EMBEDDING_DIMENSIONS")
+    memory_max_tokens: Count = Field(2048, alias="MEMORY_MAX_TOKENS")
+    dedup_threshold: Similarity = Field(0.95, alias="MEMORY_DEDUP_THRESHOLD")
+    similarity_threshold: Similarity = Field(0.7, alias="MEMORY_SIMILARITY_THRESHOLD")
+    injection_budget: Count = Field(1000, alias="MEMORY_INJECTION_BUDGET")
+    retrieval_limit: Count = Field(5, alias="MEMORY_RETRIEVAL_LIMIT")
+    retrieval_timeout_ms: Millis = Field(5000, alias="MEMORY_RETRIEVAL_TIMEOUT_MS")
+    vector_index: Literal["hnsw", "ivfflat"] = Field("hnsw", alias="MEMORY_VECTOR_INDEX")
+    ivfflat_lists: Count = Field(100, alias="MEMORY_IVFFLAT_LISTS")
+    ivfflat_probes: Count = Field(10, alias="MEMORY_IVFFLAT_PROBES")
+
+    # --- telemetry -------------------------------------------------------------------------
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", alias="LOG_LEVEL")
+
+
+class SettingsError(ValueError):
+    """A configuration value broke its rule; the message is one line, fit for a terminal."""
+
+
+def describe_validation_error(error: ValidationError) -> str:
+    """Turn pydantic's multi-line report into one line naming each variable and its rule."""
+    parts = []
+    for item in error.errors():
+        name = ".".join(str(part) for part in item["loc"]) or "settings"
+        value = item.get("input")
+        hidden = name in _SECRET_VARIABLES or isinstance(value, dict) or value is None
+        shown = "" if hidden else f" (got {value!r})"
+        parts.append(f"{name}: {item['msg']}{shown}")
+    return "; ".join(parts)
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Load settings from the environment, raising :class:`SettingsError` on a bad value."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as error:
+        raise SettingsError(describe_validation_error(error)) from None

@@ -1,0 +1,108 @@
+"""Round trips of the platform's own example events: nothing may be lost or reshaped."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, get_args
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from llm_bot.events.codec import InvalidEvent, decode, encode, from_document, to_document
+from llm_bot.events.models import RoutingStatus
+
+CONTRACTS = Path(__file__).resolve().parents[3].parent / "shared" / "contracts" / "bitbrat"
+
+
+def example_events() -> list[Path]:
+    paths = sorted(CONTRACTS.glob("*.json"))
+    return [p for p in paths if json.loads(p.read_text()).get("v") == "2"]
+
+
+def test_the_platform_examples_are_present() -> None:
+    assert len(example_events()) >= 2, f"no example events found in {CONTRACTS}"
+
+
+@pytest.mark.parametrize("path", example_events(), ids=lambda p: p.name)
+def test_example_event_round_trips_to_equal_json(path: Path) -> None:
+    original = json.loads(path.read_text())
+    data, attributes = encode(decode(path.read_bytes()))
+    assert json.loads(data) == original
+    assert attributes == {"type": original["type"], "correlationId": original["correlationId"]}
+
+
+def test_routing_slip_schema_matches_our_step_model() -> None:
+    schema = json.loads((CONTRACTS / "routing-slip.v1.json").read_text())["items"]
+    assert set(schema["properties"]["status"]["enum"]) == set(get_args(RoutingStatus))
+    assert set(schema["required"]) == {"id", "status"}
+
+
+json_leaf = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=20))
+json_value = st.recursive(
+    json_leaf,
+    lambda children: st.one_of(
+        st.lists(children, max_size=3), st.dictionaries(st.text(max_size=8), children, max_size=3)
+    ),
+    max_leaves=10,
+)
+unknown_keys = st.text(min_size=1, max_size=12).filter(lambda k: k.startswith("x"))
+
+
+@given(
+    top=st.dictionaries(unknown_keys, json_value, max_size=3),
+    nested=st.dictionaries(unknown_keys, json_value, max_size=3),
+    step_extra=st.dictionaries(unknown_keys, json_value, max_size=2),
+)
+def test_fields_we_do_not_model_survive_anywhere(
+    top: dict[str, Any], nested: dict[str, Any], step_extra: dict[str, Any]
+) -> None:
+    document = json.loads((CONTRACTS / "dm-message.json").read_text())
+    document.update(top)
+    document["identity"]["external"].update(nested)
+    document["egress"].update(nested)
+    document["routing"]["slip"] = [{"id": "llm-bot", "status": "PENDING", **step_extra}]
+    document["annotations"] = [
+        {"id": "a1", "kind": "prompt", "source": "t", "createdAt": "2026-01-01T00:00:00Z", **nested}
+    ]
+    assert to_document(from_document(json.loads(json.dumps(document)))) == document
+
+
+@pytest.mark.parametrize(
+    ("mutate", "named"),
+    [
+        (lambda d: d.pop("correlationId"), "correlationId: Field required"),
+        (lambda d: d.update(v="1"), "v: Input should be '2'"),
+        (
+            lambda d: d["routing"].update(slip=[{"id": "x", "status": "DONE"}]),
+            "routing.slip.0.status",
+        ),
+        (lambda d: d["identity"]["external"].pop("id"), "identity.external.id: Field required"),
+        (
+            lambda d: d["egress"].update(destination=7),
+            "egress.destination: Input should be a valid string",
+        ),
+        (lambda d: d.update(annotations="prompt"), "annotations: Input should be a valid list"),
+    ],
+)
+def test_invalid_envelopes_name_the_field(mutate: Any, named: str) -> None:
+    document = json.loads((CONTRACTS / "chat-message.json").read_text())
+    mutate(document)
+    with pytest.raises(InvalidEvent, match="invalid InternalEventV2") as raised:
+        from_document(document)
+    assert named in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (b"\xff\xfe", "not UTF-8"),
+        (b"{not json", "not JSON"),
+        (b"[1, 2]", "must be a JSON object, got list"),
+        (b"{}" + b" " * 100, "over the limit of 50"),
+    ],
+)
+def test_undecodable_bodies_get_a_specific_reason(data: bytes, reason: str) -> None:
+    with pytest.raises(InvalidEvent, match=reason):
+        decode(data, max_bytes=50)

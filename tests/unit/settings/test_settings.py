@@ -1,0 +1,100 @@
+"""Settings: defaults, one-line errors, and agreement with architecture.yaml and the README."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from llm_bot.settings import Settings, SettingsError, load_settings
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def documented_settings() -> dict[str, Any]:
+    document = yaml.safe_load((ROOT / "architecture.yaml").read_text())
+    settings: dict[str, Any] = document["settings"]
+    return settings
+
+
+def code_defaults() -> dict[str, Any]:
+    defaults = {}
+    for field in Settings.model_fields.values():
+        assert field.alias is not None
+        defaults[field.alias] = field.default
+    return defaults
+
+
+def test_architecture_yaml_lists_every_variable_with_the_code_default() -> None:
+    documented = {name: entry["default"] for name, entry in documented_settings().items()}
+    assert documented == code_defaults()
+
+
+def test_every_variable_has_a_meaning_and_a_row_in_the_readme() -> None:
+    readme = (ROOT / "README.md").read_text()
+    for name, entry in documented_settings().items():
+        assert entry.get("meaning"), name
+        assert f"| `{name}` |" in readme, f"README configuration table lacks {name}"
+
+
+def test_defaults_from_the_design(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in code_defaults():
+        monkeypatch.delenv(name, raising=False)
+    settings = load_settings()
+    assert (settings.memory_max_messages, settings.memory_max_chars) == (8, 8000)
+    assert (settings.context_pairs, settings.session_idle_seconds) == (15, 21600)
+    assert settings.input_topic == "internal.llmbot.v1"
+
+
+def test_environment_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LLM_BOT_MEMORY_MAX_MESSAGES", "4")
+    monkeypatch.setenv("OPENAI_API_MODE", "responses")
+    settings = load_settings()
+    assert (settings.memory_max_messages, settings.openai_api_mode) == (4, "responses")
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "rule"),
+    [
+        ("LLM_BOT_MEMORY_MAX_MESSAGES", "abc", "valid integer"),
+        ("LLM_BOT_MEMORY_MAX_CHARS", "0", "greater than or equal to 1"),
+        ("MEMORY_SIMILARITY_THRESHOLD", "1.5", "less than or equal to 1"),
+        ("OPENAI_API_MODE", "soap", "'chat' or 'responses'"),
+    ],
+)
+def test_a_bad_value_names_the_variable_and_the_rule(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, rule: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError) as raised:
+        load_settings()
+    message = str(raised.value)
+    assert message.startswith(f"{name}: ")
+    assert rule in message
+    assert "\n" not in message
+
+
+def test_a_bad_secret_is_not_echoed(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(SettingsError) as raised:
+        load_settings(DATABASE_URL=["sk-very-secret"])
+    assert "sk-very-secret" not in str(raised.value)
+
+
+def test_bad_start_up_value_exits_2_with_one_line() -> None:
+    env = {"LLM_BOT_MEMORY_MAX_MESSAGES": "abc", "PATH": "/usr/bin:/bin"}
+    result = subprocess.run(
+        [sys.executable, "-m", "llm_bot.cli", "schema"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "llm-bot: configuration error: LLM_BOT_MEMORY_MAX_MESSAGES: Input should be a valid "
+        "integer, unable to parse string as an integer (got 'abc')"
+    ]
