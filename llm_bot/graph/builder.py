@@ -1,0 +1,49 @@
+"""The graph's shape, uncompiled, so tests and the worker compile it with their own backends.
+
+    ingest_prompt ─(no prompt)─► END
+          │
+    retrieve_memories ─► call_model ⇄ tools
+                              │
+                       build_candidate ─► END
+
+No checkpointer: thread history is ours, one write per turn (DESIGN §4).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+
+from llm_bot.graph.build_candidate import build_candidate
+from llm_bot.graph.call_model import after_model, call_model
+from llm_bot.graph.ingest_prompt import has_prompt, ingest_prompt
+from llm_bot.graph.reducer import MessageLimits
+from llm_bot.graph.retrieve_memories import retrieve_memories
+from llm_bot.graph.run_tools import run_tools
+from llm_bot.graph.state import GraphContext, GraphState, bounded_state
+
+LlmBotGraph = CompiledStateGraph[GraphState, GraphContext, Any, Any]
+
+
+def build_graph(limits: MessageLimits) -> StateGraph[GraphState, GraphContext, Any, Any]:
+    graph = StateGraph(bounded_state(limits), context_schema=GraphContext)
+    graph.add_node("ingest_prompt", ingest_prompt)
+    graph.add_node("retrieve_memories", retrieve_memories)
+    graph.add_node("call_model", call_model)
+    graph.add_node("tools", run_tools)
+    graph.add_node("build_candidate", build_candidate)
+    graph.add_edge(START, "ingest_prompt")
+    graph.add_conditional_edges(
+        "ingest_prompt", lambda s: "retrieve_memories" if has_prompt(s) else END
+    )
+    graph.add_edge("retrieve_memories", "call_model")
+    graph.add_conditional_edges("call_model", after_model)
+    graph.add_edge("tools", "call_model")
+    graph.add_edge("build_candidate", END)
+    return graph
+
+
+def compile_graph(limits: MessageLimits) -> LlmBotGraph:
+    return build_graph(limits).compile()

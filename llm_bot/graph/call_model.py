@@ -1,0 +1,36 @@
+"""Node ``call_model`` and the edge after it: one model turn, tools offered within the bound.
+
+The context sent is the system prompt, then what memory recalled, then this run's messages.
+Once ``max_tool_rounds`` rounds of tool calls have run, the model is called without tools, so
+it has to answer in text: a model that keeps calling tools still ends with a reply.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from langgraph.runtime import Runtime
+
+from llm_bot.graph.state import GraphContext, GraphState
+from llm_bot.llm.messages import ChatMessage
+
+
+async def call_model(state: GraphState, runtime: Runtime[GraphContext]) -> dict[str, Any]:
+    context = runtime.context
+    system = [ChatMessage("system", context.system_prompt)] if context.system_prompt else []
+    recalled = list(state["recalled"].messages) if "recalled" in state else []
+    tools_allowed = state.get("tool_rounds", 0) < context.max_tool_rounds
+    specs = [tool.spec for tool in context.tools] if tools_allowed else []
+    reply = await context.model.complete([*system, *recalled, *state["messages"]], specs)
+    calls = reply.tool_calls if specs else ()  # calls to tools we did not offer are ignored
+    return {
+        "messages": [ChatMessage("assistant", reply.text, calls)],
+        "pending_calls": calls,
+        "usage": reply.usage,
+        "model_name": reply.model,
+        "llm_text": reply.text,
+    }
+
+
+def after_model(state: GraphState) -> Literal["tools", "build_candidate"]:
+    return "tools" if state.get("pending_calls") else "build_candidate"

@@ -1,0 +1,78 @@
+"""One event through the graph: the outcome (OK / SKIP / ERROR) and the updated event.
+
+The input event is never modified; the result holds a copy with llm-bot's routing step closed,
+the candidate appended (OK) or an ``errors[]`` entry recorded (ERROR). Where it goes next is
+the transport's business (:func:`llm_bot.events.routing.advance`).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Literal
+
+from llm_bot.clock import iso_timestamp
+from llm_bot.events.models import CandidateV1, ErrorEntryV1, InternalEventV2, StepError
+from llm_bot.events.routing import complete_current_step
+from llm_bot.graph.builder import LlmBotGraph
+from llm_bot.graph.state import GraphContext
+from llm_bot.llm.errors import ModelError
+
+logger = logging.getLogger(__name__)
+
+Outcome = Literal["OK", "SKIP", "ERROR"]
+SOURCE = "llm-bot"
+
+
+@dataclass(frozen=True)
+class ProcessResult:
+    outcome: Outcome
+    event: InternalEventV2
+    candidate: CandidateV1 | None = None
+    error: StepError | None = None
+
+    @property
+    def retryable(self) -> bool:
+        """True when a later attempt may succeed (the worker nacks instead of forwarding)."""
+        return bool(self.error and self.error.retryable)
+
+
+async def process_event(
+    graph: LlmBotGraph, context: GraphContext, event: InternalEventV2
+) -> ProcessResult:
+    working = event.model_copy(deep=True)
+    try:
+        final = await graph.ainvoke({"event": working}, context=context)
+    except ModelError as error:
+        logger.warning(
+            "model call failed",
+            extra={
+                "correlationId": event.correlation_id,
+                "code": error.code,
+                "cause": error.message,
+            },
+        )
+        return record_failure(working, context, error.code, error.message, error.retryable)
+    now = iso_timestamp(context.clock())
+    candidate: CandidateV1 | None = final.get("candidate")
+    if candidate is None:
+        skipped = StepError(
+            code="NO_PROMPT", message="event has no prompt annotation", retryable=False
+        )
+        complete_current_step(working, "SKIP", now, skipped)
+        return ProcessResult("SKIP", working)
+    working.candidates = [*(working.candidates or []), candidate]
+    complete_current_step(working, "OK", now)
+    return ProcessResult("OK", working, candidate)
+
+
+def record_failure(
+    event: InternalEventV2, context: GraphContext, code: str, message: str, retryable: bool
+) -> ProcessResult:
+    """Close the step as ERROR and add an ``errors[]`` entry (``message`` must be publishable)."""
+    now = iso_timestamp(context.clock())
+    error = StepError(code=code, message=message, retryable=retryable)
+    entry = ErrorEntryV1(source=SOURCE, message=f"{code}: {message}", fatal=not retryable, at=now)
+    event.errors = [*(event.errors or []), entry]
+    complete_current_step(event, "ERROR", now, error)
+    return ProcessResult("ERROR", event, error=error)

@@ -1,0 +1,35 @@
+"""Node ``retrieve_memories``: recall what the memory layers know, or nothing, never fail.
+
+Memory makes answers better but is not needed for an answer, so a slow or broken memory layer
+costs the event its memories (logged with the user and the cause), not its reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from llm_bot.graph.state import GraphContext, GraphState
+from llm_bot.memory.retrieval import RecalledContext
+
+logger = logging.getLogger(__name__)
+
+
+async def retrieve_memories(state: GraphState, runtime: Runtime[GraphContext]) -> dict[str, Any]:
+    context = runtime.context
+    try:
+        async with asyncio.timeout(context.retrieval_timeout_s):
+            recalled = await context.memory.retrieve(
+                state["user_id"], state["thread_id"], state["combined_prompt"]
+            )
+    except Exception as error:  # degrade, never fail: DESIGN §4
+        cause = "timeout" if isinstance(error, TimeoutError) else f"{type(error).__name__}: {error}"
+        logger.warning(
+            "memory retrieval failed, continuing without memories",
+            extra={"userId": state["user_id"], "cause": cause},
+        )
+        recalled = RecalledContext(stats={"retrievalFailed": 1})
+    return {"recalled": recalled}

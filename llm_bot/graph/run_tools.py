@@ -1,0 +1,19 @@
+"""Node ``tools``: run the calls of the model's last turn, then back to ``call_model``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from llm_bot.graph.state import GraphContext, GraphState
+from llm_bot.graph.tools import run_tool_calls
+
+
+async def run_tools(state: GraphState, runtime: Runtime[GraphContext]) -> dict[str, Any]:
+    results = await run_tool_calls(state["pending_calls"], runtime.context.tools, state["user_id"])
+    return {
+        "messages": results,
+        "pending_calls": (),
+        "tool_rounds": state.get("tool_rounds", 0) + 1,
+    }

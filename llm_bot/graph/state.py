@@ -1,0 +1,69 @@
+"""Graph state (data and reducers only) and the run context (dependencies and settings).
+
+Following LangGraph's memory-agent template, state holds what a run produces, while the
+model client, memory services, tools and clock travel in :class:`GraphContext`, so tests build
+the same graph with the local stack and production builds it with the real one.
+"""
+
+# No `from __future__ import annotations` here: LangGraph reads the state's annotations with
+# get_type_hints, which cannot resolve the reducer that `bounded_state` binds in a closure.
+import operator
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Annotated, Protocol, TypedDict, cast
+
+from llm_bot.clock import utc_now
+from llm_bot.events.models import CandidateV1, InternalEventV2
+from llm_bot.graph.reducer import MessageLimits, reduce_messages
+from llm_bot.graph.tools import Tool
+from llm_bot.llm.messages import ChatMessage, ModelReply, TokenUsage, ToolCall, ToolSpec
+from llm_bot.memory.retrieval import MemoryRetriever, NoMemory, RecalledContext
+
+
+class ChatModel(Protocol):
+    async def complete(
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]
+    ) -> ModelReply: ...
+
+
+class GraphState(TypedDict, total=False):
+    event: InternalEventV2
+    user_id: str
+    thread_id: str
+    messages: list[ChatMessage]  # reducer bound by `bounded_state`
+    combined_prompt: str
+    recalled: RecalledContext
+    pending_calls: tuple[ToolCall, ...]
+    tool_rounds: int
+    usage: Annotated[TokenUsage, operator.add]
+    model_name: str
+    llm_text: str
+    candidate: CandidateV1
+
+
+def bounded_state(limits: MessageLimits) -> type[GraphState]:
+    """``GraphState`` whose ``messages`` reducer enforces ``limits``.
+
+    The limits are settings, but a LangGraph reducer only sees (existing, new); binding them
+    into the schema keeps the reducer pure and the state free of configuration.
+    """
+
+    def bounded_messages(existing: list[ChatMessage], new: list[ChatMessage]) -> list[ChatMessage]:
+        return reduce_messages(existing, new, limits)
+
+    class BoundedGraphState(GraphState):
+        messages: Annotated[list[ChatMessage], bounded_messages]  # type: ignore[misc]
+
+    return cast("type[GraphState]", BoundedGraphState)
+
+
+@dataclass(frozen=True)
+class GraphContext:
+    model: ChatModel
+    memory: MemoryRetriever = field(default_factory=NoMemory)
+    tools: Sequence[Tool] = ()
+    clock: Callable[[], datetime] = utc_now
+    system_prompt: str | None = None
+    max_tool_rounds: int = 3
+    retrieval_timeout_s: float = 5.0

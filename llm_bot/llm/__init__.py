@@ -1,0 +1,1 @@
+"""Model access: the OpenAI-compatible client wrapper, embeddings, retry policies."""

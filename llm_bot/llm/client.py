@@ -1,0 +1,127 @@
+"""The model call: one place that talks to an OpenAI-compatible endpoint.
+
+The ``openai`` client's own retries are off; tenacity retries transient failures (429, 5xx,
+timeouts, connection errors) with jittered exponential backoff inside one total deadline, so
+the time an event can spend waiting on the model is bounded no matter how the failures mix.
+Whatever still fails leaves as a :class:`~llm_bot.llm.errors.ModelError` whose class tells the
+worker whether a redelivery can help.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+import openai
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception_type,
+    stop_after_delay,
+    wait_random_exponential,
+)
+
+from llm_bot.llm import errors, openai_format
+from llm_bot.llm.messages import ChatMessage, ModelReply, ToolSpec
+from llm_bot.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+TRANSIENT = (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError)
+
+
+class ModelClient:
+    """Chat Completions (default) or Responses API, with bounded retries."""
+
+    def __init__(
+        self,
+        client: openai.AsyncOpenAI,
+        model: str,
+        mode: str = "chat",
+        deadline_s: float = 60.0,
+    ) -> None:
+        self._client = client
+        self.model = model
+        self._mode = mode
+        self._deadline_s = deadline_s
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ModelClient:
+        key = settings.openai_api_key
+        client = openai.AsyncOpenAI(
+            api_key=key.get_secret_value() if key else "not-needed-for-local-servers",
+            base_url=settings.openai_base_url,
+            timeout=settings.openai_timeout_ms / 1000,
+            max_retries=0,
+        )
+        return cls(
+            client,
+            settings.openai_model,
+            settings.openai_api_mode,
+            settings.model_deadline_ms / 1000,
+        )
+
+    async def close(self) -> None:
+        await self._client.close()
+
+    async def complete(
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]
+    ) -> ModelReply:
+        """One model turn; tools may be empty to demand a text answer."""
+        try:
+            async with asyncio.timeout(self._deadline_s):
+                async for attempt in AsyncRetrying(
+                    retry=retry_if_exception_type(TRANSIENT),
+                    wait=wait_random_exponential(multiplier=0.25, max=8),
+                    stop=stop_after_delay(self._deadline_s),
+                    before_sleep=_log_retry,
+                    reraise=True,
+                ):
+                    with attempt:
+                        return await self._request(messages, tools)
+        except TimeoutError:
+            raise errors.ModelTimeout(
+                f"model gave no answer within {self._deadline_s:g} s"
+            ) from None
+        except openai.OpenAIError as error:
+            raise classify(error) from None
+        raise AssertionError("unreachable: tenacity either returns or re-raises")
+
+    async def _request(
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]
+    ) -> ModelReply:
+        if self._mode == "responses":
+            response = await self._client.responses.create(
+                model=self.model, **openai_format.responses_request(messages, tools)
+            )
+            return openai_format.parse_responses_reply(response)
+        completion = await self._client.chat.completions.create(
+            model=self.model, **openai_format.chat_request(messages, tools)
+        )
+        return openai_format.parse_chat_reply(completion)
+
+
+def classify(error: openai.OpenAIError) -> errors.ModelError:
+    """Map an ``openai`` exception to our error classes, keeping only safe details."""
+    name = type(error).__name__
+    status = getattr(error, "status_code", None)
+    detail = f"{name} (HTTP {status})" if status else name
+    if isinstance(error, openai.APITimeoutError):
+        return errors.ModelTimeout(f"model request timed out: {detail}")
+    if isinstance(error, TRANSIENT):
+        return errors.ModelUnavailable(f"model unavailable after retries: {detail}")
+    if isinstance(error, openai.AuthenticationError | openai.PermissionDeniedError):
+        return errors.ModelAuthFailed(f"model endpoint refused the credentials: {detail}")
+    if isinstance(error, openai.ContentFilterFinishReasonError):
+        return errors.ModelRefused(f"model output stopped by a content filter: {detail}")
+    return errors.ModelRequestInvalid(f"model rejected the request: {detail}")
+
+
+def _log_retry(state: RetryCallState) -> None:
+    outcome = state.outcome
+    cause = type(outcome.exception()).__name__ if outcome and outcome.failed else "unknown"
+    logger.warning(
+        "model call failed, retrying",
+        extra={"attempt": state.attempt_number, "cause": cause},
+    )

@@ -1,0 +1,51 @@
+"""Messages, tools and replies as the service passes them around, in no API's wire shape."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # JSON text as the model produced it; parsed by the tool runner
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    role: Role
+    content: str
+    tool_calls: tuple[ToolCall, ...] = field(default=())
+    tool_call_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool offered to the model: JSON Schema ``parameters`` as the API expects them."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class TokenUsage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def __add__(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage(
+            self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens
+        )
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    text: str
+    tool_calls: tuple[ToolCall, ...]
+    usage: TokenUsage
+    model: str

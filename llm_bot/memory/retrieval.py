@@ -1,0 +1,32 @@
+"""The seam between the graph and the memory layers.
+
+``retrieve_memories`` asks a :class:`MemoryRetriever` for the context of one event; the memory
+layers (semantic store, history, notes, recall) implement it. Until they exist the graph runs
+with :class:`NoMemory`, which recalls nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from llm_bot.llm.messages import ChatMessage
+
+
+@dataclass(frozen=True)
+class RecalledContext:
+    """Messages to place between the system prompt and this run's messages, in order."""
+
+    messages: tuple[ChatMessage, ...] = ()
+    stats: dict[str, int] = field(default_factory=dict)
+
+
+class MemoryRetriever(Protocol):
+    async def retrieve(self, user_id: str, thread_id: str, query: str) -> RecalledContext: ...
+
+
+class NoMemory:
+    """A retriever that knows nothing: the graph's default before memory is wired in."""
+
+    async def retrieve(self, user_id: str, thread_id: str, query: str) -> RecalledContext:
+        return RecalledContext()
