@@ -18,7 +18,7 @@ from tenacity import (
     AsyncRetrying,
     RetryCallState,
     retry_if_exception_type,
-    stop_after_delay,
+    stop_before_delay,
     wait_random_exponential,
 )
 
@@ -74,7 +74,7 @@ class ModelClient:
                 async for attempt in AsyncRetrying(
                     retry=retry_if_exception_type(TRANSIENT),
                     wait=wait_random_exponential(multiplier=0.25, max=8),
-                    stop=stop_after_delay(self._deadline_s),
+                    stop=stop_before_delay(self._deadline_s),
                     before_sleep=_log_retry,
                     reraise=True,
                 ):

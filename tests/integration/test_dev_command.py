@@ -1,0 +1,122 @@
+"""`llm-bot dev --services-only` as a user runs it: exports, real clients, a clean exit."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import openai
+import psycopg
+import pytest
+
+from llm_bot.testing.pubsub_emulator import pubsub_clients
+
+pytestmark = pytest.mark.integration
+START_TIMEOUT_S = 120
+
+
+class RunningDev:
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.process = process
+        self.exports: dict[str, str] = {}
+        self.lines: list[str] = []
+        self.ready = threading.Event()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line.rstrip("\n"))
+            if line.startswith("export "):
+                name, _, value = line.removeprefix("export ").rstrip("\n").partition("=")
+                self.exports[name] = value.strip("'")
+            if "local stack ready" in line:
+                self.ready.set()
+        self.ready.set()  # the process ended: wake the waiter either way
+
+
+@pytest.fixture
+def dev(tmp_path: Path) -> Iterator[RunningDev]:
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "PUBSUB_", "DATABASE_"))
+    }
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "llm_bot.cli",
+            "dev",
+            "--services-only",
+            "--data-dir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+    running = RunningDev(process)
+    yield running
+    if process.poll() is None:
+        process.kill()
+        process.wait()
+
+
+def test_dev_prints_exports_serves_real_clients_and_stops_cleanly(dev: RunningDev) -> None:
+    assert dev.ready.wait(START_TIMEOUT_S), "dev stack did not come up"
+    assert dev.process.poll() is None, "\n".join(dev.lines)
+    exports = dev.exports
+    for name in (
+        "PUBSUB_EMULATOR_HOST",
+        "GOOGLE_CLOUD_PROJECT",
+        "DATABASE_URL",
+        "OPENAI_BASE_URL",
+        "OPENAI_API_KEY",
+        "LLM_BOT_INPUT_TOPIC",
+        "LLM_BOT_SUBSCRIPTION",
+        "LLM_BOT_DEADLETTER_TOPIC",
+    ):
+        assert name in exports, name
+
+    clients = pubsub_clients(exports["PUBSUB_EMULATOR_HOST"])
+    project = exports["GOOGLE_CLOUD_PROJECT"]
+    try:
+        topic = clients.publisher.topic_path(project, exports["LLM_BOT_INPUT_TOPIC"])
+        clients.publisher.publish(topic, b"ping", origin="test").result(timeout=30)
+        subscription = clients.subscriber.subscription_path(
+            project, exports["LLM_BOT_SUBSCRIPTION"]
+        )
+        pulled = clients.subscriber.pull(subscription=subscription, max_messages=1, timeout=30)
+        assert [
+            (m.message.data, m.message.attributes["origin"]) for m in pulled.received_messages
+        ] == [(b"ping", "test")]
+    finally:
+        clients.close()
+
+    with psycopg.connect(exports["DATABASE_URL"]) as connection:
+        extensions = {row[0] for row in connection.execute("SELECT extname FROM pg_extension")}
+        migrated = connection.execute("SELECT count(*) FROM schema_migrations").fetchone()
+    assert "vector" in extensions
+    assert migrated is not None
+    assert migrated[0] >= 1
+
+    model = openai.OpenAI(base_url=exports["OPENAI_BASE_URL"], api_key=exports["OPENAI_API_KEY"])
+    reply = model.chat.completions.create(
+        model="any", messages=[{"role": "user", "content": "hello"}]
+    )
+    assert reply.choices[0].message.content == "echo: hello"
+
+    dev.process.send_signal(signal.SIGTERM)
+    assert dev.process.wait(timeout=60) == 0
+    host, port = exports["PUBSUB_EMULATOR_HOST"].split(":")
+    leftovers = subprocess.run(
+        ["pgrep", "-f", f"host-port={host}:{port}"], capture_output=True, check=False
+    )
+    assert leftovers.stdout == b"", "emulator processes left behind"
+    with pytest.raises(psycopg.OperationalError):
+        psycopg.connect(exports["DATABASE_URL"], connect_timeout=2).close()

@@ -1,0 +1,53 @@
+"""The command line: one-line errors with exit code 2, and the schema command."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from llm_bot.cli import main
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["bogus"], "invalid choice: 'bogus'"),
+        (["schema", "--model", "Nope"], "invalid choice: 'Nope'"),
+        (["dev", "--unknown"], "unrecognized arguments: --unknown"),
+    ],
+)
+def test_bad_arguments_cost_one_line_and_exit_2(
+    argv: list[str], expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1
+    assert expected in lines[0]
+
+
+def test_migrate_without_a_database_says_what_to_set(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    assert main(["migrate"]) == 2
+    assert capsys.readouterr().err.startswith("llm-bot: error: DATABASE_URL is not set")
+
+
+def test_schema_prints_both_wire_models(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["schema"]) == 0
+    schemas = json.loads(capsys.readouterr().out)
+    assert set(schemas) == {"InternalEventV2", "CandidateV1"}
+    event = schemas["InternalEventV2"]
+    assert {"v", "correlationId", "ingress", "identity", "egress", "routing", "type"} <= set(
+        event["required"]
+    )
+    assert "correlationId" in event["properties"]
+    assert schemas["CandidateV1"]["properties"]["status"]["enum"] == [
+        "proposed",
+        "selected",
+        "superseded",
+        "rejected",
+    ]

@@ -1,0 +1,271 @@
+"""The graph end to end through the local OpenAI-compatible server and the real client."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+
+from llm_bot.events.codec import from_document, to_document
+from llm_bot.events.models import InternalEventV2
+from llm_bot.graph.builder import LlmBotGraph, compile_graph
+from llm_bot.graph.process import process_event
+from llm_bot.graph.reducer import MessageLimits
+from llm_bot.graph.state import GraphContext
+from llm_bot.llm.client import ModelClient
+from llm_bot.llm.messages import ToolSpec
+from llm_bot.memory.retrieval import RecalledContext
+from llm_bot.testing.openai_server import LocalModelServer
+
+CONTRACTS = Path(__file__).resolve().parents[3].parent / "shared" / "contracts" / "bitbrat"
+API_KEY = "sk-test-never-leak-0123456789"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[LocalModelServer]:
+    with LocalModelServer() as running:
+        yield running
+
+
+@pytest.fixture(autouse=True)
+def fresh_server(server: LocalModelServer) -> None:
+    server.reset()
+
+
+def model_client(
+    server: LocalModelServer, *, deadline_s: float = 5.0, **options: Any
+) -> ModelClient:
+    client = openai.AsyncOpenAI(
+        base_url=server.base_url,
+        api_key=API_KEY,
+        max_retries=0,
+        timeout=options.pop("timeout", 5.0),
+    )
+    return ModelClient(client, "local-test-model", deadline_s=deadline_s, **options)
+
+
+def context(model: ModelClient, **overrides: Any) -> GraphContext:
+    return GraphContext(model=model, **{"system_prompt": "You are terse.", **overrides})
+
+
+def graph(max_messages: int = 8, max_chars: int = 8000) -> LlmBotGraph:
+    return compile_graph(MessageLimits(max_messages=max_messages, max_chars=max_chars))
+
+
+def event(*prompts: str, shuffled: bool = False) -> InternalEventV2:
+    document = json.loads((CONTRACTS / "chat-message.json").read_text())
+    annotations = [
+        {
+            "id": f"p{i}",
+            "kind": "prompt",
+            "source": "router",
+            "createdAt": f"2026-01-01T00:00:0{i}Z",
+            "value": text,
+        }
+        for i, text in enumerate(prompts)
+    ]
+    document["annotations"] = list(reversed(annotations)) if shuffled else annotations
+    document["routing"]["slip"] = [{"id": "llm-bot", "status": "PENDING", "attempt": 1}]
+    return from_document(document)
+
+
+class LookupTool:
+    spec = ToolSpec("lookup", "Look something up.", {"type": "object", "properties": {}})
+
+    def __init__(self) -> None:
+        self.users: list[str] = []
+
+    async def run(self, arguments: dict[str, Any], user_id: str) -> str:
+        self.users.append(user_id)
+        if arguments.get("explode"):
+            raise RuntimeError("lookup backend down")
+        return "found it"
+
+
+async def test_prompts_reach_the_model_in_order_and_the_candidate_is_the_reply(
+    server: LocalModelServer,
+) -> None:
+    server.script_reply("Here you go.")
+    result = await process_event(
+        graph(), context(model_client(server)), event("one", "two", "three", shuffled=True)
+    )
+    sent = server.chat_requests()[0]["messages"]
+    assert sent == [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "one"},
+        {"role": "user", "content": "two"},
+        {"role": "user", "content": "three"},
+    ]
+    assert result.outcome == "OK"
+    assert result.candidate is not None
+    assert result.candidate.text == "Here you go."
+    assert result.event.candidates == [result.candidate]
+    assert (result.candidate.id, result.candidate.priority) == ("cand-test-correlation-789", 10)
+    assert result.candidate.reason == "model:local-test-model"
+    assert result.candidate.metadata is not None
+    assert result.candidate.metadata["usage"]["inputTokens"] > 0
+    assert result.event.routing.slip[0].status == "OK"
+
+
+async def test_prompts_beyond_the_limits_are_trimmed_oldest_first(server: LocalModelServer) -> None:
+    await process_event(graph(max_messages=2), context(model_client(server)), event("a", "b", "c"))
+    sent = server.chat_requests()[0]["messages"]
+    assert [m["content"] for m in sent if m["role"] == "user"] == ["b", "c"]
+
+
+async def test_the_input_event_is_left_untouched(server: LocalModelServer) -> None:
+    original = event("hello")
+    before = to_document(original)
+    await process_event(graph(), context(model_client(server)), original)
+    assert to_document(original) == before
+
+
+async def test_no_prompt_skips_without_calling_the_model(server: LocalModelServer) -> None:
+    result = await process_event(graph(), context(model_client(server)), event())
+    assert result.outcome == "SKIP"
+    assert result.candidate is None
+    assert not result.event.candidates
+    step = result.event.routing.slip[0]
+    assert step.status == "SKIP"
+    assert step.error is not None
+    assert step.error.code == "NO_PROMPT"
+    assert server.chat_requests() == []
+
+
+async def test_rate_limit_then_success_is_ok_after_a_retry(server: LocalModelServer) -> None:
+    server.fail_next(1, status=429)
+    result = await process_event(graph(), context(model_client(server)), event("hi"))
+    assert result.outcome == "OK"
+    assert len(server.chat_requests()) == 2
+
+
+async def test_model_down_past_the_retries_is_a_retryable_error(server: LocalModelServer) -> None:
+    server.fail_next(1000, status=500)
+    result = await process_event(
+        graph(), context(model_client(server, deadline_s=0.6)), event("hi")
+    )
+    assert result.outcome == "ERROR"
+    assert result.retryable
+    assert len(server.chat_requests()) >= 2, "no retry happened"
+    step = result.event.routing.slip[0]
+    assert step.status == "ERROR"
+    assert step.error is not None
+    assert (step.error.code, step.error.retryable) == ("LLM_UNAVAILABLE", True)
+    assert result.event.errors is not None
+    entry = result.event.errors[-1]
+    assert (entry.source, entry.fatal) == ("llm-bot", False)
+    assert "LLM_UNAVAILABLE" in entry.message
+    published = json.dumps(to_document(result.event))
+    assert API_KEY not in published
+    assert "Traceback" not in published
+
+
+async def test_a_hanging_model_is_a_timeout(server: LocalModelServer) -> None:
+    server.hang_next(1000, seconds=5)
+    client = model_client(server, deadline_s=0.5, timeout=0.2)
+    result = await process_event(graph(), context(client), event("hi"))
+    assert result.error is not None
+    assert (result.error.code, result.error.retryable) == ("TIMEOUT", True)
+
+
+async def test_a_rejected_request_is_permanent_and_not_retried(server: LocalModelServer) -> None:
+    server.fail_next(1, status=400)
+    result = await process_event(graph(), context(model_client(server)), event("hi"))
+    assert result.error is not None
+    assert (result.error.code, result.error.retryable) == ("LLM_REQUEST_INVALID", False)
+    assert len(server.chat_requests()) == 1
+
+
+async def test_a_model_that_keeps_calling_tools_stops_after_the_bound(
+    server: LocalModelServer,
+) -> None:
+    server.always_call_tool("lookup", {"q": "x"})
+    tool = LookupTool()
+    result = await process_event(
+        graph(), context(model_client(server), tools=[tool], max_tool_rounds=3), event("hi")
+    )
+    requests = server.chat_requests()
+    assert len(requests) == 4
+    assert all("tools" in r for r in requests[:3])
+    assert "tools" not in requests[3]
+    assert tool.users == ["slack:U987654321"] * 3
+    assert result.outcome == "OK"
+    assert result.candidate is not None
+    assert result.candidate.metadata is not None
+    assert result.candidate.metadata["toolRounds"] == 3
+
+
+async def test_tool_results_and_failures_go_back_to_the_model(server: LocalModelServer) -> None:
+    server.script_tool_calls([("lookup", {"explode": True}), ("nosuch", {})])
+    server.script_reply("recovered")
+    result = await process_event(
+        graph(), context(model_client(server), tools=[LookupTool()]), event("hi")
+    )
+    tool_messages = [m for m in server.chat_requests()[-1]["messages"] if m["role"] == "tool"]
+    assert [m["content"] for m in tool_messages] == [
+        "error: lookup failed: RuntimeError: lookup backend down",
+        "error: no tool named 'nosuch'; available: lookup",
+    ]
+    assert result.candidate is not None
+    assert result.candidate.text == "recovered"
+
+
+async def test_responses_api_mode(server: LocalModelServer) -> None:
+    server.script_reply("from responses")
+    client = model_client(server, mode="responses")
+    result = await process_event(graph(), context(client), event("first", "second"))
+    request = server.chat_requests()[0]
+    assert request["instructions"] == "You are terse."
+    assert request["input"] == "(user) first\n(user) second"
+    assert result.candidate is not None
+    assert result.candidate.text == "from responses"
+
+
+class BrokenMemory:
+    async def retrieve(self, user_id: str, thread_id: str, query: str) -> RecalledContext:
+        raise ConnectionError("database is down")
+
+
+class SlowMemory:
+    async def retrieve(self, user_id: str, thread_id: str, query: str) -> RecalledContext:
+        await asyncio.Event().wait()  # never answers
+        raise AssertionError
+
+
+@pytest.mark.parametrize("memory", [BrokenMemory(), SlowMemory()], ids=["broken", "slow"])
+async def test_failing_memory_degrades_to_no_memories(
+    server: LocalModelServer, memory: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    ctx = context(model_client(server), memory=memory, retrieval_timeout_s=0.2)
+    result = await process_event(graph(), ctx, event("hi"))
+    assert result.outcome == "OK"
+    assert result.candidate is not None
+    assert result.candidate.metadata is not None
+    assert result.candidate.metadata["memory"] == {"retrievalFailed": 1}
+    assert any(r.message.startswith("memory retrieval failed") for r in caplog.records)
+
+
+class OneMemory:
+    async def retrieve(self, user_id: str, thread_id: str, query: str) -> RecalledContext:
+        from llm_bot.llm.messages import ChatMessage
+
+        return RecalledContext(
+            (ChatMessage("system", f"Memory of {user_id}: likes tea"),), {"memories": 1}
+        )
+
+
+async def test_recalled_context_sits_between_system_prompt_and_the_run(
+    server: LocalModelServer,
+) -> None:
+    await process_event(graph(), context(model_client(server), memory=OneMemory()), event("hi"))
+    sent = server.chat_requests()[0]["messages"]
+    assert [m["content"] for m in sent] == [
+        "You are terse.",
+        "Memory of slack:U987654321: likes tea",
+        "hi",
+    ]
