@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
+from llm_bot.events.routing import DEFAULT_EGRESS_TOPIC
 from llm_bot.settings import Settings, SettingsError, load_settings
 
 EXIT_USAGE = 2
@@ -58,6 +59,39 @@ def command_dev(args: argparse.Namespace, settings: Settings) -> int:
     return run_dev_stack(settings, data_dir=args.data_dir, services_only=args.services_only)
 
 
+def command_send(args: argparse.Namespace, settings: Settings) -> int:
+    """Send one prompt and print the candidate that comes back (or why none did)."""
+    from llm_bot.events.builder import prompt_event
+    from llm_bot.send import NoAnswer, SendRequest, run_locally, send_and_wait
+
+    event = prompt_event(
+        args.text, user=args.user, thread=args.thread, egress_topic=DEFAULT_EGRESS_TOPIC
+    )
+    if args.local:
+        document = run_locally(settings, event)
+    else:
+        request = SendRequest(event, args.reply_subscription, args.timeout)
+        try:
+            document = send_and_wait(settings, request)
+        except NoAnswer as error:
+            print(f"llm-bot: {error}", file=sys.stderr)
+            return 1
+    ours = [c for c in document.get("candidates", []) if c.get("source") == "llm-bot"]
+    if ours:
+        print(json.dumps(ours[-1], indent=2))
+        return 0
+    steps = [s for s in document["routing"]["slip"] if s.get("id") == "llm-bot"]
+    print(json.dumps({"candidate": None, "step": steps[-1] if steps else None}, indent=2))
+    return 1
+
+
+def positive_seconds(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
 def require_database_url(settings: Settings) -> str:
     if settings.database_url is None:
         raise UsageError(
@@ -77,6 +111,19 @@ def build_parser() -> OneLineParser:
     migrate = commands.add_parser("migrate", help="create or upgrade the database schema")
     migrate.set_defaults(handler=command_migrate)
 
+    send = commands.add_parser("send", help="send one prompt and print the candidate")
+    send.add_argument("text", help="the prompt")
+    send.add_argument("--user", required=True, help="user id of the sender")
+    send.add_argument("--thread", required=True, help="channel (thread) the prompt is sent in")
+    send.add_argument("--local", action="store_true", help="run the graph in this process")
+    send.add_argument("--timeout", type=positive_seconds, default=60.0, help="seconds to wait")
+    send.add_argument(
+        "--reply-subscription",
+        default=f"{DEFAULT_EGRESS_TOPIC}-tap",
+        help="where answers are read from (default: %(default)s, made by `llm-bot dev`)",
+    )
+    send.set_defaults(handler=command_send)
+
     dev = commands.add_parser("dev", help="run the local stack: Pub/Sub emulator, Postgres, model")
     dev.add_argument("--services-only", action="store_true", help="do not start the worker")
     dev.add_argument(
@@ -84,6 +131,13 @@ def build_parser() -> OneLineParser:
     )
     dev.set_defaults(handler=command_dev)
     return parser
+
+
+def configure_logging(level: str) -> None:
+    """Our logs at ``level``; chatty client libraries only when something goes wrong."""
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in ("httpx", "httpx2", "pgserver"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -94,9 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SettingsError as error:
         print(f"llm-bot: configuration error: {error}", file=sys.stderr)
         return EXIT_USAGE
-    logging.basicConfig(
-        level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(settings.log_level)
     handler: Callable[[argparse.Namespace, Settings], int] = args.handler
     try:
         return handler(args, settings)

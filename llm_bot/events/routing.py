@@ -19,6 +19,8 @@ from llm_bot.events.models import (
 )
 
 EGRESS_EVENT_TYPE = "egress.deliver.v1"
+# The platform's default egress topic (BitBrat INTERNAL_EGRESS_V1), used by the local tooling.
+DEFAULT_EGRESS_TOPIC = "internal.egress.v1"
 
 
 class RoutingError(ValueError):

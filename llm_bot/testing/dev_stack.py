@@ -21,14 +21,12 @@ from pathlib import Path
 import openai
 import psycopg
 
-from llm_bot.events.routing import prefixed
+from llm_bot.events.routing import DEFAULT_EGRESS_TOPIC, prefixed
 from llm_bot.memory.migrate import migrate
 from llm_bot.settings import Settings
 from llm_bot.testing.embedded_postgres import EmbeddedPostgres
 from llm_bot.testing.openai_server import LocalModelServer
 from llm_bot.testing.pubsub_emulator import PubSubEmulator, Topology
-
-DEV_EGRESS_TOPIC = "internal.egress.v1"
 
 
 @dataclass(frozen=True)
@@ -48,7 +46,7 @@ def local_stack(settings: Settings, data_dir: Path) -> Iterator[DevStack]:
             input_topic=prefixed(settings.input_topic, settings.bus_prefix),
             subscription=prefixed(settings.subscription, settings.bus_prefix),
             deadletter_topic=prefixed(settings.deadletter_topic, settings.bus_prefix),
-            output_topics=[prefixed(DEV_EGRESS_TOPIC, settings.bus_prefix)],
+            output_topics=[prefixed(DEFAULT_EGRESS_TOPIC, settings.bus_prefix)],
         )
         postgres = stack.enter_context(EmbeddedPostgres(data_dir / "postgres"))
         migrate(postgres.url)
@@ -59,7 +57,7 @@ def local_stack(settings: Settings, data_dir: Path) -> Iterator[DevStack]:
             "LLM_BOT_SUBSCRIPTION": settings.subscription,
             "LLM_BOT_DEADLETTER_TOPIC": settings.deadletter_topic,
             "LLM_BOT_EGRESS_TAP": topology.output_subscriptions[
-                prefixed(DEV_EGRESS_TOPIC, settings.bus_prefix)
+                prefixed(DEFAULT_EGRESS_TOPIC, settings.bus_prefix)
             ],
             "LLM_BOT_DEADLETTER_TAP": topology.deadletter_subscription,
         }

@@ -51,3 +51,19 @@ def test_schema_prints_both_wire_models(capsys: pytest.CaptureFixture[str]) -> N
         "superseded",
         "rejected",
     ]
+
+
+def test_send_local_runs_the_graph_and_prints_the_candidate(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "LLM_BOT_SYSTEM_PROMPT"):
+        monkeypatch.delenv(name, raising=False)
+    assert main(["send", "what is new?", "--user", "u-1", "--thread", "room", "--local"]) == 0
+    candidate = json.loads(capsys.readouterr().out)
+    assert candidate["text"] == "echo: what is new?"
+    assert (candidate["source"], candidate["status"], candidate["priority"]) == (
+        "llm-bot",
+        "proposed",
+        10,
+    )
+    assert candidate["id"].startswith("cand-")

@@ -1,0 +1,61 @@
+"""Make a fresh prompt event, the way an upstream router would, for the CLI, tests and benches."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from uuid import uuid4
+
+from llm_bot.clock import iso_timestamp, utc_now
+from llm_bot.events.models import InternalEventV2
+
+CLI_CONNECTOR = "cli"
+
+
+def prompt_event(
+    text: str,
+    *,
+    user: str,
+    thread: str,
+    egress_topic: str,
+    correlation_id: str | None = None,
+    now: datetime | None = None,
+) -> InternalEventV2:
+    """A ``chat.message.v1`` from ``user`` in channel ``thread`` whose slip holds one PENDING
+    llm-bot step, so the processed event goes to ``egress_topic``."""
+    at = iso_timestamp(now or utc_now())
+    correlation = correlation_id or str(uuid4())
+    return InternalEventV2.model_validate(
+        {
+            "v": "2",
+            "correlationId": correlation,
+            "type": "chat.message.v1",
+            "ingress": {
+                "ingressAt": at,
+                "source": "llm-bot.cli",
+                "connector": CLI_CONNECTOR,
+                "channel": thread,
+            },
+            "identity": {"external": {"id": user, "platform": CLI_CONNECTOR}, "user": {"id": user}},
+            "egress": {
+                "destination": egress_topic,
+                "type": "chat",
+                "connector": CLI_CONNECTOR,
+                "channel": thread,
+            },
+            "message": {"id": f"msg-{correlation}", "role": "user", "text": text},
+            "annotations": [
+                {
+                    "id": f"prompt-{correlation}",
+                    "kind": "prompt",
+                    "source": "llm-bot.cli",
+                    "createdAt": at,
+                    "value": text,
+                }
+            ],
+            "routing": {
+                "stage": "response",
+                "slip": [{"id": "llm-bot", "status": "PENDING", "attempt": 0}],
+                "history": [],
+            },
+        }
+    )

@@ -1,0 +1,96 @@
+"""``llm-bot send``: one prompt in, the candidate out.
+
+With ``--local`` the graph runs in this process (against ``OPENAI_BASE_URL``, or an in-process
+local model server when no model is configured). Otherwise the event is published to the
+input topic and the answer is awaited on a subscription of the egress topic, as a real
+upstream service would see it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from google.cloud import pubsub_v1
+
+from llm_bot.events.codec import decode, encode, to_document
+from llm_bot.events.models import InternalEventV2
+from llm_bot.events.routing import prefixed
+from llm_bot.graph.builder import compile_graph
+from llm_bot.graph.process import process_event
+from llm_bot.graph.reducer import MessageLimits
+from llm_bot.graph.state import GraphContext
+from llm_bot.graph.system_prompt import resolve_system_prompt
+from llm_bot.llm.client import ModelClient
+from llm_bot.settings import Settings
+from llm_bot.testing.openai_server import LocalModelServer
+
+
+class NoAnswer(TimeoutError):
+    """Nothing came back in time: usually no worker is running."""
+
+
+@dataclass(frozen=True)
+class SendRequest:
+    event: InternalEventV2
+    reply_subscription: str
+    timeout_s: float
+
+
+def run_locally(settings: Settings, event: InternalEventV2) -> dict[str, Any]:
+    """Process ``event`` in-process; returns the processed event as a JSON document."""
+    with contextlib.ExitStack() as stack:
+        if settings.openai_base_url is None and settings.openai_api_key is None:
+            server = stack.enter_context(LocalModelServer(model=settings.openai_model))
+            settings = settings.model_copy(update={"openai_base_url": server.base_url})
+        return asyncio.run(_process(settings, event))
+
+
+async def _process(settings: Settings, event: InternalEventV2) -> dict[str, Any]:
+    model = ModelClient.from_settings(settings)
+    try:
+        graph = compile_graph(
+            MessageLimits(settings.memory_max_messages, settings.memory_max_chars)
+        )
+        context = GraphContext(
+            model=model,
+            system_prompt=resolve_system_prompt(settings),
+            max_tool_rounds=settings.max_tool_rounds,
+            retrieval_timeout_s=settings.retrieval_timeout_ms / 1000,
+        )
+        result = await process_event(graph, context, event)
+    finally:
+        await model.close()
+    return to_document(result.event)
+
+
+def send_and_wait(settings: Settings, request: SendRequest) -> dict[str, Any]:
+    """Publish to the input topic, then pull the reply subscription until our event comes back."""
+    publisher = pubsub_v1.PublisherClient()
+    subscriber = pubsub_v1.SubscriberClient()
+    project = settings.google_cloud_project
+    topic = publisher.topic_path(project, prefixed(settings.input_topic, settings.bus_prefix))
+    data, attributes = encode(request.event)
+    publisher.publish(topic, data, **attributes).result(timeout=30)
+    subscription = subscriber.subscription_path(project, request.reply_subscription)
+    deadline = time.monotonic() + request.timeout_s
+    try:
+        while (left := deadline - time.monotonic()) > 0:
+            response = subscriber.pull(subscription=subscription, max_messages=10, timeout=left)
+            for received in response.received_messages:
+                if received.message.attributes.get("correlationId") == request.event.correlation_id:
+                    subscriber.acknowledge(subscription=subscription, ack_ids=[received.ack_id])
+                    return to_document(decode(received.message.data))
+                # someone else's answer: hand it back at once
+                subscriber.modify_ack_deadline(
+                    subscription=subscription, ack_ids=[received.ack_id], ack_deadline_seconds=0
+                )
+    finally:
+        subscriber.close()
+    raise NoAnswer(
+        f"no answer on {request.reply_subscription} within {request.timeout_s:g} s"
+        " (is the worker running?)"
+    )
