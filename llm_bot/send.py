@@ -19,11 +19,8 @@ from google.cloud import pubsub_v1
 from llm_bot.events.codec import decode, encode, to_document
 from llm_bot.events.models import InternalEventV2
 from llm_bot.events.routing import prefixed
-from llm_bot.graph.builder import compile_graph
+from llm_bot.graph.assembly import context_from_settings, graph_from_settings
 from llm_bot.graph.process import process_event
-from llm_bot.graph.reducer import MessageLimits
-from llm_bot.graph.state import GraphContext
-from llm_bot.graph.system_prompt import resolve_system_prompt
 from llm_bot.llm.client import ModelClient
 from llm_bot.settings import Settings
 from llm_bot.testing.openai_server import LocalModelServer

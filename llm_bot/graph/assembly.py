@@ -1,0 +1,37 @@
+"""Build the compiled graph and its run context from settings, in one place.
+
+The worker, ``llm-bot send --local`` and the benchmarks all run the same graph with the same
+dependencies; only the memory services and tools they pass in differ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from llm_bot.graph.builder import LlmBotGraph, compile_graph
+from llm_bot.graph.reducer import MessageLimits
+from llm_bot.graph.state import ChatModel, GraphContext
+from llm_bot.graph.system_prompt import resolve_system_prompt
+from llm_bot.graph.tools import Tool
+from llm_bot.memory.retrieval import MemoryRetriever, NoMemory
+from llm_bot.settings import Settings
+
+
+def graph_from_settings(settings: Settings) -> LlmBotGraph:
+    return compile_graph(MessageLimits(settings.memory_max_messages, settings.memory_max_chars))
+
+
+def context_from_settings(
+    settings: Settings,
+    model: ChatModel,
+    memory: MemoryRetriever | None = None,
+    tools: Sequence[Tool] = (),
+) -> GraphContext:
+    return GraphContext(
+        model=model,
+        memory=memory or NoMemory(),
+        tools=tools,
+        system_prompt=resolve_system_prompt(settings),
+        max_tool_rounds=settings.max_tool_rounds,
+        retrieval_timeout_s=settings.retrieval_timeout_ms / 1000,
+    )
