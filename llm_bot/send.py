@@ -49,16 +49,8 @@ def run_locally(settings: Settings, event: InternalEventV2) -> dict[str, Any]:
 async def _process(settings: Settings, event: InternalEventV2) -> dict[str, Any]:
     model = ModelClient.from_settings(settings)
     try:
-        graph = compile_graph(
-            MessageLimits(settings.memory_max_messages, settings.memory_max_chars)
-        )
-        context = GraphContext(
-            model=model,
-            system_prompt=resolve_system_prompt(settings),
-            max_tool_rounds=settings.max_tool_rounds,
-            retrieval_timeout_s=settings.retrieval_timeout_ms / 1000,
-        )
-        result = await process_event(graph, context, event)
+        graph = graph_from_settings(settings)
+        result = await process_event(graph, context_from_settings(settings, model), event)
     finally:
         await model.close()
     return to_document(result.event)
