@@ -1,0 +1,111 @@
+"""Hybrid search over one user's memories: vector similarity and full-text, fused by rank.
+
+Dense retrieval finds paraphrases ("films" for "movies"); full-text finds rare exact words
+(names, products) that small embedding models blur. Both candidate lists come from one SQL
+statement scoped to a single namespace and are fused by reciprocal rank (RRF, k = 60). The
+similarity threshold applies to every hit, so full-text widens and reorders the candidates but
+never lets in something the embedding calls unrelated.
+
+The query runs on LangGraph's own tables (``store``, ``store_vectors``): the store has no
+full-text search, and one statement with one query embedding beats two round trips.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from psycopg import AsyncConnection
+from psycopg.rows import dict_row
+
+RRF_K = 60
+SearchMode = Literal["hybrid", "dense", "lexical"]
+
+# Full-text: the query's lexemes OR-ed together, so a question matches any of its words.
+_HYBRID_SQL = """
+WITH query AS (
+    SELECT to_tsquery('simple', coalesce(array_to_string(array(
+        SELECT quote_literal(lexeme)
+        FROM unnest(tsvector_to_array(to_tsvector('english', %(text)s))) AS lexeme
+    ), ' | '), '')) AS terms
+),
+dense AS (
+    SELECT v.key, row_number() OVER (ORDER BY v.embedding <=> %(vector)s::vector) AS rank
+    FROM store_vectors v
+    WHERE v.prefix = %(prefix)s AND v.field_name = 'content' AND %(use_dense)s
+    ORDER BY v.embedding <=> %(vector)s::vector
+    LIMIT %(pool)s
+),
+lexical AS (
+    SELECT s.key, row_number() OVER (
+        ORDER BY ts_rank_cd(to_tsvector('english', s.value->>'content'), query.terms) DESC
+    ) AS rank
+    FROM store s, query
+    WHERE s.prefix = %(prefix)s AND %(use_lexical)s
+      AND to_tsvector('english', s.value->>'content') @@ query.terms
+    LIMIT %(pool)s
+)
+SELECT s.key, s.value, s.created_at, s.updated_at,
+       1 - (v.embedding <=> %(vector)s::vector) AS similarity,
+       dense.rank AS dense_rank, lexical.rank AS lexical_rank
+FROM (SELECT key FROM dense UNION SELECT key FROM lexical) hit
+JOIN store s ON s.prefix = %(prefix)s AND s.key = hit.key
+JOIN store_vectors v ON v.prefix = s.prefix AND v.key = s.key AND v.field_name = 'content'
+LEFT JOIN dense ON dense.key = hit.key
+LEFT JOIN lexical ON lexical.key = hit.key
+"""
+
+
+@dataclass(frozen=True)
+class MemoryHit:
+    key: str
+    content: str
+    metadata: dict[str, str]
+    created_at: datetime
+    updated_at: datetime
+    similarity: float
+    fused_score: float
+
+
+def rrf(*ranks: int | None) -> float:
+    return sum(1.0 / (RRF_K + rank) for rank in ranks if rank is not None)
+
+
+async def hybrid_search(
+    connection: AsyncConnection[Any],
+    prefix: str,
+    text: str,
+    vector: list[float],
+    *,
+    limit: int,
+    threshold: float,
+    mode: SearchMode = "hybrid",
+) -> list[MemoryHit]:
+    """The ``limit`` best hits at or above ``threshold``: by fused rank, then similarity."""
+    parameters = {
+        "text": text,
+        "vector": str(vector),
+        "prefix": prefix,
+        "pool": max(limit * 4, 20),
+        "use_dense": mode != "lexical",
+        "use_lexical": mode != "dense",
+    }
+    async with connection.cursor(row_factory=dict_row) as cursor:
+        await cursor.execute(_HYBRID_SQL, parameters)
+        rows = await cursor.fetchall()
+    hits = [
+        MemoryHit(
+            key=row["key"],
+            content=row["value"].get("content", ""),
+            metadata=row["value"].get("metadata") or {},
+            created_at=row["created_at"],
+            updated_at=row["updated_at"],
+            similarity=float(row["similarity"]),
+            fused_score=rrf(row["dense_rank"], row["lexical_rank"]),
+        )
+        for row in rows
+        if float(row["similarity"]) >= threshold
+    ]
+    hits.sort(key=lambda hit: (-hit.fused_score, -hit.similarity))
+    return hits[:limit]

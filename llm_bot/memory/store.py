@@ -1,0 +1,192 @@
+"""Per-user semantic memories on LangGraph's ``AsyncPostgresStore`` (pgvector).
+
+A memory is JSON ``{content, metadata}`` under a key (a UUID when new) in the namespace
+``("memories", user_id)``, kept until deleted. :class:`MemoryStore` owns the store and its
+connection pool; :meth:`MemoryStore.for_user` hands out a :class:`UserMemories` bound to one
+namespace, the only way to read or write memories.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Literal, cast
+
+from langgraph.store.base import Item
+from langgraph.store.postgres import AsyncPostgresStore
+from langgraph.store.postgres.base import PostgresIndexConfig
+from psycopg import AsyncConnection
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from llm_bot.llm.embeddings import Embedder
+from llm_bot.memory.namespaces import MEMORIES, namespace_text, user_namespace
+from llm_bot.memory.search import MemoryHit, SearchMode, hybrid_search
+from llm_bot.memory.store_schema import ensure_schema
+
+logger = logging.getLogger(__name__)
+
+PutOutcome = Literal["created", "updated", "merged"]
+
+
+@dataclass(frozen=True)
+class StoreOptions:
+    index_kind: Literal["hnsw", "ivfflat"] = "hnsw"
+    ivfflat_lists: int = 100
+    ivfflat_probes: int = 10
+    dedup_threshold: float = 0.95
+    pool_max_size: int = 10
+    connect_timeout_s: float = 5.0
+
+
+@dataclass(frozen=True)
+class Memory:
+    key: str
+    content: str
+    metadata: dict[str, str]
+    created_at: str
+    updated_at: str
+
+
+class MemoryStore:
+    def __init__(
+        self,
+        pool: AsyncConnectionPool[AsyncConnection[Any]],
+        embedder: Embedder,
+        dimensions: int,
+        options: StoreOptions,
+    ) -> None:
+        self._pool = pool
+        self.embedder = embedder
+        self.dimensions = dimensions
+        self.options = options
+        ann: dict[str, Any] = {"kind": options.index_kind}
+        if options.index_kind == "ivfflat":
+            ann["nlist"] = options.ivfflat_lists
+        index = cast(
+            PostgresIndexConfig,
+            {
+                "dims": dimensions,
+                "embed": embedder.embed,
+                "fields": ["content"],
+                "distance_type": "cosine",
+                "ann_index_config": ann,
+            },
+        )
+        self.store = AsyncPostgresStore(pool, index=index)
+
+    @classmethod
+    @asynccontextmanager
+    async def open(
+        cls, database_url: str, embedder: Embedder, options: StoreOptions
+    ) -> AsyncIterator[MemoryStore]:
+        """Connect, create or check the schema, and close everything on the way out."""
+        pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
+            database_url,
+            min_size=1,
+            max_size=options.pool_max_size,
+            timeout=options.connect_timeout_s,
+            kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+            open=False,
+        )
+        await pool.open(wait=True, timeout=options.connect_timeout_s)
+        try:
+            memory = cls(pool, embedder, await embedder.dimensions(), options)
+            await ensure_schema(memory.store, pool, memory.dimensions, embedder.model)
+            yield memory
+        finally:
+            await pool.close()
+
+    def for_user(self, user_id: str) -> UserMemories:
+        return UserMemories(self, user_id)
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[AsyncConnection[Any]]:
+        async with self._pool.connection() as connection:
+            if self.options.index_kind == "ivfflat":
+                await connection.execute(f"SET ivfflat.probes = {int(self.options.ivfflat_probes)}")
+            yield connection
+
+    async def users(self) -> list[str]:
+        """Encoded namespace labels of every user with memories (for admin and re-embedding)."""
+        namespaces = await self.store.alist_namespaces(prefix=(MEMORIES,), limit=1_000_000)
+        return [namespace[1] for namespace in namespaces if len(namespace) == 2]
+
+
+class UserMemories:
+    """One user's memories; every method is scoped to that user's namespace."""
+
+    def __init__(self, memory: MemoryStore, user_id: str) -> None:
+        self._memory = memory
+        self.user_id = user_id
+        self.namespace = user_namespace(user_id)
+
+    async def put(
+        self, content: str, metadata: dict[str, str] | None = None, key: str | None = None
+    ) -> tuple[str, PutOutcome]:
+        """Store a memory; without ``key``, a near-duplicate of an existing one updates it."""
+        outcome: PutOutcome = "updated"
+        if key is None:
+            twin = await self._nearest(content)
+            if twin is not None and twin.similarity >= self._memory.options.dedup_threshold:
+                key, outcome = twin.key, "merged"
+            else:
+                key, outcome = str(uuid.uuid4()), "created"
+        elif await self.get(key) is None:
+            outcome = "created"
+        value = {"content": content, "metadata": metadata or {}}
+        await self._memory.store.aput(self.namespace, key, value, index=["content"])
+        return key, outcome
+
+    async def get(self, key: str) -> Memory | None:
+        item = await self._memory.store.aget(self.namespace, key)
+        return None if item is None else _memory_of(item)
+
+    async def delete(self, key: str) -> bool:
+        existed = await self.get(key) is not None
+        await self._memory.store.adelete(self.namespace, key)
+        return existed
+
+    async def list_memories(self, limit: int = 100, offset: int = 0) -> list[Memory]:
+        items = await self._memory.store.asearch(self.namespace, limit=limit, offset=offset)
+        return [_memory_of(item) for item in items]
+
+    async def search(
+        self, query: str, *, limit: int, threshold: float, mode: SearchMode = "hybrid"
+    ) -> list[MemoryHit]:
+        vector = (await self._memory.embedder.embed([query]))[0]
+        async with self._memory.connection() as connection:
+            return await hybrid_search(
+                connection,
+                namespace_text(self.namespace),
+                query,
+                vector,
+                limit=limit,
+                threshold=threshold,
+                mode=mode,
+            )
+
+    async def forget(self) -> int:
+        """Delete every memory of this user; returns how many there were."""
+        async with self._memory.connection() as connection:
+            cursor = await connection.execute(
+                "DELETE FROM store WHERE prefix = %s", (namespace_text(self.namespace),)
+            )
+            return cursor.rowcount
+
+    async def _nearest(self, content: str) -> MemoryHit | None:
+        hits = await self.search(content, limit=1, threshold=-1.0, mode="dense")
+        return hits[0] if hits else None
+
+
+def _memory_of(item: Item) -> Memory:
+    return Memory(
+        key=item.key,
+        content=item.value.get("content", ""),
+        metadata=item.value.get("metadata") or {},
+        created_at=item.created_at.isoformat(),
+        updated_at=item.updated_at.isoformat(),
+    )

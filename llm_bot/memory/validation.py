@@ -1,0 +1,68 @@
+"""Rules a memory must meet before it is stored, whoever writes it (the model or an admin).
+
+Token counts are approximated as characters / 4 (about right for English with OpenAI's
+tokenizers, and cheap): ``MEMORY_MAX_TOKENS`` 2048 allows 8192 characters of content.
+Metadata stays small and flat so it can be shown to the model and filtered in SQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+CHARS_PER_TOKEN = 4
+MAX_METADATA_KEYS = 5
+MAX_METADATA_KEY_CHARS = 50
+MAX_METADATA_VALUE_CHARS = 200
+MAX_KEY_CHARS = 200
+RESERVED_METADATA_KEYS = frozenset({"id", "userId", "createdAt", "updatedAt", "embedding"})
+
+
+class InvalidMemory(ValueError):
+    """The memory breaks a rule; the message says which, for the model to correct itself."""
+
+
+def approx_tokens(text: str) -> int:
+    return -(-len(text) // CHARS_PER_TOKEN)
+
+
+def validate_memory(
+    content: Any, metadata: Any, key: Any, max_tokens: int
+) -> tuple[str, dict[str, str], str | None]:
+    """Return (content, metadata, key) checked and normalised, or raise :class:`InvalidMemory`."""
+    if not isinstance(content, str) or not content.strip():
+        raise InvalidMemory("content must be a non-empty string")
+    if approx_tokens(content) > max_tokens:
+        raise InvalidMemory(
+            f"content is about {approx_tokens(content)} tokens, over the limit of {max_tokens}"
+        )
+    if key is not None and (
+        not isinstance(key, str) or not key.strip() or len(key) > MAX_KEY_CHARS
+    ):
+        raise InvalidMemory(f"key must be a non-empty string of at most {MAX_KEY_CHARS} characters")
+    return content.strip(), validate_metadata(metadata), key
+
+
+def validate_metadata(metadata: Any) -> dict[str, str]:
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, Mapping):
+        raise InvalidMemory("metadata must be an object of string values")
+    if len(metadata) > MAX_METADATA_KEYS:
+        raise InvalidMemory(
+            f"metadata has {len(metadata)} keys, at most {MAX_METADATA_KEYS} allowed"
+        )
+    checked: dict[str, str] = {}
+    for name, value in metadata.items():
+        if name in RESERVED_METADATA_KEYS:
+            raise InvalidMemory(f"metadata key {name!r} is reserved")
+        if not isinstance(name, str) or not name or len(name) > MAX_METADATA_KEY_CHARS:
+            raise InvalidMemory(f"metadata keys must be 1 to {MAX_METADATA_KEY_CHARS} characters")
+        if not isinstance(value, str):
+            raise InvalidMemory(f"metadata value of {name!r} must be a string (flat metadata only)")
+        if len(value) > MAX_METADATA_VALUE_CHARS:
+            raise InvalidMemory(
+                f"metadata value of {name!r} is over {MAX_METADATA_VALUE_CHARS} characters"
+            )
+        checked[name] = value
+    return checked
