@@ -1,0 +1,65 @@
+"""``upsertMemory``: the model saves or updates a lasting fact about the user.
+
+The model supplies only ``content``, optional flat ``metadata`` and, to update, a ``key`` it was
+shown; the user comes from the graph (see :mod:`llm_bot.graph.tools`). A rule broken by the
+model comes back to it as a tool result it can act on.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from llm_bot.llm.messages import ToolSpec
+from llm_bot.memory.store import MemoryStore
+from llm_bot.memory.validation import (
+    MAX_METADATA_KEYS,
+    InvalidMemory,
+    validate_memory,
+)
+
+logger = logging.getLogger(__name__)
+
+UPSERT_MEMORY = ToolSpec(
+    name="upsertMemory",
+    description=(
+        "Save a lasting fact about the user (preferences, name, time zone, important dates,"
+        " work). To correct a memory you were shown, pass its key; otherwise omit the key."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "content": {"type": "string", "description": "The fact, as one short sentence."},
+            "metadata": {
+                "type": "object",
+                "description": f"Up to {MAX_METADATA_KEYS} flat string labels, e.g. a category.",
+                "additionalProperties": {"type": "string"},
+            },
+            "key": {"type": "string", "description": "Key of the memory to update."},
+        },
+        "required": ["content"],
+    },
+)
+
+
+class UpsertMemoryTool:
+    spec = UPSERT_MEMORY
+
+    def __init__(self, memory: MemoryStore, max_tokens: int) -> None:
+        self._memory = memory
+        self._max_tokens = max_tokens
+
+    async def run(self, arguments: dict[str, Any], user_id: str) -> str:
+        try:
+            content, metadata, key = validate_memory(
+                arguments.get("content"),
+                arguments.get("metadata"),
+                arguments.get("key"),
+                self._max_tokens,
+            )
+        except InvalidMemory as error:
+            logger.info("memory refused", extra={"userId": user_id, "cause": str(error)})
+            return f"error: memory not saved: {error}"
+        key, outcome = await self._memory.for_user(user_id).put(content, metadata, key)
+        logger.info("memory saved", extra={"userId": user_id, "key": key, "outcome": outcome})
+        return f"saved memory {key} ({outcome})"

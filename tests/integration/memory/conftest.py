@@ -1,0 +1,35 @@
+"""Memory fixtures: a store on a fresh database, embedded by the local model server."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import openai
+import pytest
+
+from llm_bot.llm.embeddings import CachingEmbedder, OpenAIEmbedder
+from llm_bot.memory.store import MemoryStore, StoreOptions
+from llm_bot.testing.openai_server import LocalModelServer
+
+
+@pytest.fixture(scope="module")
+def embedding_server() -> Iterator[LocalModelServer]:
+    with LocalModelServer() as server:
+        yield server
+
+
+def server_embedder(server: LocalModelServer, dimensions: int | None = None) -> OpenAIEmbedder:
+    client = openai.AsyncOpenAI(base_url=server.base_url, api_key="test", max_retries=0, timeout=5)
+    return OpenAIEmbedder(client, "local-embeddings", dimensions)
+
+
+@pytest.fixture
+async def memory_store(
+    fresh_database_url: str, embedding_server: LocalModelServer
+) -> AsyncIterator[MemoryStore]:
+    embedder = server_embedder(embedding_server)
+    async with MemoryStore.open(
+        fresh_database_url, CachingEmbedder(embedder), StoreOptions()
+    ) as store:
+        yield store
+    await embedder.close()
