@@ -11,23 +11,12 @@ import json
 import logging
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn
 
+from llm_bot.cli_support import EXIT_USAGE, OneLineParser, UsageError, require_database_url
+from llm_bot.eval_cli import add_eval_commands
 from llm_bot.events.routing import DEFAULT_EGRESS_TOPIC
+from llm_bot.memory.admin_cli import add_memory_commands
 from llm_bot.settings import Settings, SettingsError, load_settings
-
-EXIT_USAGE = 2
-
-
-class UsageError(Exception):
-    """A command was asked for something it cannot do as asked; shown as one line, exit 2."""
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse, but a bad argument costs one line on stderr instead of the usage block."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see --help)\n")
 
 
 def command_schema(args: argparse.Namespace, settings: Settings) -> int:
@@ -92,14 +81,6 @@ def positive_seconds(text: str) -> float:
     return value
 
 
-def require_database_url(settings: Settings) -> str:
-    if settings.database_url is None:
-        raise UsageError(
-            "DATABASE_URL is not set (try `llm-bot dev --services-only` for a local one)"
-        )
-    return settings.database_url.get_secret_value()
-
-
 def build_parser() -> OneLineParser:
     parser = OneLineParser(prog="llm-bot", description=__doc__.splitlines()[0] if __doc__ else None)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
@@ -123,6 +104,9 @@ def build_parser() -> OneLineParser:
         help="where answers are read from (default: %(default)s, made by `llm-bot dev`)",
     )
     send.set_defaults(handler=command_send)
+
+    add_memory_commands(commands, OneLineParser)
+    add_eval_commands(commands, OneLineParser)
 
     dev = commands.add_parser("dev", help="run the local stack: Pub/Sub emulator, Postgres, model")
     dev.add_argument("--services-only", action="store_true", help="do not start the worker")

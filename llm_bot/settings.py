@@ -16,6 +16,9 @@ Count = Annotated[int, Field(ge=1)]
 Millis = Annotated[int, Field(ge=1)]
 Similarity = Annotated[float, Field(ge=-1.0, le=1.0)]
 
+# Measured on eval/memory_pairs.jsonl (best F1); 0.7 is the design's value for large API models.
+CALIBRATED_THRESHOLDS = {"openai": 0.7, "local": 0.2}
+
 _SECRET_VARIABLES = frozenset({"OPENAI_API_KEY", "DATABASE_URL"})
 
 
@@ -78,7 +81,7 @@ class Settings(BaseSettings):
     embedding_dimensions: Count | None = Field(None, alias="MEMORY_EMBEDDING_DIMENSIONS")
     memory_max_tokens: Count = Field(2048, alias="MEMORY_MAX_TOKENS")
     dedup_threshold: Similarity = Field(0.95, alias="MEMORY_DEDUP_THRESHOLD")
-    similarity_threshold: Similarity = Field(0.7, alias="MEMORY_SIMILARITY_THRESHOLD")
+    similarity_threshold: Similarity | None = Field(None, alias="MEMORY_SIMILARITY_THRESHOLD")
     injection_budget: Count = Field(1000, alias="MEMORY_INJECTION_BUDGET")
     retrieval_limit: Count = Field(5, alias="MEMORY_RETRIEVAL_LIMIT")
     retrieval_timeout_ms: Millis = Field(5000, alias="MEMORY_RETRIEVAL_TIMEOUT_MS")
@@ -88,6 +91,13 @@ class Settings(BaseSettings):
 
     # --- telemetry -------------------------------------------------------------------------
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", alias="LOG_LEVEL")
+
+    def memory_threshold(self) -> float:
+        """``MEMORY_SIMILARITY_THRESHOLD``, else the calibrated default of the embedding provider
+        (see ``llm-bot eval calibrate`` and docs/memory.md)."""
+        if self.similarity_threshold is not None:
+            return self.similarity_threshold
+        return CALIBRATED_THRESHOLDS[self.embedding_provider]
 
 
 class SettingsError(ValueError):

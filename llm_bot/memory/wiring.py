@@ -58,6 +58,6 @@ async def memory_services(settings: Settings) -> AsyncIterator[MemoryServices]:
         yield MemoryServices()
         return
     async with open_memory_store(settings) as store:
-        retriever = LongTermMemory(store, settings.similarity_threshold, settings.injection_budget)
+        retriever = LongTermMemory(store, settings.memory_threshold(), settings.injection_budget)
         tools = (UpsertMemoryTool(store, settings.memory_max_tokens),)
         yield MemoryServices(retriever, tools, store)

@@ -1,0 +1,145 @@
+"""``llm-bot memories ...``: operators read, fix and erase what the service remembers.
+
+Every subcommand goes through the same :class:`~llm_bot.memory.store.UserMemories` the worker
+uses, so an admin cannot reach across users either. ``forget-user`` erases everything held
+about a user (today: semantic memories).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict
+from typing import Any
+
+from psycopg import AsyncConnection
+
+from llm_bot.cli_support import UsageError, require_database_url
+from llm_bot.memory.store import MemoryStore
+from llm_bot.memory.store_schema import drop_vectors
+from llm_bot.memory.validation import InvalidMemory, validate_memory
+from llm_bot.memory.wiring import open_memory_store
+from llm_bot.settings import Settings
+
+Action = Callable[[MemoryStore, argparse.Namespace, Settings], Awaitable[Any]]
+
+
+def add_memory_commands(commands: Any, parser_class: type[argparse.ArgumentParser]) -> None:
+    memories = commands.add_parser("memories", help="inspect and manage long-term memories")
+    actions = memories.add_subparsers(dest="action", required=True, parser_class=parser_class)
+
+    def action(
+        name: str, handler: Action, help_text: str, user: bool = True
+    ) -> argparse.ArgumentParser:
+        sub: argparse.ArgumentParser = actions.add_parser(name, help=help_text)
+        if user:
+            sub.add_argument("--user", required=True, help="user id")
+        sub.add_argument("--json", action="store_true", help="print JSON")
+        sub.set_defaults(handler=run_memory_action, memory_action=handler)
+        return sub
+
+    listing = action("list", list_memories, "list a user's memories")
+    listing.add_argument("--limit", type=int, default=100)
+    search = action("search", search_memories, "search a user's memories")
+    search.add_argument("query")
+    search.add_argument("--limit", type=int, default=10)
+    action("get", get_memory, "show one memory").add_argument("key")
+    put = action("put", put_memory, "store or update a memory")
+    put.add_argument("content")
+    put.add_argument("--key", help="update this memory instead of adding one")
+    put.add_argument("--metadata", default="{}", help="flat JSON object of strings")
+    action("delete", delete_memory, "delete one memory").add_argument("key")
+    forget = action("forget-user", forget_user, "erase everything held about a user", user=False)
+    forget.add_argument("user", help="user id")
+    action("reembed", reembed, "re-embed every memory with the configured model", user=False)
+
+
+def run_memory_action(args: argparse.Namespace, settings: Settings) -> int:
+    database_url = require_database_url(settings)
+    handler: Action = args.memory_action
+
+    async def run() -> Any:
+        if handler is reembed:  # the old vectors would fail the dimension check on open
+            async with await AsyncConnection.connect(database_url, autocommit=True) as connection:
+                await drop_vectors(connection)
+        async with open_memory_store(settings) as store:
+            return await handler(store, args, settings)
+
+    try:
+        result = asyncio.run(run())
+    except InvalidMemory as error:
+        raise UsageError(str(error)) from None
+    print(json.dumps(result, indent=2) if args.json else human(result))
+    return 0
+
+
+def human(result: Any) -> str:
+    if isinstance(result, list):
+        return "\n".join(human(item) for item in result) or "(none)"
+    if isinstance(result, dict) and "content" in result:
+        score = f" {result['similarity']:.3f}" if "similarity" in result else ""
+        return (
+            f"{result['key']}{score}  {result['content']}  {json.dumps(result.get('metadata', {}))}"
+        )
+    return json.dumps(result)
+
+
+async def list_memories(store: MemoryStore, args: argparse.Namespace, settings: Settings) -> Any:
+    return [asdict(m) for m in await store.for_user(args.user).list_memories(limit=args.limit)]
+
+
+async def search_memories(store: MemoryStore, args: argparse.Namespace, settings: Settings) -> Any:
+    hits = await store.for_user(args.user).search(
+        args.query, limit=args.limit, threshold=settings.memory_threshold()
+    )
+    return [
+        {
+            **asdict(h),
+            "created_at": h.created_at.isoformat(),
+            "updated_at": h.updated_at.isoformat(),
+        }
+        for h in hits
+    ]
+
+
+async def get_memory(store: MemoryStore, args: argparse.Namespace, settings: Settings) -> Any:
+    memory = await store.for_user(args.user).get(args.key)
+    if memory is None:
+        raise UsageError(f"user {args.user!r} has no memory {args.key!r}")
+    return asdict(memory)
+
+
+async def put_memory(store: MemoryStore, args: argparse.Namespace, settings: Settings) -> Any:
+    try:
+        metadata = json.loads(args.metadata)
+    except json.JSONDecodeError as error:
+        raise InvalidMemory(f"--metadata is not JSON: {error.msg}") from None
+    content, checked, key = validate_memory(
+        args.content, metadata, args.key, settings.memory_max_tokens
+    )
+    key, outcome = await store.for_user(args.user).put(content, checked, key)
+    return {"key": key, "outcome": outcome}
+
+
+async def delete_memory(store: MemoryStore, args: argparse.Namespace, settings: Settings) -> Any:
+    return {"key": args.key, "deleted": await store.for_user(args.user).delete(args.key)}
+
+
+async def forget_user(store: MemoryStore, args: argparse.Namespace, settings: Settings) -> Any:
+    return {"user": args.user, "memoriesDeleted": await store.for_user(args.user).forget()}
+
+
+async def reembed(store: MemoryStore, args: argparse.Namespace, settings: Settings) -> Any:
+    """Embed every memory again (the vector table was dropped and recreated at the new size)."""
+    count = 0
+    for label in await store.users():
+        namespace = ("memories", label)
+        offset = 0
+        while items := await store.store.asearch(namespace, limit=500, offset=offset):
+            for item in items:
+                await store.store.aput(namespace, item.key, item.value, index=["content"])
+            count += len(items)
+            offset += len(items)
+    return {"reembedded": count, "dimensions": store.dimensions}
