@@ -12,6 +12,9 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 
+import psycopg
+from psycopg_pool import PoolTimeout
+
 from llm_bot.cli_support import EXIT_USAGE, OneLineParser, UsageError, require_database_url
 from llm_bot.eval_cli import add_eval_commands
 from llm_bot.events.routing import DEFAULT_EGRESS_TOPIC
@@ -139,6 +142,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as error:
         print(f"llm-bot: error: {error}", file=sys.stderr)
         return EXIT_USAGE
+    except (psycopg.OperationalError, PoolTimeout) as error:
+        first_line = (
+            str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        )
+        print(f"llm-bot: database unreachable: {first_line}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
 

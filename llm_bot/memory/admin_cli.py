@@ -18,7 +18,7 @@ from psycopg import AsyncConnection
 
 from llm_bot.cli_support import UsageError, require_database_url
 from llm_bot.memory.store import MemoryStore
-from llm_bot.memory.store_schema import drop_vectors
+from llm_bot.memory.store_schema import DimensionMismatch, drop_vectors
 from llm_bot.memory.validation import InvalidMemory, validate_memory
 from llm_bot.memory.wiring import open_memory_store
 from llm_bot.settings import Settings
@@ -69,7 +69,7 @@ def run_memory_action(args: argparse.Namespace, settings: Settings) -> int:
 
     try:
         result = asyncio.run(run())
-    except InvalidMemory as error:
+    except (InvalidMemory, DimensionMismatch) as error:
         raise UsageError(str(error)) from None
     print(json.dumps(result, indent=2) if args.json else human(result))
     return 0

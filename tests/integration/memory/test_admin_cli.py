@@ -1,0 +1,74 @@
+"""`llm-bot memories ...` against a real database, through the same store the worker uses."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from llm_bot.cli import main
+from llm_bot.testing.openai_server import LocalModelServer
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def cli_env(
+    fresh_database_url: str, embedding_server: LocalModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DATABASE_URL", fresh_database_url)
+    monkeypatch.setenv("MEMORY_EMBEDDING_PROVIDER", "openai")
+    monkeypatch.setenv("MEMORY_EMBEDDING_ENDPOINT", embedding_server.base_url)
+    monkeypatch.setenv("MEMORY_SIMILARITY_THRESHOLD", "0.1")
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> object:
+    assert main(["memories", *argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.usefixtures("cli_env")
+def test_put_list_search_get_delete_forget(capsys: pytest.CaptureFixture[str]) -> None:
+    put = run(
+        capsys,
+        "put",
+        "Quinn plays the cello",
+        "--user",
+        "quinn",
+        "--metadata",
+        '{"topic": "music"}',
+    )
+    assert isinstance(put, dict)
+    assert put["outcome"] == "created"
+    key = put["key"]
+    listed = run(capsys, "list", "--user", "quinn")
+    assert [m["content"] for m in listed] == ["Quinn plays the cello"]  # type: ignore[union-attr]
+    found = run(capsys, "search", "which instrument does quinn play, the cello?", "--user", "quinn")
+    assert [m["key"] for m in found] == [key]  # type: ignore[union-attr]
+    assert run(capsys, "get", key, "--user", "quinn")["metadata"] == {"topic": "music"}  # type: ignore[index]
+    assert run(capsys, "list", "--user", "someone-else") == []
+    assert run(capsys, "delete", key, "--user", "quinn") == {"key": key, "deleted": True}
+    run(capsys, "put", "Quinn has two cats", "--user", "quinn")
+    assert run(capsys, "forget-user", "quinn") == {"user": "quinn", "memoriesDeleted": 1}
+
+
+@pytest.mark.usefixtures("cli_env")
+def test_reembed_moves_every_memory_to_the_new_dimension(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run(capsys, "put", "Rae speaks Welsh", "--user", "rae")
+    monkeypatch.setenv("MEMORY_EMBEDDING_DIMENSIONS", "32")
+    assert main(["memories", "list", "--user", "rae"]) == 2
+    refused = capsys.readouterr().err.strip().splitlines()
+    assert len(refused) == 1
+    assert "have 384 dimensions" in refused[0]
+    assert "`llm-bot memories reembed`" in refused[0]
+    assert run(capsys, "reembed") == {"reembedded": 1, "dimensions": 32}
+    found = run(capsys, "search", "does rae speak welsh", "--user", "rae")
+    assert [m["content"] for m in found] == ["Rae speaks Welsh"]  # type: ignore[union-attr]
+
+
+@pytest.mark.usefixtures("cli_env")
+def test_bad_metadata_is_a_one_line_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["memories", "put", "x", "--user", "u", "--metadata", '{"id": "1"}']) == 2
+    assert capsys.readouterr().err.strip() == "llm-bot: error: metadata key 'id' is reserved"

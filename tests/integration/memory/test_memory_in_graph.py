@@ -1,0 +1,162 @@
+"""Long-term memory through the graph: saved by the model's tool call, recalled elsewhere,
+isolated per user, and never a reason to fail an event."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import openai
+import pytest
+
+from llm_bot.events.builder import prompt_event
+from llm_bot.events.models import InternalEventV2
+from llm_bot.graph.builder import compile_graph
+from llm_bot.graph.process import process_event
+from llm_bot.graph.reducer import MessageLimits
+from llm_bot.graph.state import GraphContext
+from llm_bot.llm.client import ModelClient
+from llm_bot.llm.embeddings import CachingEmbedder
+from llm_bot.memory.long_term import LongTermMemory
+from llm_bot.memory.store import MemoryStore, StoreOptions
+from llm_bot.memory.tools import UpsertMemoryTool
+from llm_bot.testing.embedded_postgres import EmbeddedPostgres
+from llm_bot.testing.openai_server import LocalModelServer
+
+from .conftest import server_embedder
+
+pytestmark = pytest.mark.integration
+GRAPH = compile_graph(MessageLimits())
+
+
+@pytest.fixture(scope="module")
+def chat_server() -> Iterator[LocalModelServer]:
+    with LocalModelServer() as server:
+        yield server
+
+
+@pytest.fixture(autouse=True)
+def fresh_servers(chat_server: LocalModelServer, embedding_server: LocalModelServer) -> None:
+    chat_server.reset()
+    embedding_server.reset()
+
+
+@pytest.fixture
+async def model(chat_server: LocalModelServer) -> AsyncIterator[ModelClient]:
+    client = openai.AsyncOpenAI(
+        base_url=chat_server.base_url, api_key="k", max_retries=0, timeout=5
+    )
+    yield ModelClient(client, "local-test-model", deadline_s=5)
+    await client.close()
+
+
+def context_for(store: MemoryStore, model: ModelClient, timeout_s: float = 5.0) -> GraphContext:
+    return GraphContext(
+        model=model,
+        memory=LongTermMemory(store, threshold=0.2, budget_tokens=1000),
+        tools=[UpsertMemoryTool(store, max_tokens=2048)],
+        system_prompt="system",
+        retrieval_timeout_s=timeout_s,
+    )
+
+
+def said(user: str, thread: str, text: str) -> InternalEventV2:
+    return prompt_event(text, user=user, thread=thread, egress_topic="internal.egress.v1")
+
+
+def context_sent(server: LocalModelServer) -> str:
+    return json.dumps(server.chat_requests()[-1]["messages"])
+
+
+async def test_a_fact_told_in_one_thread_reaches_the_model_in_another_but_not_for_others(
+    memory_store: MemoryStore, model: ModelClient, chat_server: LocalModelServer
+) -> None:
+    context = context_for(memory_store, model)
+    save = {"content": "Mira is vegetarian and never eats meat", "metadata": {"topic": "food"}}
+    tell = said("mira", "thread-a", f"remember this [[tool:upsertMemory {json.dumps(save)}]]")
+    told = await process_event(GRAPH, context, tell)
+    assert told.outcome == "OK"
+    tool_results = [m for m in chat_server.chat_requests()[-1]["messages"] if m["role"] == "tool"]
+    assert tool_results[0]["content"].startswith("saved memory ")
+
+    await process_event(
+        GRAPH, context, said("mira", "thread-b", "is mira vegetarian or does she eat meat?")
+    )
+    assert "Relevant memories:" in context_sent(chat_server)
+    assert "Mira is vegetarian and never eats meat (topic: food)" in context_sent(chat_server)
+
+    await process_event(
+        GRAPH, context, said("otto", "thread-b", "is mira vegetarian or does she eat meat?")
+    )
+    assert "vegetarian and never eats meat" not in context_sent(chat_server)
+    assert "Relevant memories:" not in context_sent(chat_server)
+
+
+async def test_an_invalid_memory_goes_back_to_the_model_and_the_event_succeeds(
+    memory_store: MemoryStore, model: ModelClient, chat_server: LocalModelServer
+) -> None:
+    bad = {"content": "x", "metadata": {"userId": "someone-else"}}
+    result = await process_event(
+        GRAPH,
+        context_for(memory_store, model),
+        said("nina", "t", f"[[tool:upsertMemory {json.dumps(bad)}]]"),
+    )
+    tool_results = [m for m in chat_server.chat_requests()[-1]["messages"] if m["role"] == "tool"]
+    assert (
+        tool_results[0]["content"] == "error: memory not saved: metadata key 'userId' is reserved"
+    )
+    assert result.outcome == "OK"
+    assert await memory_store.for_user("nina").list_memories() == []
+
+
+@pytest.mark.parametrize("fault", ["failing", "slow"])
+async def test_embeddings_failing_or_slow_degrade_to_no_memories(
+    memory_store: MemoryStore,
+    model: ModelClient,
+    embedding_server: LocalModelServer,
+    fault: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    await memory_store.for_user("omar").put("Omar likes sailing")
+    if fault == "failing":
+        embedding_server.fail_next(100, status=500)
+    else:
+        embedding_server.hang_next(100, seconds=3)
+    with caplog.at_level(logging.WARNING):
+        result = await process_event(
+            GRAPH,
+            context_for(memory_store, model, timeout_s=0.5),
+            said("omar", "t", "any hobby tips?"),
+        )
+    assert result.outcome == "OK"
+    assert result.candidate is not None
+    failures = [r for r in caplog.records if r.message.startswith("memory retrieval failed")]
+    assert failures
+    assert failures[0].__dict__["userId"] == "omar"
+
+
+async def test_postgres_down_degrades_to_no_memories(
+    tmp_path: Path,
+    model: ModelClient,
+    embedding_server: LocalModelServer,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    postgres = EmbeddedPostgres(tmp_path / "pg").start()
+    embedder = CachingEmbedder(server_embedder(embedding_server))
+    try:
+        async with MemoryStore.open(
+            postgres.url, embedder, StoreOptions(connect_timeout_s=0.5)
+        ) as store:
+            await store.for_user("pia").put("Pia collects stamps")
+            postgres.stop()
+            with caplog.at_level(logging.WARNING):
+                result = await process_event(
+                    GRAPH, context_for(store, model, timeout_s=1.0), said("pia", "t", "stamps?")
+                )
+    finally:
+        postgres.stop()
+    assert result.outcome == "OK"
+    assert result.candidate is not None
+    assert any(r.message.startswith("memory retrieval failed") for r in caplog.records)

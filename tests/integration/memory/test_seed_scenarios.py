@@ -1,0 +1,63 @@
+"""The seed design's memory scenarios, with the real local embedding model (all-MiniLM-L6-v2)
+and its calibrated threshold: the right fact comes back first, and only for its owner."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from llm_bot.llm.embeddings import CachingEmbedder, LocalEmbedder
+from llm_bot.memory.store import MemoryStore, StoreOptions
+from llm_bot.settings import CALIBRATED_THRESHOLDS
+from llm_bot.testing.embedded_postgres import EmbeddedPostgres
+
+pytestmark = pytest.mark.integration
+THRESHOLD = CALIBRATED_THRESHOLDS["local"]
+
+FACTS = [
+    "I am vegetarian",
+    "My time zone is America/New_York",
+    "My name is Sam Rivera",
+    "I love thriller movies",
+    "My birthday is on 14 February",
+    "I work at Microsoft as a product manager",
+]
+SCENARIOS = [
+    ("Can you suggest something for dinner, maybe a burger?", "I am vegetarian"),
+    ("What time is it for me right now?", "My time zone is America/New_York"),
+    ("What is my name?", "My name is Sam Rivera"),
+    ("What kind of films do I like?", "I love thriller movies"),
+    ("When is my birthday?", "My birthday is on 14 February"),
+    ("Which company do I work for?", "I work at Microsoft as a product manager"),
+]
+
+
+@pytest.fixture(scope="module")
+async def local_store(embedded_postgres: EmbeddedPostgres) -> AsyncIterator[MemoryStore]:
+    url = embedded_postgres.create_database("seed_scenarios")
+    try:
+        async with MemoryStore.open(url, CachingEmbedder(LocalEmbedder()), StoreOptions()) as store:
+            for fact in FACTS:
+                await store.for_user("sam").put(fact)
+            await store.for_user("lee").put("I eat a lot of meat and love westerns")
+            yield store
+    finally:
+        embedded_postgres.drop_database("seed_scenarios")
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"), SCENARIOS, ids=[e.split()[-1] for _, e in SCENARIOS]
+)
+async def test_the_right_memory_comes_back_first(
+    local_store: MemoryStore, query: str, expected: str
+) -> None:
+    hits = await local_store.for_user("sam").search(query, limit=5, threshold=THRESHOLD)
+    assert hits, f"nothing above {THRESHOLD} for {query!r}"
+    assert hits[0].content == expected
+
+
+async def test_another_user_never_sees_them(local_store: MemoryStore) -> None:
+    for query, _ in SCENARIOS:
+        hits = await local_store.for_user("lee").search(query, limit=10, threshold=-1.0)
+        assert {hit.content for hit in hits} <= {"I eat a lot of meat and love westerns"}

@@ -1,0 +1,75 @@
+"""Memory rules and the injected memory block."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from llm_bot.memory.long_term import render_memories
+from llm_bot.memory.namespaces import user_namespace
+from llm_bot.memory.search import MemoryHit, rrf
+from llm_bot.memory.validation import InvalidMemory, validate_memory
+
+
+def test_a_valid_memory_is_normalised() -> None:
+    assert validate_memory("  likes tea ", {"topic": "drinks"}, None, 2048) == (
+        "likes tea",
+        {"topic": "drinks"},
+        None,
+    )
+
+
+@pytest.mark.parametrize(
+    ("content", "metadata", "key", "reason"),
+    [
+        ("", None, None, "content must be a non-empty string"),
+        ("x" * 8193, None, None, "about 2049 tokens, over the limit of 2048"),
+        ("ok", {f"k{i}": "v" for i in range(6)}, None, "6 keys, at most 5"),
+        ("ok", {"createdAt": "now"}, None, "'createdAt' is reserved"),
+        ("ok", {"k" * 51: "v"}, None, "1 to 50 characters"),
+        ("ok", {"k": "v" * 201}, None, "over 200 characters"),
+        ("ok", {"k": {"nested": "no"}}, None, "flat metadata only"),
+        ("ok", ["not", "a", "dict"], None, "must be an object"),
+        ("ok", None, "", "key must be a non-empty string"),
+    ],
+)
+def test_broken_rules_are_named(content: str, metadata: Any, key: Any, reason: str) -> None:
+    with pytest.raises(InvalidMemory, match=reason):
+        validate_memory(content, metadata, key, 2048)
+
+
+def test_content_at_the_limit_is_accepted() -> None:
+    assert validate_memory("x" * 8192, None, None, 2048)[0] == "x" * 8192
+
+
+def hit(key: str, content: str) -> MemoryHit:
+    moment = datetime(2026, 1, 1, tzinfo=UTC)
+    return MemoryHit(key, content, {}, moment, moment, similarity=0.5, fused_score=0.01)
+
+
+def test_memories_are_injected_best_first_within_the_budget() -> None:
+    hits = [hit(f"k{i}", f"fact number {i} " + "x" * 60) for i in range(10)]
+    text, shown = render_memories(hits, budget_tokens=60)
+    lines = text.splitlines()
+    assert lines[0] == "Relevant memories:"
+    assert shown == 2
+    assert lines[1].startswith("- [k0] fact number 0")
+    assert lines[-1] == "[...and 8 more memories]"
+
+
+def test_all_memories_fit_without_a_trailer() -> None:
+    text, shown = render_memories([hit("a", "likes tea")], budget_tokens=1000)
+    assert (text, shown) == ("Relevant memories:\n- [a] likes tea", 1)
+
+
+def test_namespaces_of_different_users_never_coincide() -> None:
+    ids = ["a.b", "a%2Eb", "a", "a%b", "a%25b"]
+    assert len({user_namespace(i) for i in ids}) == len(ids)
+    assert all("." not in label for i in ids for label in user_namespace(i))
+
+
+def test_reciprocal_rank_fusion_rewards_agreement() -> None:
+    assert rrf(1, 1) > rrf(1, None) > rrf(2, None)
+    assert rrf(None, None) == 0
