@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 import psycopg
 from psycopg_pool import PoolTimeout
 
+from llm_bot.bench_cli import add_bench_commands
 from llm_bot.cli_support import EXIT_USAGE, OneLineParser, UsageError, require_database_url
 from llm_bot.eval_cli import add_eval_commands
 from llm_bot.events.routing import DEFAULT_EGRESS_TOPIC
@@ -110,6 +111,7 @@ def build_parser() -> OneLineParser:
 
     add_memory_commands(commands, OneLineParser)
     add_eval_commands(commands, OneLineParser)
+    add_bench_commands(commands, OneLineParser)
 
     dev = commands.add_parser("dev", help="run the local stack: Pub/Sub emulator, Postgres, model")
     dev.add_argument("--services-only", action="store_true", help="do not start the worker")

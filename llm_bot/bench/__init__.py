@@ -1,0 +1,1 @@
+"""Benchmarks: numbers that decide design questions, reported, never asserted in tests."""
