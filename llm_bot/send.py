@@ -1,7 +1,8 @@
 """``llm-bot send``: one prompt in, the candidate out.
 
 With ``--local`` the graph runs in this process (against ``OPENAI_BASE_URL``, or an in-process
-local model server when no model is configured). Otherwise the event is published to the
+local model server when no model is configured; with long-term memory when ``DATABASE_URL`` is
+set). Otherwise the event is published to the
 input topic and the answer is awaited on a subscription of the egress topic, as a real
 upstream service would see it.
 """
@@ -22,6 +23,7 @@ from llm_bot.events.routing import prefixed
 from llm_bot.graph.assembly import context_from_settings, graph_from_settings
 from llm_bot.graph.process import process_event
 from llm_bot.llm.client import ModelClient
+from llm_bot.memory.wiring import memory_services
 from llm_bot.settings import Settings
 from llm_bot.testing.openai_server import LocalModelServer
 
@@ -47,10 +49,12 @@ def run_locally(settings: Settings, event: InternalEventV2) -> dict[str, Any]:
 
 
 async def _process(settings: Settings, event: InternalEventV2) -> dict[str, Any]:
+    """With ``DATABASE_URL`` set, long-term memory takes part as it does in the worker."""
     model = ModelClient.from_settings(settings)
     try:
-        graph = graph_from_settings(settings)
-        result = await process_event(graph, context_from_settings(settings, model), event)
+        async with memory_services(settings) as memory:
+            context = context_from_settings(settings, model, memory.retriever, memory.tools)
+            result = await process_event(graph_from_settings(settings), context, event)
     finally:
         await model.close()
     return to_document(result.event)
