@@ -167,6 +167,7 @@ async def run_retrieval_bench(
                 await connection.execute("DROP INDEX IF EXISTS store_vectors_embedding_idx")
                 await load_memories(connection, size, users, rng, progress)
                 if definition is not None:
+                    await connection.execute("SET maintenance_work_mem = '1GB'")
                     await connection.execute(definition["indexdef"])
                 progress(f"loaded and indexed in {time.perf_counter() - began:.1f} s; searching")
                 reports += await measure_search(
