@@ -23,13 +23,13 @@ RRF_K = 60
 SearchMode = Literal["hybrid", "dense", "lexical"]
 
 # Full-text: the query's lexemes OR-ed together, so a question matches any of its words.
-_HYBRID_SQL = """
-WITH query AS (
-    SELECT to_tsquery('simple', coalesce(array_to_string(array(
-        SELECT quote_literal(lexeme)
-        FROM unnest(tsvector_to_array(to_tsvector('english', %(text)s))) AS lexeme
-    ), ' | '), '')) AS terms
-),
+OR_TERMS = """to_tsquery('simple', coalesce(array_to_string(array(
+    SELECT quote_literal(lexeme)
+    FROM unnest(tsvector_to_array(to_tsvector('english', %(text)s))) AS lexeme
+), ' | '), ''))"""
+
+_HYBRID_SQL = f"""
+WITH query AS (SELECT {OR_TERMS} AS terms),
 dense AS (
     SELECT v.key, row_number() OVER (ORDER BY v.embedding <=> %(vector)s::vector) AS rank
     FROM store_vectors v

@@ -1,0 +1,96 @@
+"""Recall over history: this user's older messages, from any thread, that bear on the prompt.
+
+The same hybrid retrieval as memories (vector and full-text candidates fused by reciprocal
+rank, the similarity threshold applied to every hit), over ``conversation_turns`` of one user
+only. Messages already in the window are excluded; the rest come back in time order, so the
+model reads them as the conversation they were.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from psycopg import AsyncConnection
+from psycopg.rows import dict_row
+
+from llm_bot.memory.search import OR_TERMS, SearchMode, rrf
+
+_RECALL_SQL = f"""
+WITH query AS (SELECT {OR_TERMS} AS terms),
+dense AS (
+    SELECT thread_id, seq, row_number() OVER (ORDER BY embedding <=> %(vector)s::vector) AS rank
+    FROM conversation_turns
+    WHERE user_id = %(user)s AND embedding IS NOT NULL AND %(use_dense)s
+    ORDER BY embedding <=> %(vector)s::vector
+    LIMIT %(pool)s
+),
+lexical AS (
+    SELECT t.thread_id, t.seq,
+           row_number() OVER (ORDER BY ts_rank_cd(t.search, query.terms) DESC) AS rank
+    FROM conversation_turns t, query
+    WHERE t.user_id = %(user)s AND %(use_lexical)s AND t.search @@ query.terms
+    LIMIT %(pool)s
+)
+SELECT t.thread_id, t.seq, t.role, t.content, t.created_at,
+       1 - (t.embedding <=> %(vector)s::vector) AS similarity,
+       dense.rank AS dense_rank, lexical.rank AS lexical_rank
+FROM (SELECT thread_id, seq FROM dense UNION SELECT thread_id, seq FROM lexical) hit
+JOIN conversation_turns t ON t.thread_id = hit.thread_id AND t.seq = hit.seq
+LEFT JOIN dense ON dense.thread_id = hit.thread_id AND dense.seq = hit.seq
+LEFT JOIN lexical ON lexical.thread_id = hit.thread_id AND lexical.seq = hit.seq
+WHERE t.user_id = %(user)s AND t.embedding IS NOT NULL
+"""
+
+
+@dataclass(frozen=True)
+class RecalledTurn:
+    thread_id: str
+    seq: int
+    role: str
+    content: str
+    created_at: datetime
+    similarity: float
+    fused_score: float
+
+
+async def recall_turns(
+    connection: AsyncConnection[Any],
+    user_id: str,
+    text: str,
+    vector: list[float],
+    *,
+    exclude: Collection[tuple[str, int]],
+    limit: int,
+    threshold: float,
+    mode: SearchMode = "hybrid",
+) -> list[RecalledTurn]:
+    """The ``limit`` most relevant turns above ``threshold``, outside ``exclude``, oldest first."""
+    parameters = {
+        "text": text,
+        "vector": str(vector),
+        "user": user_id,
+        "pool": max(limit * 4, 20) + len(exclude),
+        "use_dense": mode != "lexical",
+        "use_lexical": mode != "dense",
+    }
+    async with connection.cursor(row_factory=dict_row) as cursor:
+        await cursor.execute(_RECALL_SQL, parameters)
+        rows = await cursor.fetchall()
+    turns = [
+        RecalledTurn(
+            row["thread_id"],
+            row["seq"],
+            row["role"],
+            row["content"],
+            row["created_at"],
+            float(row["similarity"]),
+            rrf(row["dense_rank"], row["lexical_rank"]),
+        )
+        for row in rows
+        if float(row["similarity"]) >= threshold and (row["thread_id"], row["seq"]) not in exclude
+    ]
+    best = sorted(turns, key=lambda t: (-t.fused_score, -t.similarity))[:limit]
+    return sorted(best, key=lambda t: (t.created_at, t.thread_id, t.seq))
