@@ -21,6 +21,7 @@ from llm_bot.eval_cli import add_eval_commands
 from llm_bot.events.routing import DEFAULT_EGRESS_TOPIC
 from llm_bot.memory.admin_cli import add_memory_commands
 from llm_bot.settings import Settings, SettingsError, load_settings
+from llm_bot.worker_cli import add_worker_commands
 
 
 def command_schema(args: argparse.Namespace, settings: Settings) -> int:
@@ -119,6 +120,8 @@ def build_parser() -> OneLineParser:
         "--data-dir", default=".llm-bot", help="where local state lives (default: %(default)s)"
     )
     dev.set_defaults(handler=command_dev)
+
+    add_worker_commands(commands)
     return parser
 
 

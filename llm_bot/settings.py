@@ -44,6 +44,8 @@ class Settings(BaseSettings):
     ordering: bool = Field(False, alias="LLM_BOT_ORDERING")
     shutdown_grace_s: Annotated[float, Field(gt=0)] = Field(8.0, alias="LLM_BOT_SHUTDOWN_GRACE_S")
     port: Annotated[int, Field(ge=1, le=65535)] = Field(8080, alias="PORT")
+    max_delivery_attempts: Count = Field(5, alias="LLM_BOT_MAX_DELIVERY_ATTEMPTS")
+    event_deadline_ms: Millis = Field(120_000, alias="LLM_BOT_EVENT_DEADLINE_MS")
 
     # --- database --------------------------------------------------------------------------
     database_url: SecretStr | None = Field(None, alias="DATABASE_URL")

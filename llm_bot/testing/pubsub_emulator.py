@@ -21,11 +21,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-import grpc
 from google.api_core.exceptions import AlreadyExists
 from google.cloud import pubsub_v1
-from google.pubsub_v1.services.publisher.transports.grpc import PublisherGrpcTransport
-from google.pubsub_v1.services.subscriber.transports.grpc import SubscriberGrpcTransport
+
+from llm_bot.transport.clients import publisher_client, subscriber_client
 
 _log = logging.getLogger(__name__)
 
@@ -58,17 +57,8 @@ class PubSubClients:
 
 
 def pubsub_clients(host: str) -> PubSubClients:
-    """Build clients for `host` without PUBSUB_EMULATOR_HOST.
-
-    Tests run many emulators and clients in one process; an explicit insecure channel per
-    client keeps each one pointed at its own emulator whatever the environment says.
-    """
-    publisher_transport = PublisherGrpcTransport(host=host, channel=grpc.insecure_channel(host))
-    subscriber_transport = SubscriberGrpcTransport(host=host, channel=grpc.insecure_channel(host))
-    return PubSubClients(
-        publisher=pubsub_v1.PublisherClient(transport=publisher_transport),
-        subscriber=pubsub_v1.SubscriberClient(transport=subscriber_transport),
-    )
+    """Clients bound to the emulator at `host`, whatever PUBSUB_EMULATOR_HOST says."""
+    return PubSubClients(publisher=publisher_client(host), subscriber=subscriber_client(host))
 
 
 @dataclass(frozen=True)
@@ -265,11 +255,13 @@ class PubSubEmulator:
         output_topics: Iterable[str] = (),
         max_delivery_attempts: int = 5,
         ack_deadline_seconds: int = 30,
+        message_ordering: bool = False,
     ) -> Topology:
         """Create the worker's topics and subscriptions if absent (existing ones are kept as-is).
 
         Each output topic and the dead-letter topic get a tap subscription, because a message
         published to a topic with no subscription is dropped and tests need to read it.
+        ``message_ordering`` turns on ordered delivery (by ordering key) on every subscription.
         """
         topic_of = partial(pubsub_v1.PublisherClient.topic_path, self._project)
         subscription_of = partial(pubsub_v1.SubscriberClient.subscription_path, self._project)
@@ -295,6 +287,7 @@ class PubSubEmulator:
                 name=topology.input_subscription,
                 topic=topology.input_topic,
                 ack_deadline_seconds=ack_deadline_seconds,
+                enable_message_ordering=message_ordering,
                 dead_letter_policy={
                     "dead_letter_topic": topology.deadletter_topic,
                     "max_delivery_attempts": max_delivery_attempts,
@@ -306,6 +299,7 @@ class PubSubEmulator:
                     name=subscription_path,
                     topic=topic_path,
                     ack_deadline_seconds=ack_deadline_seconds,
+                    enable_message_ordering=message_ordering,
                 )
         finally:
             clients.close()

@@ -1,0 +1,86 @@
+"""Health endpoints on ``PORT`` for Cloud Run probes and ``llm-bot check``.
+
+``/healthz`` answers from the event loop itself, so a stuck loop cannot answer it. ``/readyz``
+also asks the worker whether it is subscribed and its database answers. Two GET routes do not
+justify a web framework, so this is plain asyncio streams, with every read bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Awaitable, Callable
+
+logger = logging.getLogger(__name__)
+
+Readiness = Callable[[], Awaitable[tuple[bool, str]]]
+
+_READ_TIMEOUT_S = 5.0
+_MAX_HEADER_LINES = 100
+_REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
+
+
+class HealthServer:
+    def __init__(self, readiness: Readiness, port: int, host: str = "0.0.0.0") -> None:  # noqa: S104 - Cloud Run probes come from outside the container
+        self._readiness = readiness
+        self._host = host
+        self._port = port
+        self._server: asyncio.Server | None = None
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, self._host, self._port)
+        logger.info("health endpoints on port %s", self._port)
+
+    async def close(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()
+            await server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            async with asyncio.timeout(_READ_TIMEOUT_S):
+                method, path = await _read_request(reader)
+                status, body = await self._route(method, path)
+            writer.write(_response(status, body))
+            await writer.drain()
+        except (TimeoutError, ConnectionError, ValueError) as error:
+            logger.debug("health request dropped: %r", error)
+        finally:
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+
+    async def _route(self, method: str, path: str) -> tuple[int, dict[str, object]]:
+        if path not in ("/healthz", "/readyz"):
+            return 404, {"error": f"no route {path}"}
+        if method != "GET":
+            return 405, {"error": f"{method} not allowed"}
+        if path == "/healthz":
+            return 200, {"status": "alive"}
+        ready, detail = await self._readiness()
+        return (200 if ready else 503), {"ready": ready, "detail": detail}
+
+
+async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str]:
+    """Method and path of the request line; the headers are read and ignored."""
+    request_line = (await reader.readline()).decode("latin-1").split()
+    if len(request_line) < 2:
+        raise ValueError("malformed request line")
+    for _ in range(_MAX_HEADER_LINES):
+        if (await reader.readline()) in (b"\r\n", b"\n", b""):
+            break
+    return request_line[0], request_line[1].split("?", 1)[0]
+
+
+def _response(status: int, body: dict[str, object]) -> bytes:
+    payload = json.dumps(body).encode()
+    head = (
+        f"HTTP/1.1 {status} {_REASONS[status]}\r\n"
+        "Content-Type: application/json\r\n"
+        f"Content-Length: {len(payload)}\r\n"
+        "Connection: close\r\n\r\n"
+    )
+    return head.encode() + payload

@@ -1,0 +1,197 @@
+"""The effectively-once record: one row per (correlation id, routing step) holding its output.
+
+Pub/Sub delivers at least once and many instances share the subscription, so before the graph
+runs an event its row is *claimed* (``INSERT ... ON CONFLICT`` with a lease). The row then stores
+the exact bytes to publish, and ``published`` once Pub/Sub confirmed them. Another delivery of
+the same event finds the row and:
+
+- published: nothing to do, ack;
+- stored but unpublished, lease expired (its holder crashed between store and publish): take
+  the claim and publish the stored bytes again, without a second model call;
+- claimed under a live lease (another instance is on it right now): wait for that holder;
+- claimed under an expired lease with nothing stored (its holder died): take over and process.
+
+Every claim carries a fresh token and the store names it, so a holder whose lease expired and
+was taken over cannot write over the new holder's result. :func:`store_output` takes a
+connection (the caller's transaction) so the event's other writes can commit with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+from uuid import UUID, uuid4
+
+from psycopg import AsyncConnection
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool
+
+from llm_bot.events.models import InternalEventV2
+
+NO_STEP = "none"
+POLL_INTERVAL_S = 0.2
+
+Outcome = Literal["OK", "SKIP", "ERROR"]
+AnyConnection = AsyncConnection[Any]
+
+
+class ClaimLost(RuntimeError):
+    """Our lease expired and another holder took the event over: its result wins."""
+
+
+class ClaimBusy(RuntimeError):
+    """Another holder kept the event longer than any lease allows; try again later."""
+
+
+@dataclass(frozen=True)
+class EventKey:
+    correlation_id: str
+    step: str
+
+
+@dataclass(frozen=True)
+class StoredOutput:
+    """Exactly what goes on the bus for this event, so a re-publication is byte-identical."""
+
+    topic: str
+    data: bytes
+    attributes: Mapping[str, str]
+    ordering_key: str
+    outcome: Outcome
+
+
+@dataclass(frozen=True)
+class Claim:
+    """We hold the event; ``stored`` is set when a previous holder left an unpublished output."""
+
+    key: EventKey
+    token: UUID
+    stored: StoredOutput | None
+
+
+@dataclass(frozen=True)
+class Published:
+    """The event's output was already confirmed on the bus."""
+
+    key: EventKey
+
+
+@dataclass(frozen=True)
+class _Held:
+    published: bool
+    lease_left_s: float
+
+
+def key_of(event: InternalEventV2) -> EventKey:
+    """The current (first PENDING) step by position and id: a slip may visit llm-bot twice."""
+    for index, step in enumerate(event.routing.slip):
+        if step.status == "PENDING":
+            return EventKey(event.correlation_id, f"{index}:{step.id}")
+    return EventKey(event.correlation_id, NO_STEP)
+
+
+_CLAIM = """
+INSERT INTO processed_events AS p (correlation_id, step_key, claim_token, lease_until)
+VALUES (%(correlation_id)s, %(step)s, %(token)s,
+        clock_timestamp() + %(lease_s)s * interval '1 second')
+ON CONFLICT (correlation_id, step_key) DO UPDATE
+   SET claim_token = EXCLUDED.claim_token, lease_until = EXCLUDED.lease_until
+ WHERE NOT p.published AND p.lease_until < clock_timestamp()
+RETURNING p.outcome, p.output_topic, p.output_data, p.output_attributes, p.ordering_key
+"""
+
+_STATE = """
+SELECT published, greatest(0, extract(epoch FROM lease_until - clock_timestamp()))::float8
+  FROM processed_events WHERE correlation_id = %(correlation_id)s AND step_key = %(step)s
+"""
+
+_STORE = """
+UPDATE processed_events
+   SET outcome = %(outcome)s, output_topic = %(topic)s, output_data = %(data)s,
+       output_attributes = %(attributes)s, ordering_key = %(ordering_key)s,
+       stored_at = clock_timestamp()
+ WHERE correlation_id = %(correlation_id)s AND step_key = %(step)s AND claim_token = %(token)s
+"""
+
+# Whoever confirmed a publish may record it, even if its lease was taken over meanwhile.
+_MARK_PUBLISHED = """
+UPDATE processed_events
+   SET published = true, published_at = clock_timestamp(), claim_token = NULL
+ WHERE correlation_id = %(correlation_id)s AND step_key = %(step)s AND output_data IS NOT NULL
+"""
+
+_RELEASE = """
+DELETE FROM processed_events
+ WHERE correlation_id = %(correlation_id)s AND step_key = %(step)s
+   AND claim_token = %(token)s AND output_data IS NULL
+"""
+
+
+def _key_params(key: EventKey) -> dict[str, Any]:
+    return {"correlation_id": key.correlation_id, "step": key.step}
+
+
+async def try_claim(connection: AnyConnection, key: EventKey, lease_s: float) -> Claim | _Held:
+    token = uuid4()
+    params = {**_key_params(key), "token": token, "lease_s": lease_s}
+    row = await (await connection.execute(_CLAIM, params)).fetchone()
+    if row is not None:
+        outcome, topic, data, attributes, ordering_key = row
+        stored = None
+        if data is not None:
+            stored = StoredOutput(topic, bytes(data), dict(attributes), ordering_key, outcome)
+        return Claim(key, token, stored)
+    state = await (await connection.execute(_STATE, _key_params(key))).fetchone()
+    if state is None:  # released between our two statements: claim again at once
+        return _Held(published=False, lease_left_s=0.0)
+    return _Held(published=bool(state[0]), lease_left_s=float(state[1]))
+
+
+async def claim_or_wait(
+    pool: AsyncConnectionPool[Any], key: EventKey, lease_s: float
+) -> Claim | Published:
+    """Claim ``key``, waiting while another holder's lease is live.
+
+    Waiting (rather than nacking) keeps a duplicate from bouncing through Pub/Sub's redelivery
+    and burning delivery attempts while the first copy is still being answered. Any live lease
+    ends within ``lease_s`` when all instances share the settings, so that bounds the wait.
+    """
+    give_up_at = time.monotonic() + lease_s + POLL_INTERVAL_S
+    while True:
+        async with pool.connection() as connection:
+            state = await try_claim(connection, key, lease_s)
+        if isinstance(state, Claim):
+            return state
+        if state.published:
+            return Published(key)
+        if time.monotonic() >= give_up_at:
+            raise ClaimBusy(f"event {key.correlation_id} is still held by another instance")
+        await asyncio.sleep(min(POLL_INTERVAL_S, state.lease_left_s))
+
+
+async def store_output(connection: AnyConnection, claim: Claim, output: StoredOutput) -> None:
+    """Record the event's output inside the caller's transaction; raises :class:`ClaimLost`."""
+    params = {
+        **_key_params(claim.key),
+        "token": claim.token,
+        "outcome": output.outcome,
+        "topic": output.topic,
+        "data": output.data,
+        "attributes": Jsonb(dict(output.attributes)),
+        "ordering_key": output.ordering_key,
+    }
+    cursor = await connection.execute(_STORE, params)
+    if cursor.rowcount != 1:
+        raise ClaimLost(f"event {claim.key.correlation_id} was taken over by another instance")
+
+
+async def mark_published(connection: AnyConnection, key: EventKey) -> None:
+    await connection.execute(_MARK_PUBLISHED, _key_params(key))
+
+
+async def release(connection: AnyConnection, claim: Claim) -> None:
+    """Give the event up before storing anything, so a redelivery can claim it at once."""
+    await connection.execute(_RELEASE, {**_key_params(claim.key), "token": claim.token})

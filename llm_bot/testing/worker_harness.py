@@ -1,0 +1,243 @@
+"""Drive the worker the way the platform does, for tests and ``llm-bot dev``: in this process
+or as a ``llm-bot run`` child, and read what it published through tap subscriptions.
+
+Everything waits on a condition with a deadline (a message arrived, ``/readyz`` answered, a
+count was reached), never on a fixed sleep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import http.client
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from pathlib import Path
+from typing import IO, Any
+
+from google.api_core.exceptions import DeadlineExceeded
+from google.cloud import pubsub_v1
+from google.pubsub_v1.types import PubsubMessage
+
+from llm_bot.events.codec import encode
+from llm_bot.events.models import InternalEventV2
+from llm_bot.settings import Settings
+from llm_bot.testing.openai_server import LocalModelServer
+from llm_bot.testing.pubsub_emulator import (
+    PubSubClients,
+    PubSubEmulator,
+    free_loopback_port,
+)
+from llm_bot.worker import Worker
+
+_PULL_TIMEOUT_S = 2.0
+_POLL_S = 0.05
+
+
+class Tap:
+    """What reached a topic, read through its tap subscription and acked as it is read."""
+
+    def __init__(self, subscriber: pubsub_v1.SubscriberClient, subscription_path: str) -> None:
+        self._subscriber = subscriber
+        self._path = subscription_path
+        self.received: list[PubsubMessage] = []
+
+    async def take(self, count: int, timeout_s: float = 30.0) -> list[PubsubMessage]:
+        """Pull until ``count`` more messages came (or the deadline passed); returns them."""
+        wanted = len(self.received) + count
+        deadline = time.monotonic() + timeout_s
+        while len(self.received) < wanted and time.monotonic() < deadline:
+            await self._pull_once(wanted - len(self.received))
+        fresh = self.received[wanted - count :]
+        if len(self.received) < wanted:
+            raise AssertionError(f"{self._path}: got {len(fresh)} of {count} within {timeout_s}s")
+        return fresh
+
+    async def drain(self, quiet_pulls: int = 2) -> list[PubsubMessage]:
+        """Everything still there: pulls until ``quiet_pulls`` pulls in a row bring nothing.
+
+        Call it once the producer is known to be done (its messages were acked after
+        publishing), so anything published is already in the subscription.
+        """
+        before, quiet = len(self.received), 0
+        while quiet < quiet_pulls:
+            quiet = 0 if await self._pull_once(100) else quiet + 1
+        return self.received[before:]
+
+    async def _pull_once(self, max_messages: int) -> int:
+        try:
+            response = await asyncio.to_thread(
+                self._subscriber.pull,
+                subscription=self._path,
+                max_messages=max_messages,
+                timeout=_PULL_TIMEOUT_S,
+            )
+        except DeadlineExceeded:
+            return 0
+        if response.received_messages:
+            await asyncio.to_thread(
+                self._subscriber.acknowledge,
+                subscription=self._path,
+                ack_ids=[m.ack_id for m in response.received_messages],
+            )
+        self.received.extend(m.message for m in response.received_messages)
+        return len(response.received_messages)
+
+
+class Bus:
+    """One worker's world on an emulator: unique topics named after ``prefix``, taps on the
+    next-step, egress and dead-letter topics, and the worker's settings as variables."""
+
+    def __init__(
+        self,
+        emulator: PubSubEmulator,
+        prefix: str,
+        environment: Mapping[str, str],
+        **topology_options: Any,
+    ) -> None:
+        self.prefix = prefix
+        self.next_topic = f"{prefix}-next"
+        self.egress_topic = f"{prefix}-egress"
+        self.topology = emulator.create_topology(
+            input_topic=f"{prefix}-in",
+            subscription=f"{prefix}-sub",
+            deadletter_topic=f"{prefix}-dlq",
+            output_topics=[self.next_topic, self.egress_topic],
+            **topology_options,
+        )
+        self.clients: PubSubClients = emulator.clients()
+        self.environment = {
+            **emulator.env(),
+            "LLM_BOT_INPUT_TOPIC": f"{prefix}-in",
+            "LLM_BOT_SUBSCRIPTION": f"{prefix}-sub",
+            "LLM_BOT_DEADLETTER_TOPIC": f"{prefix}-dlq",
+            **environment,
+        }
+
+    def settings(self, **overrides: str) -> Settings:
+        """Settings of one worker; each gets its own health port."""
+        values = {"PORT": str(free_loopback_port()), **self.environment, **overrides}
+        return Settings(**values)  # type: ignore[arg-type]
+
+    def worker_environment(self, **overrides: str) -> dict[str, str]:
+        return {"PORT": str(free_loopback_port()), **self.environment, **overrides}
+
+    def tap(self, topic: str) -> Tap:
+        return Tap(self.clients.subscriber, self.topology.output_subscriptions[topic])
+
+    def deadletter_tap(self) -> Tap:
+        return Tap(self.clients.subscriber, self.topology.deadletter_subscription)
+
+    def publish_event(self, event: InternalEventV2, ordering_key: str = "") -> None:
+        data, attributes = encode(event)
+        self.publish(data, attributes, ordering_key)
+
+    def publish(self, data: bytes, attributes: Mapping[str, str], ordering_key: str = "") -> None:
+        future = self.clients.publisher.publish(
+            self.topology.input_topic, data, ordering_key=ordering_key, **attributes
+        )
+        future.result(timeout=30)
+
+    def close(self) -> None:
+        self.clients.close()
+
+
+def model_environment(model: LocalModelServer) -> dict[str, str]:
+    """Point a worker at the local model server, with short timeouts so faults resolve fast."""
+    return {
+        "OPENAI_BASE_URL": model.base_url,
+        "OPENAI_API_KEY": "local-test-key",
+        "OPENAI_TIMEOUT_MS": "2000",
+        "LLM_BOT_MODEL_DEADLINE_MS": "3000",
+    }
+
+
+async def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+        await asyncio.sleep(_POLL_S)
+
+
+@contextlib.asynccontextmanager
+async def running_worker(settings: Settings) -> AsyncIterator[Worker]:
+    """A worker on this event loop, serving until the block ends, then drained and closed."""
+    stop = asyncio.Event()
+    async with Worker(settings) as worker:
+        serving = asyncio.create_task(worker.serve(stop))
+        try:
+            yield worker
+        finally:
+            stop.set()
+            await serving
+
+
+def readyz(port: int) -> int | None:
+    """Status of the worker's ``/readyz`` on ``port``, or None when nothing answers."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+    try:
+        connection.request("GET", "/readyz")
+        return connection.getresponse().status
+    except OSError:
+        return None
+    finally:
+        connection.close()
+
+
+class WorkerProcess:
+    """``llm-bot run`` as a child process with ``environment`` (setting aliases -> values)."""
+
+    def __init__(self, environment: Mapping[str, str], log_path: Path) -> None:
+        self._environment = dict(environment)
+        self.log_path = log_path
+        self.port = int(environment["PORT"])
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log: IO[Any] | None = None
+
+    @property
+    def process(self) -> subprocess.Popen[bytes]:
+        if self._process is None:
+            raise RuntimeError("worker process not started")
+        return self._process
+
+    def start(self, ready_timeout_s: float = 60.0) -> WorkerProcess:
+        self._log = self.log_path.open("ab")
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "llm_bot.cli", "run"],
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **self._environment},
+        )
+        deadline = time.monotonic() + ready_timeout_s
+        while readyz(self.port) != 200:
+            if self.process.poll() is not None or time.monotonic() >= deadline:
+                raise RuntimeError(f"worker did not become ready; log:\n{self.log_tail()}")
+            time.sleep(_POLL_S)
+        return self
+
+    def signal(self, signum: signal.Signals) -> None:
+        self.process.send_signal(signum)
+
+    def wait(self, timeout_s: float) -> int:
+        code = self.process.wait(timeout=timeout_s)
+        if self._log is not None:
+            self._log.close()
+        return code
+
+    def kill(self) -> None:
+        """SIGKILL, and reap; safe to call when the process already ended."""
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
+            self.wait(30)
+
+    def log_tail(self, chars: int = 4000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except OSError as error:
+            return f"<log unreadable: {error}>"

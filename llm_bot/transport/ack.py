@@ -1,0 +1,153 @@
+"""The ack decision: one context manager around handling a message, driven by exception types.
+
+- no exception: the output is published and committed → ack;
+- invalid input (:class:`InvalidEvent`, :class:`RoutingError`): no delivery can fix it → publish
+  the original bytes to the dead-letter topic with the reason in attributes, then ack;
+- anything else (model or database unavailable, publish failure, a bug) → nack, so Pub/Sub
+  delivers again. The handler itself turns a retryable failure on the last delivery attempt into
+  a forwarded ERROR step, so reaching this point always means "try again".
+
+Before a nack the message is held for a jittered backoff that grows with the delivery attempt:
+Pub/Sub redelivers a nack at once unless the subscription has a retry policy (the emulator
+ignores one), and an outage must not burn every delivery attempt in a second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from enum import Enum
+from typing import Protocol
+
+import psycopg
+
+from llm_bot.events.codec import InvalidEvent
+from llm_bot.events.routing import RoutingError
+from llm_bot.memory.processed_events import ClaimBusy, ClaimLost
+from llm_bot.transport.publisher import PublishFailed
+
+logger = logging.getLogger(__name__)
+
+DEAD_LETTER_SOURCE = "llm-bot"
+MAX_ATTRIBUTE_CHARS = 1000  # Pub/Sub caps attribute values at 1024 bytes
+RETRY_BASE_DELAY_S = 0.5
+RETRY_MAX_DELAY_S = 8.0
+_JITTER = random.Random()  # noqa: S311 - backoff jitter, not security
+
+
+class Delivery(Protocol):
+    """One received message, as the handler sees it, whatever the transport."""
+
+    @property
+    def data(self) -> bytes: ...
+    @property
+    def attributes(self) -> Mapping[str, str]: ...
+    @property
+    def message_id(self) -> str: ...
+    @property
+    def delivery_attempt(self) -> int: ...
+
+    async def ack(self) -> None: ...
+    async def nack(self) -> None: ...
+
+
+class RetryLater(RuntimeError):
+    """Processing failed in a way a later delivery may not (model or database unavailable)."""
+
+
+# Failures we expect from time to time: logged in one line, without a traceback.
+EXPECTED_RETRIES = (RetryLater, psycopg.OperationalError, PublishFailed, ClaimBusy, ClaimLost)
+
+
+class Decision(Enum):
+    ACK = "ack"
+    NACK = "nack"
+    DEAD_LETTER = "dead-letter"
+
+
+DeadLetter = Callable[[Delivery, str], Awaitable[None]]
+
+
+def decide(error: BaseException | None) -> Decision:
+    if error is None:
+        return Decision.ACK
+    if isinstance(error, InvalidEvent | RoutingError):
+        return Decision.DEAD_LETTER
+    return Decision.NACK
+
+
+def retry_delay_s(delivery_attempt: int, rng: random.Random | None = None) -> float:
+    """Half fixed, half random, doubling per attempt up to ``RETRY_MAX_DELAY_S``."""
+    ceiling = min(RETRY_MAX_DELAY_S, RETRY_BASE_DELAY_S * 2.0 ** max(0, delivery_attempt - 1))
+    return ceiling / 2 + (rng or _JITTER).uniform(0, ceiling / 2)
+
+
+def dead_letter_attributes(delivery: Delivery, reason: str, at: str) -> dict[str, str]:
+    """The original attributes plus why and when, so the record can be traced and replayed."""
+    return {
+        **delivery.attributes,
+        "deadLetterReason": reason[:MAX_ATTRIBUTE_CHARS],
+        "deadLetterSource": DEAD_LETTER_SOURCE,
+        "deadLetterAt": at,
+        "originalMessageId": delivery.message_id,
+        "deliveryAttempt": str(delivery.delivery_attempt),
+    }
+
+
+@asynccontextmanager
+async def settle(
+    delivery: Delivery, dead_letter: DeadLetter, counts: Counter[str]
+) -> AsyncIterator[None]:
+    """Ack, dead-letter or nack ``delivery`` according to how the block ends."""
+    try:
+        yield
+    except asyncio.CancelledError:  # shutdown: hand the message back, unfinished
+        counts["nacked"] += 1
+        await delivery.nack()
+        raise
+    except Exception as error:
+        if decide(error) is Decision.DEAD_LETTER:
+            await _dead_letter_or_retry(delivery, str(error), dead_letter, counts)
+        else:
+            _log_retry(delivery, error)
+            await _nack_after_backoff(delivery, counts)
+    else:
+        counts["acked"] += 1
+        await delivery.ack()
+
+
+async def _dead_letter_or_retry(
+    delivery: Delivery, reason: str, dead_letter: DeadLetter, counts: Counter[str]
+) -> None:
+    logger.warning(
+        "invalid event dead-lettered",
+        extra={"messageId": delivery.message_id, "reason": reason[:MAX_ATTRIBUTE_CHARS]},
+    )
+    try:
+        await dead_letter(delivery, reason)
+    except Exception as error:
+        _log_retry(delivery, error)
+        await _nack_after_backoff(delivery, counts)
+        return
+    counts["dead_lettered"] += 1
+    await delivery.ack()
+
+
+async def _nack_after_backoff(delivery: Delivery, counts: Counter[str]) -> None:
+    counts["nacked"] += 1
+    try:
+        await asyncio.sleep(retry_delay_s(delivery.delivery_attempt))
+    finally:  # also when shutdown cuts the backoff short
+        await delivery.nack()
+
+
+def _log_retry(delivery: Delivery, error: Exception) -> None:
+    extra = {"messageId": delivery.message_id, "deliveryAttempt": delivery.delivery_attempt}
+    if isinstance(error, EXPECTED_RETRIES):
+        logger.warning("event will be retried: %s: %s", type(error).__name__, error, extra=extra)
+    else:
+        logger.exception("event failed unexpectedly; it will be retried", extra=extra)

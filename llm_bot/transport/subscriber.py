@@ -1,0 +1,175 @@
+"""Streaming pull into one asyncio event loop.
+
+google-cloud-pubsub calls back on its own threads; the callback only hands the message to the
+loop (``call_soon_threadsafe``), where it becomes a task. So the graph, the database pool and
+the publisher are used from one thread, and ``FlowControl`` (``LLM_BOT_MAX_IN_FLIGHT``) bounds
+how many tasks exist at once.
+
+Shutdown stops pulling first (``future.cancel()`` then ``future.result()``, as in Google's
+samples): the client nacks what it pulled but never handed over. Work still in flight settles
+afterwards over unary ``Acknowledge``/``ModifyAckDeadline`` calls, because the client drops acks
+once its stream is closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any
+
+from google.api_core.exceptions import GoogleAPICallError
+from google.cloud import pubsub_v1
+from google.cloud.pubsub_v1.subscriber.futures import StreamingPullFuture
+from google.cloud.pubsub_v1.subscriber.message import Message
+
+logger = logging.getLogger(__name__)
+
+_UNARY_TIMEOUT_S = 5.0
+_STOP_TIMEOUT_S = 10.0
+
+
+class PulledMessage:
+    """A :class:`~llm_bot.transport.ack.Delivery` backed by a streaming-pull message."""
+
+    def __init__(self, message: Message, source: StreamingSubscriber) -> None:
+        self._message = message
+        self._source = source
+        self.data: bytes = message.data
+        self.attributes: Mapping[str, str] = dict(message.attributes)
+        self.message_id: str = message.message_id
+        # None when the subscription has no dead-letter policy: then every delivery is "first".
+        self.delivery_attempt: int = message.delivery_attempt or 1
+
+    async def ack(self) -> None:
+        if self._source.streaming:
+            self._message.ack()
+        else:
+            await self._source.settle_directly(self._message.ack_id, acknowledge=True)
+
+    async def nack(self) -> None:
+        if self._source.streaming:
+            self._message.nack()
+        else:
+            await self._source.settle_directly(self._message.ack_id, acknowledge=False)
+
+
+Handler = Callable[[PulledMessage], Coroutine[Any, Any, None]]
+
+
+class StreamingSubscriber:
+    def __init__(
+        self,
+        client: pubsub_v1.SubscriberClient,
+        subscription_path: str,
+        handler: Handler,
+        max_in_flight: int,
+        max_message_bytes: int,
+    ) -> None:
+        self._client = client
+        self._path = subscription_path
+        self._handler = handler
+        self._flow_control = pubsub_v1.types.FlowControl(
+            max_messages=max_in_flight, max_bytes=max_in_flight * max_message_bytes
+        )
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._future: StreamingPullFuture | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.stream_ended = asyncio.Event()
+        self.streaming = False
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._tasks)
+
+    @property
+    def subscribed(self) -> bool:
+        return self.streaming and self._future is not None and not self._future.done()
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._future = self._client.subscribe(
+            self._path, callback=self._on_message, flow_control=self._flow_control
+        )
+        self.streaming = True
+        self._future.add_done_callback(self._on_stream_end)
+
+    def stream_error(self) -> BaseException | None:
+        """Why the stream ended by itself (None while it runs or after a requested stop)."""
+        future = self._future
+        if future is None or not future.done() or future.cancelled():
+            return None
+        error: BaseException | None = future.exception()
+        return error
+
+    def _on_message(self, message: Message) -> None:
+        """Runs on a client thread: hand over, never work here."""
+        assert self._loop is not None
+        try:
+            self._loop.call_soon_threadsafe(self._accept, message)
+        except RuntimeError:  # the loop is gone: give the message back
+            message.nack()
+
+    def _on_stream_end(self, _: object) -> None:
+        assert self._loop is not None
+        with contextlib.suppress(RuntimeError):  # the loop closed first; nobody is waiting
+            self._loop.call_soon_threadsafe(self.stream_ended.set)
+
+    def _accept(self, message: Message) -> None:
+        if not self.streaming:
+            message.nack()
+            return
+        task = asyncio.create_task(self._handler(PulledMessage(message, self)))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def stop_pulling(self) -> None:
+        """Close the stream; messages already handed over stay ours to settle."""
+        future, self.streaming = self._future, False
+        if future is None:
+            return
+        future.cancel()
+        try:
+            await asyncio.to_thread(future.result, _STOP_TIMEOUT_S)
+        except Exception as error:  # the stream may already have ended with an error
+            logger.debug("streaming pull ended: %r", error)
+
+    async def drain(self, grace_s: float) -> tuple[int, int]:
+        """Wait up to ``grace_s`` for in-flight tasks, then cancel the rest (they nack).
+
+        Returns (finished, cancelled).
+        """
+        pending = set(self._tasks)
+        if not pending:
+            return 0, 0
+        _, unfinished = await asyncio.wait(pending, timeout=grace_s)
+        for task in unfinished:
+            task.cancel()
+        await asyncio.gather(*unfinished, return_exceptions=True)
+        return len(pending) - len(unfinished), len(unfinished)
+
+    async def settle_directly(self, ack_id: str, *, acknowledge: bool) -> None:
+        """Ack or nack by id over a unary call (the stream is closed); best effort."""
+        try:
+            if acknowledge:
+                await asyncio.to_thread(
+                    self._client.acknowledge,
+                    subscription=self._path,
+                    ack_ids=[ack_id],
+                    timeout=_UNARY_TIMEOUT_S,
+                )
+            else:
+                await asyncio.to_thread(
+                    self._client.modify_ack_deadline,
+                    subscription=self._path,
+                    ack_ids=[ack_id],
+                    ack_deadline_seconds=0,
+                    timeout=_UNARY_TIMEOUT_S,
+                )
+        except GoogleAPICallError as error:  # the message comes back after its ack deadline
+            logger.warning("could not settle a message after shutdown: %s", error)
+
+    def close(self) -> None:
+        """Drop the connection; blocks, so call it off the loop."""
+        self._client.close()

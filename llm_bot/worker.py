@@ -1,0 +1,204 @@
+"""The worker's lifecycle: start, serve until SIGTERM/SIGINT (or a broken stream), drain, stop.
+
+Start-up goes from the inside out: migrations (idempotent, advisory-locked), the database pool,
+the model client and graph, the publisher, the health listener, and the subscription last, so
+nothing is pulled before it can be processed. Shutdown goes the other way, arq style: stop
+pulling, give in-flight work ``LLM_BOT_SHUTDOWN_GRACE_S`` to finish, cancel (nack) the rest,
+flush the publisher, close clients and the pool, and log the counts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Protocol, Self
+
+from psycopg_pool import AsyncConnectionPool
+
+from llm_bot.events.routing import prefixed
+from llm_bot.graph.assembly import context_from_settings, graph_from_settings
+from llm_bot.graph.tools import Tool
+from llm_bot.health import HealthServer
+from llm_bot.llm.client import ModelClient
+from llm_bot.memory.migrate import migrate
+from llm_bot.memory.retrieval import MemoryRetriever, NoMemory
+from llm_bot.settings import Settings
+from llm_bot.transport.clients import subscriber_client
+from llm_bot.transport.handler import EventHandler
+from llm_bot.transport.publisher import Publisher
+from llm_bot.transport.subscriber import StreamingSubscriber
+
+logger = logging.getLogger(__name__)
+
+# Statements are short (claim, commit, mark), so a few connections serve many in-flight events.
+POOL_MAX_SIZE = 10
+POOL_TIMEOUT_S = 5.0
+READY_CHECK_TIMEOUT_S = 2.0
+
+
+class GraphMemory(Protocol):
+    """What the memory layers give the graph (``llm_bot.memory.wiring.MemoryServices`` fits)."""
+
+    @property
+    def retriever(self) -> MemoryRetriever: ...
+    @property
+    def tools(self) -> Sequence[Tool]: ...
+
+
+# Opens the memory services for the worker's lifetime and closes them on the way out.
+MemoryFactory = Callable[[Settings], AbstractAsyncContextManager[GraphMemory]]
+
+
+@dataclass(frozen=True)
+class _NoMemory:
+    retriever: MemoryRetriever = field(default_factory=NoMemory)
+    tools: Sequence[Tool] = ()
+
+
+@asynccontextmanager
+async def no_memory(settings: Settings) -> AsyncIterator[GraphMemory]:
+    yield _NoMemory()
+
+
+class WorkerError(RuntimeError):
+    """The worker cannot start as configured."""
+
+
+class Worker:
+    def __init__(self, settings: Settings, memory: MemoryFactory = no_memory) -> None:
+        self._settings = settings
+        self._memory = memory
+        self._resources = contextlib.AsyncExitStack()
+        self._pool: AsyncConnectionPool[Any] | None = None
+        self._subscriber: StreamingSubscriber | None = None
+        self.counts: Counter[str] = Counter()
+
+    async def __aenter__(self) -> Self:
+        try:
+            await self.start()
+        except BaseException:
+            await self._resources.aclose()
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.shutdown()
+
+    async def start(self) -> None:
+        settings, resources = self._settings, self._resources
+        if settings.database_url is None:
+            raise WorkerError("DATABASE_URL is not set")
+        url = settings.database_url.get_secret_value()
+        await asyncio.to_thread(migrate, url)
+        self._pool = await self._open_pool(url)
+        model = ModelClient.from_settings(settings)
+        resources.push_async_callback(model.close)
+        memory = await resources.enter_async_context(self._memory(settings))
+        context = context_from_settings(settings, model, memory.retriever, memory.tools)
+        publisher = Publisher.from_settings(settings)
+        resources.push_async_callback(asyncio.to_thread, publisher.close)
+        handler = EventHandler(
+            settings, graph_from_settings(settings), context, self._pool, publisher, self.counts
+        )
+        health = HealthServer(self.readiness, settings.port)
+        await health.start()
+        resources.push_async_callback(health.close)
+        client = subscriber_client(settings.pubsub_emulator_host)
+        path = client.subscription_path(
+            settings.google_cloud_project, prefixed(settings.subscription, settings.bus_prefix)
+        )
+        self._subscriber = StreamingSubscriber(
+            client, path, handler.handle, settings.max_in_flight, settings.max_message_bytes
+        )
+        resources.push_async_callback(asyncio.to_thread, self._subscriber.close)
+        self._subscriber.start()
+        logger.info("worker pulling from %s", path)
+
+    async def _open_pool(self, url: str) -> AsyncConnectionPool[Any]:
+        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+            url,
+            min_size=1,
+            max_size=max(2, min(self._settings.max_in_flight, POOL_MAX_SIZE)),
+            timeout=POOL_TIMEOUT_S,
+            kwargs={"autocommit": True, "connect_timeout": int(POOL_TIMEOUT_S)},
+            check=AsyncConnectionPool.check_connection,
+            open=False,
+        )
+        await pool.open(wait=True, timeout=30)
+        self._resources.push_async_callback(pool.close)
+        return pool
+
+    async def serve(self, stop: asyncio.Event) -> int:
+        """Run until ``stop`` is set (exit code 0) or the stream ends by itself (1)."""
+        subscriber = self._require_subscriber()
+        waiters = [
+            asyncio.create_task(stop.wait()),
+            asyncio.create_task(subscriber.stream_ended.wait()),
+        ]
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        for waiter in waiters:
+            waiter.cancel()
+        error = subscriber.stream_error()
+        if error is not None:
+            logger.error("the subscription stream ended: %s", error)
+            return 1
+        return 0
+
+    async def shutdown(self) -> None:
+        subscriber = self._subscriber
+        finished = cancelled = 0
+        if subscriber is not None:
+            in_flight = subscriber.in_flight
+            logger.info("stopping: %d event(s) in flight", in_flight)
+            await subscriber.stop_pulling()
+            finished, cancelled = await subscriber.drain(self._settings.shutdown_grace_s)
+        await self._resources.aclose()
+        logger.info(
+            "worker stopped: %d in-flight finished, %d handed back; counts %s",
+            finished,
+            cancelled,
+            dict(sorted(self.counts.items())),
+        )
+
+    async def readiness(self) -> tuple[bool, str]:
+        subscriber, pool = self._subscriber, self._pool
+        if subscriber is None or not subscriber.subscribed:
+            return False, "not subscribed"
+        assert pool is not None
+        try:
+            async with asyncio.timeout(READY_CHECK_TIMEOUT_S), pool.connection() as connection:
+                await connection.execute("SELECT 1")
+        except Exception as error:
+            return False, f"database unreachable: {type(error).__name__}"
+        return True, "subscribed, database reachable"
+
+    def _require_subscriber(self) -> StreamingSubscriber:
+        if self._subscriber is None:
+            raise WorkerError("worker not started")
+        return self._subscriber
+
+
+def install_signal_handlers(stop: asyncio.Event) -> None:
+    """SIGTERM (Cloud Run) and SIGINT (Ctrl-C) both mean: stop taking work and drain."""
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+
+
+async def run_worker(settings: Settings, memory: MemoryFactory = no_memory) -> int:
+    stop = asyncio.Event()
+    install_signal_handlers(stop)
+    async with Worker(settings, memory) as worker:
+        return await worker.serve(stop)

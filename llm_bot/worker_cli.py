@@ -1,0 +1,67 @@
+"""``llm-bot run`` (the worker) and ``llm-bot check`` (is the running worker ready?).
+
+``check`` asks the running worker's ``/readyz`` on ``PORT`` rather than probing the database
+and subscription itself: readiness is the worker's own view (subscribed with a live stream,
+database reachable from its pool), which a separate process cannot see. So it also fails when
+no worker runs, which is what a container health command wants.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import http.client
+import json
+from typing import Any
+
+from llm_bot.cli_support import require_database_url
+from llm_bot.settings import Settings
+
+EXIT_NOT_READY = 1
+
+
+def command_run(args: argparse.Namespace, settings: Settings) -> int:
+    """Pull, process and publish until SIGTERM/SIGINT; exit 0 after a clean drain."""
+    from llm_bot.worker import run_worker
+
+    require_database_url(settings)
+    return asyncio.run(run_worker(settings))
+
+
+def command_check(args: argparse.Namespace, settings: Settings) -> int:
+    """Exit 0 when the worker on ``--host``:``PORT`` says it is ready, else 1 with the reason."""
+    connection = http.client.HTTPConnection(args.host, settings.port, timeout=args.timeout)
+    try:
+        connection.request("GET", "/readyz")
+        response = connection.getresponse()
+        status, body = response.status, response.read()
+    except OSError as error:
+        print(f"llm-bot: not ready: no worker answers on {args.host}:{settings.port} ({error})")
+        return EXIT_NOT_READY
+    finally:
+        connection.close()
+    detail = _detail(body)
+    if status != 200:
+        print(f"llm-bot: not ready: {detail}")
+        return EXIT_NOT_READY
+    print(f"ready: {detail}")
+    return 0
+
+
+def _detail(body: bytes) -> str:
+    try:
+        document: Any = json.loads(body)
+        return str(document["detail"])
+    except (ValueError, KeyError, TypeError):
+        return body.decode("utf-8", "replace")[:200]
+
+
+def add_worker_commands(commands: argparse._SubParsersAction[Any]) -> None:
+    """Register ``run`` and ``check`` on the ``llm-bot`` subcommand parser."""
+    run = commands.add_parser("run", help="run the worker until SIGTERM")
+    run.set_defaults(handler=command_run)
+
+    check = commands.add_parser("check", help="exit 0 when the running worker is ready")
+    check.add_argument("--host", default="127.0.0.1", help="worker host (default: %(default)s)")
+    check.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for an answer")
+    check.set_defaults(handler=command_check)

@@ -1,0 +1,198 @@
+"""The pure decisions of the transport: ack/nack/dead-letter by exception type, backoff, the
+dead-letter record, deadlines, attempt limits and what an output looks like on the bus."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+import psycopg
+import pytest
+
+from llm_bot.events.builder import prompt_event
+from llm_bot.events.codec import InvalidEvent
+from llm_bot.events.models import InternalEventV2
+from llm_bot.events.routing import RoutingError
+from llm_bot.graph.process import ProcessResult
+from llm_bot.memory.processed_events import NO_STEP, ClaimBusy, key_of
+from llm_bot.settings import Settings
+from llm_bot.transport.ack import (
+    RETRY_MAX_DELAY_S,
+    Decision,
+    RetryLater,
+    dead_letter_attributes,
+    decide,
+    retry_delay_s,
+    settle,
+)
+from llm_bot.transport.handler import attempts_exhausted, check_route, deadline_s, output_of
+from llm_bot.transport.publisher import PublishFailed
+
+
+class RecordedDelivery:
+    """A delivery that remembers how it was settled."""
+
+    def __init__(self, attempt: int = 1, attributes: Mapping[str, str] | None = None) -> None:
+        self.data = b"{}"
+        self.attributes = dict(attributes or {"type": "chat.message.v1"})
+        self.message_id = "m-1"
+        self.delivery_attempt = attempt
+        self.settled: list[str] = []
+
+    async def ack(self) -> None:
+        self.settled.append("ack")
+
+    async def nack(self) -> None:
+        self.settled.append("nack")
+
+
+def event_with_slip(*steps: dict[str, Any]) -> InternalEventV2:
+    event = prompt_event("hi", user="u", thread="t", egress_topic="internal.egress.v1")
+    document = event.model_dump(by_alias=True, exclude_unset=True)
+    document["routing"]["slip"] = list(steps)
+    return InternalEventV2.model_validate(document)
+
+
+@pytest.mark.parametrize(
+    ("error", "decision"),
+    [
+        (None, Decision.ACK),
+        (InvalidEvent("bad"), Decision.DEAD_LETTER),
+        (RoutingError("no topic"), Decision.DEAD_LETTER),
+        (RetryLater("LLM_UNAVAILABLE"), Decision.NACK),
+        (psycopg.OperationalError("down"), Decision.NACK),
+        (PublishFailed("no confirm"), Decision.NACK),
+        (ClaimBusy("held"), Decision.NACK),
+        (KeyError("a bug"), Decision.NACK),
+    ],
+)
+def test_the_exception_type_decides(error: BaseException | None, decision: Decision) -> None:
+    assert decide(error) is decision
+
+
+async def test_settle_acks_a_clean_block() -> None:
+    delivery, counts = RecordedDelivery(), Counter[str]()
+    async with settle(delivery, _unused_dead_letter, counts):
+        pass
+    assert (delivery.settled, counts["acked"]) == (["ack"], 1)
+
+
+async def test_settle_dead_letters_invalid_input_then_acks() -> None:
+    delivery, counts = RecordedDelivery(), Counter[str]()
+    reasons: list[str] = []
+
+    async def dead_letter(_: Any, reason: str) -> None:
+        reasons.append(reason)
+
+    async with settle(delivery, dead_letter, counts):
+        raise InvalidEvent("message body is not JSON")
+    assert (delivery.settled, reasons) == (["ack"], ["message body is not JSON"])
+    assert counts["dead_lettered"] == 1
+
+
+async def test_a_failed_dead_letter_publish_nacks_instead_of_losing_the_message() -> None:
+    delivery = RecordedDelivery(attempt=0)
+
+    async def dead_letter(_: Any, reason: str) -> None:
+        raise PublishFailed("dead-letter topic unreachable")
+
+    async with settle(delivery, dead_letter, Counter()):
+        raise InvalidEvent("bad")
+    assert delivery.settled == ["nack"]
+
+
+async def test_a_retryable_failure_nacks_and_the_worker_carries_on() -> None:
+    delivery = RecordedDelivery(attempt=0)
+    async with settle(delivery, _unused_dead_letter, Counter()):
+        raise RuntimeError("unexpected")
+    assert delivery.settled == ["nack"]
+
+
+async def test_cancellation_hands_the_message_back_and_propagates() -> None:
+    delivery = RecordedDelivery()
+
+    async def handle() -> None:
+        async with settle(delivery, _unused_dead_letter, Counter()):
+            await asyncio.Event().wait()
+
+    task = asyncio.create_task(handle())
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert delivery.settled == ["nack"]
+
+
+def test_the_retry_delay_grows_with_the_attempt_and_is_capped() -> None:
+    rng = random.Random(7)
+    first = [retry_delay_s(1, rng) for _ in range(50)]
+    later = [retry_delay_s(20, rng) for _ in range(50)]
+    assert all(0.25 <= d <= 0.5 for d in first)
+    assert all(RETRY_MAX_DELAY_S / 2 <= d <= RETRY_MAX_DELAY_S for d in later)
+
+
+def test_the_dead_letter_record_keeps_the_attributes_and_bounds_the_reason() -> None:
+    delivery = RecordedDelivery(attempt=3, attributes={"type": "x", "correlationId": "c"})
+    attributes = dead_letter_attributes(delivery, "r" * 5000, "2026-01-01T00:00:00.000Z")
+    assert attributes["type"] == "x"
+    assert attributes["correlationId"] == "c"
+    assert attributes["deadLetterSource"] == "llm-bot"
+    assert attributes["originalMessageId"] == "m-1"
+    assert attributes["deliveryAttempt"] == "3"
+    assert len(attributes["deadLetterReason"]) == 1000
+
+
+def test_a_slip_whose_next_pending_step_has_no_topic_is_refused_before_processing() -> None:
+    broken = event_with_slip(
+        {"id": "llm-bot", "status": "PENDING"}, {"id": "tts", "status": "PENDING"}
+    )
+    with pytest.raises(RoutingError, match="'tts' is PENDING but has no nextTopic"):
+        check_route(broken)
+    check_route(event_with_slip({"id": "llm-bot", "status": "PENDING"}))
+
+
+def test_the_deadline_is_the_producers_when_set() -> None:
+    event = event_with_slip({"id": "llm-bot", "status": "PENDING"})
+    assert deadline_s(event, 120_000) == 120.0
+    event.qos = {"maxResponseMs": 1500}  # type: ignore[assignment]
+    assert deadline_s(event, 120_000) == 1.5
+
+
+def test_the_steps_max_attempts_can_lower_the_delivery_limit() -> None:
+    plain = event_with_slip({"id": "llm-bot", "status": "PENDING"})
+    strict = event_with_slip({"id": "llm-bot", "status": "PENDING", "maxAttempts": 2})
+    assert not attempts_exhausted(4, plain, 5)
+    assert attempts_exhausted(5, plain, 5)
+    assert attempts_exhausted(2, strict, 5)
+
+
+def test_the_record_key_names_the_pending_step_by_position() -> None:
+    event = event_with_slip(
+        {"id": "router", "status": "OK"}, {"id": "llm-bot", "status": "PENDING"}
+    )
+    assert key_of(event).step == "1:llm-bot"
+    assert key_of(event_with_slip()).step == NO_STEP
+
+
+@pytest.mark.parametrize("ordering", [False, True])
+def test_the_output_is_routed_prefixed_and_keyed_by_thread(ordering: bool) -> None:
+    settings = Settings(BUS_PREFIX="dev.", LLM_BOT_ORDERING=ordering)  # type: ignore[call-arg]
+    event = event_with_slip({"id": "llm-bot", "status": "OK"})
+    result = ProcessResult("SKIP", event)
+    output = output_of(result, {"traceparent": "00-a-b-01", "other": "dropped"}, settings)
+    assert output.topic == "dev.internal.egress.v1"
+    assert output.attributes == {
+        "type": "egress.deliver.v1",
+        "correlationId": event.correlation_id,
+        "traceparent": "00-a-b-01",
+    }
+    assert json.loads(output.data)["type"] == "egress.deliver.v1"
+    assert output.ordering_key == ("cli:t" if ordering else "")
+
+
+async def _unused_dead_letter(_: Any, reason: str) -> None:
+    raise AssertionError("no dead letter expected")
