@@ -27,11 +27,15 @@ dense AS (
     ORDER BY embedding <=> %(vector)s::vector
     LIMIT %(pool)s
 ),
+mine AS MATERIALIZED (  -- this user's turns first, as in memory search
+    SELECT thread_id, seq, search FROM conversation_turns
+    WHERE user_id = %(user)s AND %(use_lexical)s
+),
 lexical AS (
-    SELECT t.thread_id, t.seq,
-           row_number() OVER (ORDER BY ts_rank_cd(t.search, query.terms) DESC) AS rank
-    FROM conversation_turns t, query
-    WHERE t.user_id = %(user)s AND %(use_lexical)s AND t.search @@ query.terms
+    SELECT mine.thread_id, mine.seq,
+           row_number() OVER (ORDER BY ts_rank_cd(mine.search, query.terms) DESC) AS rank
+    FROM mine, query
+    WHERE mine.search @@ query.terms
     LIMIT %(pool)s
 )
 SELECT t.thread_id, t.seq, t.role, t.content, t.created_at,

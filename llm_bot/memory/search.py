@@ -37,13 +37,18 @@ dense AS (
     ORDER BY v.embedding <=> %(vector)s::vector
     LIMIT %(pool)s
 ),
-lexical AS (
-    SELECT s.key, row_number() OVER (
-        ORDER BY ts_rank_cd(to_tsvector('english', s.value->>'content'), query.terms) DESC
-    ) AS rank
-    FROM store s, query
+-- One user's memories first: a common word matches across all users through the GIN index,
+-- so filtering the namespace after the full-text match would read far more rows.
+mine AS MATERIALIZED (
+    SELECT s.key, to_tsvector('english', s.value->>'content') AS document
+    FROM store s
     WHERE s.prefix = %(prefix)s AND %(use_lexical)s
-      AND to_tsvector('english', s.value->>'content') @@ query.terms
+),
+lexical AS (
+    SELECT mine.key,
+           row_number() OVER (ORDER BY ts_rank_cd(mine.document, query.terms) DESC) AS rank
+    FROM mine, query
+    WHERE mine.document @@ query.terms
     LIMIT %(pool)s
 )
 SELECT s.key, s.value, s.created_at, s.updated_at,

@@ -1,7 +1,7 @@
 """Create or check the memory store's tables, once per start, safely from many instances.
 
-LangGraph's ``setup()`` creates ``store`` and ``store_vectors`` (and the pgvector index); we add
-the full-text index the hybrid search uses. ``CREATE TABLE IF NOT EXISTS`` would silently keep a
+LangGraph's ``setup()`` creates ``store`` and ``store_vectors`` (and the pgvector index).
+``CREATE TABLE IF NOT EXISTS`` would silently keep a
 ``store_vectors`` table of another dimension (a known LangGraph pitfall: every insert would then
 fail), so the stored dimension is checked against the embedding model's and start-up stops
 with instructions when they differ.
@@ -16,11 +16,6 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from llm_bot.memory.migrate import MIGRATION_LOCK_ID
-
-FULL_TEXT_INDEX = (
-    "CREATE INDEX IF NOT EXISTS store_content_fts_idx ON store"
-    " USING gin (to_tsvector('english', value->>'content'))"
-)
 
 
 class DimensionMismatch(RuntimeError):
@@ -37,7 +32,6 @@ async def ensure_schema(
         await lock_holder.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_ID,))
         try:
             await store.setup()
-            await lock_holder.execute(FULL_TEXT_INDEX)
             stored = await stored_dimensions(lock_holder)
         finally:
             await lock_holder.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_ID,))

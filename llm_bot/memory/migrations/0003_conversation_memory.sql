@@ -26,7 +26,6 @@ CREATE TABLE IF NOT EXISTS conversation_turns (
 );
 
 CREATE INDEX IF NOT EXISTS conversation_turns_user_idx ON conversation_turns (user_id, created_at);
-CREATE INDEX IF NOT EXISTS conversation_turns_search_idx ON conversation_turns USING gin (search);
 
 -- One natural-language notes document per (user, agent), curated by the model.
 CREATE TABLE IF NOT EXISTS agent_notes (
