@@ -17,12 +17,14 @@ from typing import Any
 
 from google.cloud import pubsub_v1
 
+from llm_bot.clock import utc_now
 from llm_bot.events.codec import decode, encode, to_document
 from llm_bot.events.models import InternalEventV2
 from llm_bot.events.routing import prefixed
 from llm_bot.graph.assembly import context_from_settings, graph_from_settings
 from llm_bot.graph.process import process_event
 from llm_bot.llm.client import ModelClient
+from llm_bot.memory.commit import source_of, turn_of
 from llm_bot.memory.wiring import memory_services
 from llm_bot.settings import Settings
 from llm_bot.testing.openai_server import LocalModelServer
@@ -55,6 +57,9 @@ async def _process(settings: Settings, event: InternalEventV2) -> dict[str, Any]
         async with memory_services(settings) as memory:
             context = context_from_settings(settings, model, memory.retriever, memory.tools)
             result = await process_event(graph_from_settings(settings), context, event)
+            turn = turn_of(result, source_of(event), utc_now())
+            if memory.commit is not None and turn is not None:
+                await memory.commit.commit_now(turn)
     finally:
         await model.close()
     return to_document(result.event)

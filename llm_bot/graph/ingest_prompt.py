@@ -8,6 +8,7 @@ from llm_bot.events.identity import thread_id_of, user_id_of
 from llm_bot.events.models import AnnotationV1, InternalEventV2
 from llm_bot.graph.state import GraphState
 from llm_bot.llm.messages import ChatMessage
+from llm_bot.memory.run_writes import RunWrites
 
 
 def prompt_texts(event: InternalEventV2) -> list[str]:
@@ -31,8 +32,10 @@ def _text_of(annotation: AnnotationV1) -> str | None:
 async def ingest_prompt(state: GraphState) -> dict[str, Any]:
     event = state["event"]
     texts = prompt_texts(event)
+    user_id = user_id_of(event)
     return {
-        "user_id": user_id_of(event),
+        "user_id": user_id,
+        "writes": RunWrites(user_id),
         "thread_id": thread_id_of(event),
         "messages": [ChatMessage("user", text) for text in texts],
         "combined_prompt": "\n".join(texts),

@@ -17,6 +17,7 @@ from llm_bot.events.routing import complete_current_step
 from llm_bot.graph.builder import LlmBotGraph
 from llm_bot.graph.state import GraphContext
 from llm_bot.llm.errors import ModelError
+from llm_bot.memory.run_writes import RunWrites
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +31,8 @@ class ProcessResult:
     event: InternalEventV2
     candidate: CandidateV1 | None = None
     error: StepError | None = None
+    writes: RunWrites | None = None  # what the commit must apply (OK only)
+    prompt: str = ""  # the combined prompt, for the history pair
 
     @property
     def retryable(self) -> bool:
@@ -63,7 +66,9 @@ async def process_event(
         return ProcessResult("SKIP", working)
     working.candidates = [*(working.candidates or []), candidate]
     complete_current_step(working, "OK", now)
-    return ProcessResult("OK", working, candidate)
+    return ProcessResult(
+        "OK", working, candidate, writes=final.get("writes"), prompt=final["combined_prompt"]
+    )
 
 
 def record_failure(

@@ -11,7 +11,7 @@ from llm_bot.graph.tools import run_tool_calls
 
 
 async def run_tools(state: GraphState, runtime: Runtime[GraphContext]) -> dict[str, Any]:
-    results = await run_tool_calls(state["pending_calls"], runtime.context.tools, state["user_id"])
+    results = await run_tool_calls(state["pending_calls"], runtime.context.tools, state["writes"])
     return {
         "messages": results,
         "pending_calls": (),

@@ -19,6 +19,7 @@ from llm_bot.graph.reducer import MessageLimits, reduce_messages
 from llm_bot.graph.tools import Tool
 from llm_bot.llm.messages import ChatMessage, ModelReply, TokenUsage, ToolCall, ToolSpec
 from llm_bot.memory.retrieval import MemoryRetriever, NoMemory, RecalledContext
+from llm_bot.memory.run_writes import RunWrites
 
 
 class ChatModel(Protocol):
@@ -40,6 +41,7 @@ class GraphState(TypedDict, total=False):
     model_name: str
     llm_text: str
     candidate: CandidateV1
+    writes: RunWrites
 
 
 def bounded_state(limits: MessageLimits) -> type[GraphState]:

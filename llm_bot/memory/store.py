@@ -66,7 +66,7 @@ class MemoryStore:
         ann: dict[str, Any] = {"kind": options.index_kind}
         if options.index_kind == "ivfflat":
             ann["nlist"] = options.ivfflat_lists
-        index = cast(
+        self.index_config = cast(
             PostgresIndexConfig,
             {
                 "dims": dimensions,
@@ -76,7 +76,7 @@ class MemoryStore:
                 "ann_index_config": ann,
             },
         )
-        self.store = AsyncPostgresStore(pool, index=index)
+        self.store = AsyncPostgresStore(pool, index=self.index_config)
 
     @classmethod
     @asynccontextmanager
@@ -99,6 +99,10 @@ class MemoryStore:
             yield memory
         finally:
             await pool.close()
+
+    def store_on(self, connection: AsyncConnection[Any]) -> AsyncPostgresStore:
+        """The same store, writing through ``connection`` (inside the caller's transaction)."""
+        return AsyncPostgresStore(connection, index=self.index_config)
 
     def for_user(self, user_id: str) -> UserMemories:
         return UserMemories(self, user_id)
@@ -127,19 +131,22 @@ class UserMemories:
     async def put(
         self, content: str, metadata: dict[str, str] | None = None, key: str | None = None
     ) -> tuple[str, PutOutcome]:
-        """Store a memory; without ``key``, a near-duplicate of an existing one updates it."""
-        outcome: PutOutcome = "updated"
-        if key is None:
-            twin = await self._nearest(content)
-            if twin is not None and twin.similarity >= self._memory.options.dedup_threshold:
-                key, outcome = twin.key, "merged"
-            else:
-                key, outcome = str(uuid.uuid4()), "created"
-        elif await self.get(key) is None:
-            outcome = "created"
-        value = {"content": content, "metadata": metadata or {}}
-        await self._memory.store.aput(self.namespace, key, value, index=["content"])
+        """Store a memory now (admin path; the worker defers its writes to the commit)."""
+        key, outcome = await self.resolve_key(content, key)
+        await self._memory.store.aput(
+            self.namespace, key, memory_value(content, metadata), index=["content"]
+        )
         return key, outcome
+
+    async def resolve_key(self, content: str, key: str | None) -> tuple[str, PutOutcome]:
+        """Where a write of ``content`` goes: ``key`` if given, else the key of a near-duplicate
+        (similarity >= ``MEMORY_DEDUP_THRESHOLD``), else a new UUID."""
+        if key is not None:
+            return key, ("updated" if await self.get(key) is not None else "created")
+        twin = await self._nearest(content)
+        if twin is not None and twin.similarity >= self._memory.options.dedup_threshold:
+            return twin.key, "merged"
+        return str(uuid.uuid4()), "created"
 
     async def get(self, key: str) -> Memory | None:
         item = await self._memory.store.aget(self.namespace, key)
@@ -155,9 +162,17 @@ class UserMemories:
         return [_memory_of(item) for item in items]
 
     async def search(
-        self, query: str, *, limit: int, threshold: float, mode: SearchMode = "hybrid"
+        self,
+        query: str,
+        *,
+        limit: int,
+        threshold: float,
+        mode: SearchMode = "hybrid",
+        vector: list[float] | None = None,
     ) -> list[MemoryHit]:
-        vector = (await self._memory.embedder.embed([query]))[0]
+        """``vector`` is the query's embedding when the caller already has it."""
+        if vector is None:
+            vector = (await self._memory.embedder.embed([query]))[0]
         async with self._memory.connection() as connection:
             return await hybrid_search(
                 connection,
@@ -180,6 +195,10 @@ class UserMemories:
     async def _nearest(self, content: str) -> MemoryHit | None:
         hits = await self.search(content, limit=1, threshold=-1.0, mode="dense")
         return hits[0] if hits else None
+
+
+def memory_value(content: str, metadata: dict[str, str] | None) -> dict[str, object]:
+    return {"content": content, "metadata": metadata or {}}
 
 
 def _memory_of(item: Item) -> Memory:

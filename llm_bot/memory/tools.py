@@ -2,7 +2,8 @@
 
 The model supplies only ``content``, optional flat ``metadata`` and, to update, a ``key`` it was
 shown; the user comes from the graph (see :mod:`llm_bot.graph.tools`). A rule broken by the
-model comes back to it as a tool result it can act on.
+model comes back to it as a tool result it can act on. The write itself is recorded in the
+run's :class:`RunWrites` and applied at the event's commit.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import logging
 from typing import Any
 
 from llm_bot.llm.messages import ToolSpec
+from llm_bot.memory.run_writes import MemoryPut, RunWrites
 from llm_bot.memory.store import MemoryStore
 from llm_bot.memory.validation import (
     MAX_METADATA_KEYS,
@@ -49,7 +51,7 @@ class UpsertMemoryTool:
         self._memory = memory
         self._max_tokens = max_tokens
 
-    async def run(self, arguments: dict[str, Any], user_id: str) -> str:
+    async def run(self, arguments: dict[str, Any], run: RunWrites) -> str:
         try:
             content, metadata, key = validate_memory(
                 arguments.get("content"),
@@ -58,8 +60,9 @@ class UpsertMemoryTool:
                 self._max_tokens,
             )
         except InvalidMemory as error:
-            logger.info("memory refused", extra={"userId": user_id, "cause": str(error)})
+            logger.info("memory refused", extra={"userId": run.user_id, "cause": str(error)})
             return f"error: memory not saved: {error}"
-        key, outcome = await self._memory.for_user(user_id).put(content, metadata, key)
-        logger.info("memory saved", extra={"userId": user_id, "key": key, "outcome": outcome})
+        key, outcome = await self._memory.for_user(run.user_id).resolve_key(content, key)
+        run.memory_puts.append(MemoryPut(key, content, metadata))
+        logger.info("memory saved", extra={"userId": run.user_id, "key": key, "outcome": outcome})
         return f"saved memory {key} ({outcome})"

@@ -6,13 +6,17 @@ Without ``DATABASE_URL`` the graph runs with no memory and no memory tools: usef
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
+from llm_bot.clock import utc_now
 from llm_bot.graph.tools import Tool
 from llm_bot.llm.embeddings import CachingEmbedder, embedder_from_settings
-from llm_bot.memory.long_term import LongTermMemory
+from llm_bot.memory.commit import MemoryCommit
+from llm_bot.memory.context import ContextLimits, ConversationMemory
+from llm_bot.memory.notes_store import ManageNotesTool
 from llm_bot.memory.retrieval import MemoryRetriever, NoMemory
 from llm_bot.memory.store import MemoryStore, StoreOptions
 from llm_bot.memory.tools import UpsertMemoryTool
@@ -23,7 +27,7 @@ from llm_bot.settings import Settings
 class MemoryServices:
     retriever: MemoryRetriever = field(default_factory=NoMemory)
     tools: Sequence[Tool] = ()
-    store: MemoryStore | None = None
+    commit: MemoryCommit | None = None  # None: nothing to write (no database)
 
 
 def store_options(settings: Settings) -> StoreOptions:
@@ -53,11 +57,25 @@ async def open_memory_store(settings: Settings) -> AsyncIterator[MemoryStore]:
 
 
 @asynccontextmanager
-async def memory_services(settings: Settings) -> AsyncIterator[MemoryServices]:
+async def memory_services(
+    settings: Settings, clock: Callable[[], datetime] = utc_now
+) -> AsyncIterator[MemoryServices]:
     if settings.database_url is None:
         yield MemoryServices()
         return
+    idle = timedelta(seconds=settings.session_idle_seconds)
+    limits = ContextLimits(
+        max_context_tokens=settings.max_context_tokens,
+        memory_budget_tokens=settings.injection_budget,
+        context_pairs=settings.context_pairs,
+        recall_limit=settings.retrieval_limit,
+        threshold=settings.memory_threshold(),
+        session_idle=idle,
+    )
     async with open_memory_store(settings) as store:
-        retriever = LongTermMemory(store, settings.memory_threshold(), settings.injection_budget)
-        tools = (UpsertMemoryTool(store, settings.memory_max_tokens),)
-        yield MemoryServices(retriever, tools, store)
+        retriever = ConversationMemory(store, limits, settings.agent_name, clock)
+        tools: tuple[Tool, ...] = (
+            UpsertMemoryTool(store, settings.memory_max_tokens),
+            ManageNotesTool(store, settings.agent_name, settings.notes_max_chars),
+        )
+        yield MemoryServices(retriever, tools, MemoryCommit(store, settings.agent_name, idle))

@@ -8,6 +8,7 @@ import openai
 import pytest
 
 from llm_bot.llm.embeddings import CachingEmbedder, OpenAIEmbedder
+from llm_bot.memory.migrate import migrate
 from llm_bot.memory.store import MemoryStore, StoreOptions
 from llm_bot.testing.openai_server import LocalModelServer
 
@@ -27,6 +28,7 @@ def server_embedder(server: LocalModelServer, dimensions: int | None = None) -> 
 async def memory_store(
     fresh_database_url: str, embedding_server: LocalModelServer
 ) -> AsyncIterator[MemoryStore]:
+    migrate(fresh_database_url)
     embedder = server_embedder(embedding_server)
     async with MemoryStore.open(
         fresh_database_url, CachingEmbedder(embedder), StoreOptions()

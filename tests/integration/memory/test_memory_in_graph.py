@@ -6,20 +6,24 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import openai
 import pytest
 
+from llm_bot.clock import utc_now
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.models import InternalEventV2
 from llm_bot.graph.builder import compile_graph
-from llm_bot.graph.process import process_event
+from llm_bot.graph.process import ProcessResult, process_event
 from llm_bot.graph.reducer import MessageLimits
 from llm_bot.graph.state import GraphContext
 from llm_bot.llm.client import ModelClient
 from llm_bot.llm.embeddings import CachingEmbedder
-from llm_bot.memory.long_term import LongTermMemory
+from llm_bot.memory.commit import MemoryCommit, source_of, turn_of
+from llm_bot.memory.context import ContextLimits, ConversationMemory
+from llm_bot.memory.migrate import migrate
 from llm_bot.memory.store import MemoryStore, StoreOptions
 from llm_bot.memory.tools import UpsertMemoryTool
 from llm_bot.testing.embedded_postgres import EmbeddedPostgres
@@ -55,11 +59,22 @@ async def model(chat_server: LocalModelServer) -> AsyncIterator[ModelClient]:
 def context_for(store: MemoryStore, model: ModelClient, timeout_s: float = 5.0) -> GraphContext:
     return GraphContext(
         model=model,
-        memory=LongTermMemory(store, threshold=0.2, budget_tokens=1000),
+        memory=ConversationMemory(store, ContextLimits(threshold=0.2), "llm-bot", utc_now),
         tools=[UpsertMemoryTool(store, max_tokens=2048)],
         system_prompt="system",
         retrieval_timeout_s=timeout_s,
     )
+
+
+async def run_and_commit(
+    store: MemoryStore, context: GraphContext, event: InternalEventV2
+) -> ProcessResult:
+    """What the worker does with an event's writes, minus the bus."""
+    result = await process_event(GRAPH, context, event)
+    turn = turn_of(result, source_of(event), utc_now())
+    if turn is not None:
+        await MemoryCommit(store, "llm-bot", timedelta(hours=6)).commit_now(turn)
+    return result
 
 
 def said(user: str, thread: str, text: str) -> InternalEventV2:
@@ -76,7 +91,7 @@ async def test_a_fact_told_in_one_thread_reaches_the_model_in_another_but_not_fo
     context = context_for(memory_store, model)
     save = {"content": "Mira is vegetarian and never eats meat", "metadata": {"topic": "food"}}
     tell = said("mira", "thread-a", f"remember this [[tool:upsertMemory {json.dumps(save)}]]")
-    told = await process_event(GRAPH, context, tell)
+    told = await run_and_commit(memory_store, context, tell)
     assert told.outcome == "OK"
     tool_results = [m for m in chat_server.chat_requests()[-1]["messages"] if m["role"] == "tool"]
     assert tool_results[0]["content"].startswith("saved memory ")
@@ -144,6 +159,7 @@ async def test_postgres_down_degrades_to_no_memories(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     postgres = EmbeddedPostgres(tmp_path / "pg").start()
+    migrate(postgres.url)
     embedder = CachingEmbedder(server_embedder(embedding_server))
     try:
         async with MemoryStore.open(

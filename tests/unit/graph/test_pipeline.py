@@ -20,6 +20,7 @@ from llm_bot.graph.state import GraphContext
 from llm_bot.llm.client import ModelClient
 from llm_bot.llm.messages import ToolSpec
 from llm_bot.memory.retrieval import RecalledContext
+from llm_bot.memory.run_writes import RunWrites
 from llm_bot.testing.openai_server import LocalModelServer
 
 CONTRACTS = Path(__file__).resolve().parents[3].parent / "shared" / "contracts" / "bitbrat"
@@ -80,8 +81,8 @@ class LookupTool:
     def __init__(self) -> None:
         self.users: list[str] = []
 
-    async def run(self, arguments: dict[str, Any], user_id: str) -> str:
-        self.users.append(user_id)
+    async def run(self, arguments: dict[str, Any], run: RunWrites) -> str:
+        self.users.append(run.user_id)
         if arguments.get("explode"):
             raise RuntimeError("lookup backend down")
         return "found it"

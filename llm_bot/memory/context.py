@@ -1,0 +1,222 @@
+"""Context assembly: what the model sees of the past, in DESIGN §4's order, within a budget.
+
+Order in the request: system prompt, notes, relevant memories, recalled older messages (in
+time order, with dates), the thread's window, then this run's messages. Priority when the
+budget (``MAX_CONTEXT_TOKENS`` less the new prompt) is tight: notes (already size-capped),
+then the window from its newest pair back, then memories and recalled messages together by
+relevance. Each part is fetched independently; one that fails is logged and left out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+from llm_bot.llm.messages import ChatMessage
+from llm_bot.memory.history import Turn, read_window
+from llm_bot.memory.long_term import render_memories
+from llm_bot.memory.notes_store import read_notes
+from llm_bot.memory.recall import RecalledTurn, recall_turns
+from llm_bot.memory.retrieval import RecalledContext
+from llm_bot.memory.search import MemoryHit
+from llm_bot.memory.store import MemoryStore
+from llm_bot.memory.validation import approx_tokens
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+NOTES_HEADER = "Your notes about this user (edit them with manage_long_term_memory):"
+RECALL_HEADER = "Earlier messages of this user that may be relevant (oldest first):"
+MEMORY_CANDIDATES = 50
+
+
+@dataclass(frozen=True)
+class ContextLimits:
+    max_context_tokens: int = 8000
+    memory_budget_tokens: int = 1000
+    context_pairs: int = 15
+    recall_limit: int = 5
+    threshold: float = 0.7
+    session_idle: timedelta = timedelta(hours=6)
+
+
+@dataclass(frozen=True)
+class Parts:
+    notes: str
+    memories: list[MemoryHit]
+    window: list[Turn]
+    recalled: list[RecalledTurn]
+
+
+class ConversationMemory:
+    """The :class:`~llm_bot.memory.retrieval.MemoryRetriever` of all memory layers."""
+
+    def __init__(
+        self,
+        memory: MemoryStore,
+        limits: ContextLimits,
+        agent: str,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self._memory = memory
+        self._limits = limits
+        self._agent = agent
+        self._clock = clock
+
+    async def retrieve(self, user_id: str, thread_id: str, query: str) -> RecalledContext:
+        failed: list[str] = []
+        vector = await _degrade("embedding", self._embed(query), None, user_id, failed)
+        notes_task = _degrade("notes", self._notes(user_id), "", user_id, failed)
+        window = await _degrade("window", self._window(thread_id), [], user_id, failed)
+        memories_task = (
+            _degrade("memories", self._memories(user_id, query, vector), [], user_id, failed)
+            if vector is not None
+            else _nothing()
+        )
+        recall_task = (
+            _degrade("recall", self._recall(user_id, query, vector, window), [], user_id, failed)
+            if vector is not None
+            else _nothing()
+        )
+        notes, memories, recalled = await asyncio.gather(notes_task, memories_task, recall_task)
+        parts = Parts(notes, memories, window, recalled)
+        context = self.assemble(
+            parts, budget=self._limits.max_context_tokens - approx_tokens(query)
+        )
+        if failed:
+            context.stats["retrievalFailed"] = len(failed)
+        return context
+
+    def assemble(self, parts: Parts, budget: int) -> RecalledContext:
+        messages: list[ChatMessage] = []
+        used: dict[str, int] = {"notes": 0, "memories": 0, "recall": 0, "window": 0}
+        if parts.notes.strip():
+            text = f"{NOTES_HEADER}\n{parts.notes.strip()}"
+            used["notes"] = approx_tokens(text)
+        remaining = budget - used["notes"]
+        window = _newest_pairs_within(parts.window, remaining)
+        used["window"] = sum(approx_tokens(turn.content) for turn in window)
+        remaining -= used["window"]
+        memories, recalled = _by_relevance_within(
+            parts.memories, parts.recalled, remaining, self._limits.memory_budget_tokens
+        )
+        if parts.notes.strip():
+            messages.append(ChatMessage("system", f"{NOTES_HEADER}\n{parts.notes.strip()}"))
+        if memories:
+            budget_tokens = self._limits.memory_budget_tokens
+            text, _ = render_memories(memories, budget_tokens, total=len(parts.memories))
+            messages.append(ChatMessage("system", text))
+            used["memories"] = approx_tokens(text)
+        if recalled:
+            lines = [f"[{t.created_at:%Y-%m-%d %H:%M} UTC] {t.role}: {t.content}" for t in recalled]
+            text = "\n".join([RECALL_HEADER, *lines])
+            messages.append(ChatMessage("system", text))
+            used["recall"] = approx_tokens(text)
+        messages += [
+            ChatMessage("user" if t.role == "user" else "assistant", t.content) for t in window
+        ]
+        logger.info("context assembled", extra={"contextTokens": used})
+        stats = {
+            "memoriesFound": len(parts.memories),
+            "memoriesInjected": len(memories),
+            "recalled": len(recalled),
+            "windowPairs": len(window) // 2,
+            **{f"{part}Tokens": tokens for part, tokens in used.items()},
+        }
+        return RecalledContext(tuple(messages), stats)
+
+    async def _embed(self, query: str) -> list[float]:
+        return (await self._memory.embedder.embed([query]))[0]
+
+    async def _notes(self, user_id: str) -> str:
+        async with self._memory.connection() as connection:
+            return await read_notes(connection, user_id, self._agent)
+
+    async def _window(self, thread_id: str) -> list[Turn]:
+        limits = self._limits
+        async with self._memory.connection() as connection:
+            return await read_window(
+                connection, thread_id, limits.context_pairs, self._clock(), limits.session_idle
+            )
+
+    async def _memories(self, user_id: str, query: str, vector: list[float]) -> list[MemoryHit]:
+        return await self._memory.for_user(user_id).search(
+            query, limit=MEMORY_CANDIDATES, threshold=self._limits.threshold, vector=vector
+        )
+
+    async def _recall(
+        self, user_id: str, query: str, vector: list[float], window: list[Turn]
+    ) -> list[RecalledTurn]:
+        async with self._memory.connection() as connection:
+            return await recall_turns(
+                connection,
+                user_id,
+                query,
+                vector,
+                exclude={(turn.thread_id, turn.seq) for turn in window},
+                limit=self._limits.recall_limit,
+                threshold=self._limits.threshold,
+            )
+
+
+def _newest_pairs_within(window: list[Turn], budget: int) -> list[Turn]:
+    kept: list[Turn] = []
+    used = 0
+    for start in range(len(window) - 2, -1, -2):
+        pair = window[start : start + 2]
+        cost = sum(approx_tokens(turn.content) for turn in pair)
+        if used + cost > budget:
+            break
+        kept[:0] = pair
+        used += cost
+    return kept
+
+
+def _by_relevance_within(
+    memories: list[MemoryHit], recalled: list[RecalledTurn], budget: int, memory_budget: int
+) -> tuple[list[MemoryHit], list[RecalledTurn]]:
+    """Memories and recalled turns interleaved by similarity until ``budget`` is spent."""
+    ranked: list[tuple[float, MemoryHit | RecalledTurn]] = [
+        *((hit.similarity, hit) for hit in memories),
+        *((turn.similarity, turn) for turn in recalled),
+    ]
+    ranked.sort(key=lambda item: -item[0])
+    chosen_memories: list[MemoryHit] = []
+    chosen_turns: list[RecalledTurn] = []
+    used = memory_used = 0
+    for _, item in ranked:
+        cost = approx_tokens(item.content) + 8  # bullet, key or date
+        if used + cost > budget:
+            continue
+        if isinstance(item, MemoryHit):
+            if memory_used + cost > memory_budget:
+                continue
+            chosen_memories.append(item)
+            memory_used += cost
+        else:
+            chosen_turns.append(item)
+        used += cost
+    chosen_turns.sort(key=lambda turn: (turn.created_at, turn.thread_id, turn.seq))
+    return chosen_memories, chosen_turns
+
+
+async def _degrade(
+    part: str, work: Awaitable[T], fallback: T, user_id: str, failed: list[str]
+) -> T:
+    try:
+        return await work
+    except Exception as error:  # one part failing costs that part only
+        logger.warning(
+            "memory retrieval failed, continuing without it",
+            extra={"part": part, "userId": user_id, "cause": f"{type(error).__name__}: {error}"},
+        )
+        failed.append(part)
+        return fallback
+
+
+async def _nothing() -> list[Any]:
+    return []

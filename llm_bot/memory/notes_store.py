@@ -1,0 +1,93 @@
+"""Where the notes document lives (``agent_notes``) and the tool that edits it.
+
+One row per (user, agent). The tool keeps the document of the run in memory: reads see the
+run's own edits, and the database gets at most one write per turn, at commit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg import AsyncConnection
+
+from llm_bot.llm.messages import ToolSpec
+from llm_bot.memory.notes import OPERATIONS, NotesError, apply_operation
+from llm_bot.memory.run_writes import RunWrites
+from llm_bot.memory.store import MemoryStore
+
+
+async def read_notes(connection: AsyncConnection[Any], user_id: str, agent: str) -> str:
+    cursor = await connection.execute(
+        "SELECT content FROM agent_notes WHERE user_id = %s AND agent_name = %s", (user_id, agent)
+    )
+    row = await cursor.fetchone()
+    if row is None:
+        return ""
+    content = row["content"] if isinstance(row, dict) else row[0]
+    return str(content)
+
+
+async def write_notes(
+    connection: AsyncConnection[Any], user_id: str, agent: str, content: str
+) -> None:
+    await connection.execute(
+        "INSERT INTO agent_notes (user_id, agent_name, content, updated_at)"
+        " VALUES (%s, %s, %s, now()) ON CONFLICT (user_id, agent_name)"
+        " DO UPDATE SET content = EXCLUDED.content, updated_at = now()",
+        (user_id, agent, content),
+    )
+
+
+MANAGE_NOTES = ToolSpec(
+    name="manage_long_term_memory",
+    description=(
+        "Edit your notes about this user: one Markdown document you keep across conversations."
+        " Use sections (# headers) and keep it short."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "operation": {"type": "string", "enum": list(OPERATIONS)},
+            "content": {
+                "type": "string",
+                "description": "Text for overwrite/append/prepend/replace.",
+            },
+            "header": {"type": "string", "description": "Section header for *_section_by_header."},
+        },
+        "required": ["operation"],
+    },
+)
+
+
+def run_notes_operation(notes: str, arguments: dict[str, Any], max_chars: int) -> tuple[str, str]:
+    """(new notes, tool result text); a bad request leaves the notes as they were."""
+    operation = str(arguments.get("operation", ""))
+    try:
+        updated = apply_operation(
+            notes, operation, arguments.get("content"), arguments.get("header"), max_chars
+        )
+    except NotesError as error:
+        return notes, f"error: {error}"
+    if operation == "read":
+        return notes, notes or "(no notes yet)"
+    return updated, f"notes updated ({len(updated)} of {max_chars} characters)"
+
+
+class ManageNotesTool:
+    """``manage_long_term_memory``: edits the run's copy of the notes; the commit stores it."""
+
+    spec = MANAGE_NOTES
+
+    def __init__(self, memory: MemoryStore, agent: str, max_chars: int) -> None:
+        self._memory = memory
+        self._agent = agent
+        self._max_chars = max_chars
+
+    async def run(self, arguments: dict[str, Any], run: RunWrites) -> str:
+        if run.notes is None:
+            async with self._memory.connection() as connection:
+                run.notes = await read_notes(connection, run.user_id, self._agent)
+        updated, result = run_notes_operation(run.notes, arguments, self._max_chars)
+        if updated != run.notes:
+            run.notes, run.notes_changed = updated, True
+        return result
