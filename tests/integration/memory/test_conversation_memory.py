@@ -1,0 +1,239 @@
+"""Thread history, sessions, recall and notes through the graph and the commit, as the
+worker runs them, on the real database: several store instances stand for several workers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from datetime import datetime, timedelta
+
+import openai
+import pytest
+
+from llm_bot.clock import utc_now
+from llm_bot.events.builder import prompt_event
+from llm_bot.events.models import InternalEventV2
+from llm_bot.graph.builder import compile_graph
+from llm_bot.graph.process import ProcessResult, process_event
+from llm_bot.graph.reducer import MessageLimits
+from llm_bot.graph.state import GraphContext
+from llm_bot.llm.client import ModelClient
+from llm_bot.llm.embeddings import CachingEmbedder
+from llm_bot.memory.commit import MemoryCommit, source_of, turn_of
+from llm_bot.memory.context import ContextLimits, ConversationMemory
+from llm_bot.memory.history import PairToWrite, write_pair
+from llm_bot.memory.notes_store import ManageNotesTool
+from llm_bot.memory.store import MemoryStore, StoreOptions
+from llm_bot.testing.openai_server import LocalModelServer
+
+from .conftest import server_embedder
+
+pytestmark = pytest.mark.integration
+GRAPH = compile_graph(MessageLimits())
+IDLE = timedelta(hours=6)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 11, 1, 9, 0, tzinfo=utc_now().tzinfo)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@pytest.fixture(scope="module")
+def chat_server() -> Iterator[LocalModelServer]:
+    with LocalModelServer() as server:
+        yield server
+
+
+@pytest.fixture(autouse=True)
+def fresh_server(chat_server: LocalModelServer) -> None:
+    chat_server.reset()
+
+
+@pytest.fixture
+async def model(chat_server: LocalModelServer) -> AsyncIterator[ModelClient]:
+    client = openai.AsyncOpenAI(
+        base_url=chat_server.base_url, api_key="k", max_retries=0, timeout=5
+    )
+    yield ModelClient(client, "local-test-model", deadline_s=5)
+    await client.close()
+
+
+class Instance:
+    """One worker's memory side: its own pool, retriever, tools and committer."""
+
+    def __init__(
+        self, store: MemoryStore, model: ModelClient, clock: Clock, pairs: int = 3
+    ) -> None:
+        limits = ContextLimits(
+            context_pairs=pairs, threshold=0.3, session_idle=IDLE, recall_limit=3
+        )
+        self.store = store
+        self.context = GraphContext(
+            model=model,
+            memory=ConversationMemory(store, limits, "llm-bot", clock),
+            tools=[ManageNotesTool(store, "llm-bot", max_chars=300)],
+            clock=clock,
+        )
+        self.commit = MemoryCommit(store, "llm-bot", IDLE)
+        self.clock = clock
+
+    async def handle(self, event: InternalEventV2) -> ProcessResult:
+        result = await process_event(GRAPH, self.context, event)
+        turn = turn_of(result, source_of(event), self.clock())
+        assert turn is not None
+        await self.commit.commit_now(turn)
+        return result
+
+
+def said(text: str, user: str = "uma", thread: str = "room") -> InternalEventV2:
+    return prompt_event(text, user=user, thread=thread, egress_topic="internal.egress.v1")
+
+
+def sent_contents(server: LocalModelServer) -> list[str]:
+    return [m["content"] for m in server.chat_requests()[-1]["messages"]]
+
+
+async def test_forty_events_over_two_instances_and_a_restart_see_the_right_window(
+    fresh_database_url: str,
+    memory_store: MemoryStore,
+    embedding_server: LocalModelServer,
+    model: ModelClient,
+    chat_server: LocalModelServer,
+) -> None:
+    clock = Clock()
+    first = Instance(memory_store, model, clock)
+    second_store = MemoryStore.open(
+        fresh_database_url, CachingEmbedder(server_embedder(embedding_server)), StoreOptions()
+    )
+    async with second_store as other:
+        second = Instance(other, model, clock)
+        for number in range(40):
+            if number == 20:  # "restart": a brand-new instance takes over from here
+                restarted = MemoryStore.open(
+                    fresh_database_url,
+                    CachingEmbedder(server_embedder(embedding_server)),
+                    StoreOptions(),
+                )
+                second = Instance(await restarted.__aenter__(), model, clock)
+            clock.now += timedelta(minutes=1)
+            await (first if number % 2 == 0 else second).handle(said(f"message {number}"))
+            window = [
+                c for c in sent_contents(chat_server) if c.startswith(("message", "echo: message"))
+            ]
+            expected: list[str] = []
+            for earlier in range(max(0, number - 3), number):
+                expected += [f"message {earlier}", f"echo: message {earlier}"]
+            assert window == [*expected, f"message {number}"], f"event {number}"
+        await restarted.__aexit__(None, None, None)
+    async with memory_store.connection() as connection:
+        cursor = await connection.execute(
+            "SELECT seq, role, pair_index FROM conversation_turns"
+            " WHERE thread_id = 'cli:room' ORDER BY seq"
+        )
+        rows = await cursor.fetchall()
+    assert [row["seq"] for row in rows] == list(range(1, 81))
+    assert [row["pair_index"] for row in rows] == [n // 2 + 1 for n in range(80)]
+
+
+async def test_concurrent_writers_of_one_thread_keep_seq_gap_free(
+    fresh_database_url: str, memory_store: MemoryStore, embedding_server: LocalModelServer
+) -> None:
+    async with MemoryStore.open(
+        fresh_database_url, CachingEmbedder(server_embedder(embedding_server)), StoreOptions()
+    ) as other:
+
+        async def write(store: MemoryStore, number: int) -> None:
+            pair = PairToWrite(
+                "busy", "vic", f"q{number}", f"a{number}", utc_now(), f"event-{number}"
+            )
+            async with store.connection() as connection, connection.transaction():
+                await write_pair(connection, pair, IDLE)
+
+        await asyncio.gather(*(write(memory_store if n % 2 else other, n) for n in range(30)))
+        again = PairToWrite("busy", "vic", "q0", "a0", utc_now(), "event-0")
+        async with other.connection() as connection, connection.transaction():
+            assert await write_pair(connection, again, IDLE) is False
+    async with memory_store.connection() as connection:
+        cursor = await connection.execute(
+            "SELECT seq FROM conversation_turns WHERE thread_id = 'busy' ORDER BY seq"
+        )
+        seqs = [row["seq"] for row in await cursor.fetchall()]
+    assert seqs == list(range(1, 61))
+
+
+async def test_an_idle_gap_starts_a_session_and_recall_brings_back_the_older_fact(
+    memory_store: MemoryStore, model: ModelClient, chat_server: LocalModelServer
+) -> None:
+    clock = Clock()
+    instance = Instance(memory_store, model, clock)
+    await instance.handle(said("my sister lives in Porto and teaches piano"))
+    await instance.handle(said("unrelated chat about the weather today"))
+    clock.now += IDLE + timedelta(minutes=1)
+    await instance.handle(said("where does my sister live and what does she teach, piano?"))
+    contents = sent_contents(chat_server)
+    assert "unrelated chat about the weather today" not in contents, (
+        "the old session leaked into the window"
+    )
+    recalled = [c for c in contents if c.startswith("Earlier messages of this user")]
+    assert recalled
+    assert "user: my sister lives in Porto and teaches piano" in recalled[0]
+    async with memory_store.connection() as connection:
+        cursor = await connection.execute(
+            "SELECT DISTINCT session_id FROM conversation_turns"
+            " WHERE thread_id = 'cli:room' ORDER BY 1"
+        )
+        assert [row["session_id"] for row in await cursor.fetchall()] == [1, 2]
+
+
+async def test_recall_never_crosses_users(
+    memory_store: MemoryStore, model: ModelClient, chat_server: LocalModelServer
+) -> None:
+    clock = Clock()
+    instance = Instance(memory_store, model, clock, pairs=0)
+    await instance.handle(said("my secret code word is pineapple", user="wes", thread="a"))
+    await instance.handle(said("what is my secret code word, pineapple?", user="xia", thread="b"))
+    assert not any("pineapple" in c and "wes" in c for c in sent_contents(chat_server))
+    assert not any(c.startswith("Earlier messages") for c in sent_contents(chat_server))
+
+
+async def test_notes_are_edited_by_the_tool_committed_once_and_injected_next_time(
+    memory_store: MemoryStore, model: ModelClient, chat_server: LocalModelServer
+) -> None:
+    clock = Clock()
+    instance = Instance(memory_store, model, clock)
+    chat_server.script_tool_calls(
+        [
+            (
+                "manage_long_term_memory",
+                {"operation": "append", "content": "# Family\nHas a sister in Porto."},
+            )
+        ]
+    )
+    chat_server.script_tool_calls(
+        [("manage_long_term_memory", {"operation": "append", "content": "# Work\nTeacher."})]
+    )
+    chat_server.script_tool_calls(
+        [("manage_long_term_memory", {"operation": "append", "content": "x" * 400})]
+    )
+    chat_server.script_reply("noted")
+    result = await instance.handle(said("please note these"))
+    tool_results = [
+        m["content"] for m in chat_server.chat_requests()[-1]["messages"] if m["role"] == "tool"
+    ]
+    assert tool_results[:2] == [
+        "notes updated (31 of 300 characters)",
+        "notes updated (48 of 300 characters)",
+    ]
+    assert tool_results[2].startswith("error: notes would be")
+    assert result.outcome == "OK"
+    await instance.handle(said("what do you know about me?"))
+    notes = next(
+        c for c in sent_contents(chat_server) if c.startswith("Your notes about this user")
+    )
+    assert notes.endswith("# Family\nHas a sister in Porto.\n\n# Work\nTeacher.")
+    async with memory_store.connection() as connection:
+        cursor = await connection.execute("SELECT count(*) AS n FROM agent_notes")
+        assert (await cursor.fetchone())["n"] == 1  # type: ignore[index]
