@@ -16,10 +16,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 from pgvector.psycopg import register_vector_async
-from psycopg import AsyncConnection, sql
+from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
 from llm_bot.memory.namespaces import namespace_text, user_namespace
+from llm_bot.memory.schemas import scratch_schema
 from llm_bot.memory.search import SearchMode, hybrid_search
 from llm_bot.memory.store import MemoryStore, StoreOptions
 
@@ -146,17 +147,10 @@ async def run_retrieval_bench(
     rng = random.Random(seed)  # noqa: S311 (synthetic data, reproducible on purpose)
     reports: list[LatencyReport] = []
     for size in sizes:
-        schema = f"bench_retrieval_{size}"
-        async with await AsyncConnection.connect(database_url, autocommit=True) as admin:
-            await admin.execute(
-                sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
-            )
-            await admin.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
-        url = with_search_path(database_url, schema)
-        try:
+        async with scratch_schema(database_url, f"bench_retrieval_{size}") as url:
             store_context = MemoryStore.open(url, SyntheticEmbedder(rng), StoreOptions())
             async with store_context as store, store.connection() as connection:
-                progress(f"loading {size} memories over {users} users into {schema}")
+                progress(f"loading {size} memories over {users} users")
                 began = time.perf_counter()
                 # Building the ANN index once after the load is far cheaper than per row.
                 index = await connection.execute(
@@ -176,15 +170,4 @@ async def run_retrieval_bench(
                 progress(
                     f"{size}: " + ", ".join(f"{r.mode} p95 {r.p95_ms} ms" for r in reports[-3:])
                 )
-        finally:
-            async with await AsyncConnection.connect(database_url, autocommit=True) as admin:
-                await admin.execute(
-                    sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
-                )
     return reports
-
-
-def with_search_path(database_url: str, schema: str) -> str:
-    """``database_url`` whose sessions resolve unqualified tables in ``schema`` first."""
-    separator = "&" if "?" in database_url else "?"
-    return f"{database_url}{separator}options=-csearch_path%3D{schema},public"

@@ -2,8 +2,8 @@
 
 The same hybrid retrieval as memories (vector and full-text candidates fused by reciprocal
 rank, the similarity threshold applied to every hit), over ``conversation_turns`` of one user
-only. Messages already in the window are excluded; the rest come back in time order, so the
-model reads them as the conversation they were.
+only. Messages already in the window are excluded; the ones shown to the model are put back in
+time order, so it reads them as the conversation they were.
 """
 
 from __future__ import annotations
@@ -71,7 +71,8 @@ async def recall_turns(
     threshold: float,
     mode: SearchMode = "hybrid",
 ) -> list[RecalledTurn]:
-    """The ``limit`` most relevant turns above ``threshold``, outside ``exclude``, oldest first."""
+    """The ``limit`` most relevant turns above ``threshold``, outside ``exclude``, best first
+    (context assembly puts the ones it keeps back in time order)."""
     parameters = {
         "text": text,
         "vector": str(vector),
@@ -96,5 +97,4 @@ async def recall_turns(
         for row in rows
         if float(row["similarity"]) >= threshold and (row["thread_id"], row["seq"]) not in exclude
     ]
-    best = sorted(turns, key=lambda t: (-t.fused_score, -t.similarity))[:limit]
-    return sorted(best, key=lambda t: (t.created_at, t.thread_id, t.seq))
+    return sorted(turns, key=lambda t: (-t.fused_score, -t.similarity))[:limit]
