@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from llm_bot.bench.retrieval import LatencyReport, run_retrieval_bench
+from llm_bot.cli_support import database_for_measurements
 from llm_bot.settings import Settings
 
 
@@ -41,14 +41,7 @@ def sizes(text: str) -> list[int]:
 
 
 def run_retrieval(args: argparse.Namespace, settings: Settings) -> int:
-    """Against ``DATABASE_URL``, or an embedded Postgres under ``.llm-bot/`` when it is unset."""
-    with contextlib.ExitStack() as stack:
-        if settings.database_url is not None:
-            url = settings.database_url.get_secret_value()
-        else:
-            from llm_bot.testing.embedded_postgres import EmbeddedPostgres
-
-            url = stack.enter_context(EmbeddedPostgres(Path(".llm-bot/postgres"))).url
+    with database_for_measurements(settings) as url:
         reports = asyncio.run(
             run_retrieval_bench(url, args.sizes, args.users, args.queries, progress)
         )

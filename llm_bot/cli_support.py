@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
 from typing import NoReturn
 
 from llm_bot.settings import Settings
@@ -27,3 +30,15 @@ def require_database_url(settings: Settings) -> str:
             "DATABASE_URL is not set (try `llm-bot dev --services-only` for a local one)"
         )
     return settings.database_url.get_secret_value()
+
+
+@contextlib.contextmanager
+def database_for_measurements(settings: Settings) -> Iterator[str]:
+    """``DATABASE_URL``, or an embedded Postgres under ``.llm-bot/`` when it is unset."""
+    if settings.database_url is not None:
+        yield settings.database_url.get_secret_value()
+        return
+    from llm_bot.testing.embedded_postgres import EmbeddedPostgres
+
+    with EmbeddedPostgres(Path(".llm-bot/postgres")) as postgres:
+        yield postgres.url

@@ -5,13 +5,31 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
-from llm_bot.cli_support import UsageError
+from pydantic import SecretStr
+
+from llm_bot.cli_support import UsageError, database_for_measurements
 from llm_bot.llm.embeddings import embedder_from_settings
 from llm_bot.memory.calibration import calibrate, load_pairs, plot_calibration
+from llm_bot.memory.eval_retrieval import (
+    ModeReport,
+    evaluate_mode,
+    load_corpus,
+    load_queries,
+    load_through_commit,
+    pairs_of,
+    plot_reports,
+)
+from llm_bot.memory.migrate import migrate
+from llm_bot.memory.schemas import scratch_schema
+from llm_bot.memory.search import SearchMode
+from llm_bot.memory.wiring import open_memory_store
 from llm_bot.settings import Settings
+
+MODES: tuple[SearchMode, ...] = ("dense", "lexical", "hybrid")
 
 
 def add_eval_commands(commands: Any, parser_class: type[argparse.ArgumentParser]) -> None:
@@ -24,6 +42,14 @@ def add_eval_commands(commands: Any, parser_class: type[argparse.ArgumentParser]
     calibrate_parser.add_argument("--plot", type=Path, help="write a PNG histogram here")
     calibrate_parser.add_argument("--json", action="store_true", help="print JSON")
     calibrate_parser.set_defaults(handler=run_calibrate)
+
+    retrieval = kinds.add_parser("retrieval", help="recall quality of history search per mode")
+    retrieval.add_argument("--corpus", type=Path, default=Path("eval/corpus.jsonl"))
+    retrieval.add_argument("--queries", type=Path, default=Path("eval/queries.jsonl"))
+    retrieval.add_argument("--k", type=int, default=10, help="hits per query (default: 10)")
+    retrieval.add_argument("--plot", type=Path, help="write a PNG here")
+    retrieval.add_argument("--json", action="store_true", help="print JSON")
+    retrieval.set_defaults(handler=run_retrieval_eval)
 
 
 def run_calibrate(args: argparse.Namespace, settings: Settings) -> int:
@@ -53,3 +79,45 @@ def run_calibrate(args: argparse.Namespace, settings: Settings) -> int:
     if args.plot:
         print(f"plot: {args.plot}")
     return 0
+
+
+def run_retrieval_eval(args: argparse.Namespace, settings: Settings) -> int:
+    if args.k < 1:
+        raise UsageError("--k must be at least 1")
+    try:
+        corpus, queries = load_corpus(args.corpus), load_queries(args.queries)
+        pairs_of(corpus)
+    except (OSError, ValueError) as error:
+        raise UsageError(f"cannot read the evaluation set: {error}") from None
+
+    async def run(url: str) -> list[ModeReport]:
+        async with scratch_schema(url, "eval_retrieval") as scratch:
+            await asyncio.to_thread(migrate, scratch)
+            scratch_settings = settings.model_copy(update={"database_url": SecretStr(scratch)})
+            async with open_memory_store(scratch_settings) as store:
+                ids = await load_through_commit(store, corpus, progress)
+                reports = []
+                for mode in MODES:
+                    progress(f"running {len(queries)} queries, mode {mode}")
+                    reports.append(await evaluate_mode(store, queries, ids, mode, args.k))
+                return reports
+
+    with database_for_measurements(settings) as url:
+        reports = asyncio.run(run(url))
+    if args.plot:
+        plot_reports(reports, args.plot)
+    if args.json:
+        print(json.dumps([r.as_dict() for r in reports], indent=2))
+        return 0
+    print(f"mode     recall@{args.k}  MRR    p50 ms  p95 ms")
+    for r in reports:
+        print(f"{r.mode:7s}  {r.recall_at_k:8.3f}  {r.mrr:5.3f}  {r.p50_ms:6.2f}  {r.p95_ms:6.2f}")
+    hybrid = reports[-1]
+    print("threshold  precision  recall  f1   (hybrid hits)")
+    for row in hybrid.table:
+        print(f"{row.threshold:9.2f}  {row.precision:9.3f}  {row.recall:6.3f}  {row.f1:5.3f}")
+    return 0
+
+
+def progress(line: str) -> None:
+    print(f"# {line}", file=sys.stderr, flush=True)

@@ -69,7 +69,7 @@ async def calibrate(embedder: Embedder, pairs: Sequence[LabelledPair]) -> Calibr
         (sum(a * b for a, b in zip(vectors[p.memory], vectors[p.query], strict=True)), p.relevant)
         for p in pairs
     ]
-    table = [_row(threshold, scored) for threshold in THRESHOLDS]
+    table = threshold_table(scored)
     best = max(table, key=lambda row: (row.f1, row.threshold))
     return Calibration(
         model=embedder.model,
@@ -80,12 +80,17 @@ async def calibrate(embedder: Embedder, pairs: Sequence[LabelledPair]) -> Calibr
     )
 
 
+def threshold_table(scored: Sequence[tuple[float, bool]]) -> list[ThresholdRow]:
+    """Precision, recall and F1 of keeping the (score, relevant) pairs at each threshold."""
+    return [_row(threshold, scored) for threshold in THRESHOLDS]
+
+
 def _row(threshold: float, scored: Sequence[tuple[float, bool]]) -> ThresholdRow:
     kept = [relevant for score, relevant in scored if score >= threshold]
     true_positives = sum(kept)
     relevant_total = sum(relevant for _, relevant in scored)
     precision = true_positives / len(kept) if kept else 1.0
-    recall = true_positives / relevant_total
+    recall = true_positives / relevant_total if relevant_total else 0.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
     return ThresholdRow(threshold, round(precision, 3), round(recall, 3), round(f1, 3))
 

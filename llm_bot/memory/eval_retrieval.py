@@ -1,0 +1,228 @@
+"""``llm-bot eval retrieval``: how well recall finds the right older messages, per mode.
+
+The corpus is loaded through the worker's own commit path (pairs written by
+:class:`~llm_bot.memory.commit.MemoryCommit`, embedded by the configured provider) and every
+query goes through the same :func:`~llm_bot.memory.recall.recall_turns` the worker uses, in
+each mode (dense, lexical, hybrid). Reported: recall@k, MRR, latency, and the similarity of
+relevant vs irrelevant hits with a precision/recall table per threshold for calibration.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from llm_bot.memory.calibration import ThresholdRow, threshold_table
+from llm_bot.memory.commit import MemoryCommit, TurnOutcome
+from llm_bot.memory.recall import recall_turns
+from llm_bot.memory.search import SearchMode
+from llm_bot.memory.store import MemoryStore
+
+NEVER_IDLE = timedelta(days=36_500)
+
+
+@dataclass(frozen=True)
+class CorpusTurn:
+    id: str
+    user_id: str
+    thread_id: str
+    role: str
+    text: str
+    at: datetime
+
+
+@dataclass(frozen=True)
+class EvalQuery:
+    id: str
+    user_id: str
+    query: str
+    relevant: frozenset[str]
+
+
+@dataclass(frozen=True)
+class ModeReport:
+    mode: str
+    k: int
+    queries: int
+    recall_at_k: float
+    mrr: float
+    p50_ms: float
+    p95_ms: float
+    relevant_scores: list[float]
+    irrelevant_scores: list[float]
+    table: list[ThresholdRow]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _read_jsonl(path: Path, fields: Sequence[str]) -> list[dict[str, Any]]:
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}:{number}: not JSON ({error.msg})") from None
+        missing = [name for name in fields if name not in row]
+        if missing:
+            raise ValueError(f"{path}:{number}: missing {', '.join(missing)}")
+        rows.append(row)
+    return rows
+
+
+def load_corpus(path: Path) -> list[CorpusTurn]:
+    rows = _read_jsonl(path, ("id", "user_id", "thread_id", "role", "text", "at"))
+    turns = []
+    for row in rows:
+        if row["role"] not in ("user", "assistant"):
+            raise ValueError(f"{path}: turn {row['id']}: role must be user or assistant")
+        at = datetime.fromisoformat(str(row["at"]).replace("Z", "+00:00"))
+        turns.append(
+            CorpusTurn(
+                str(row["id"]),
+                str(row["user_id"]),
+                str(row["thread_id"]),
+                row["role"],
+                str(row["text"]),
+                at,
+            )
+        )
+    return turns
+
+
+def load_queries(path: Path) -> list[EvalQuery]:
+    rows = _read_jsonl(path, ("id", "user_id", "query", "relevant"))
+    return [
+        EvalQuery(
+            str(r["id"]), str(r["user_id"]), str(r["query"]), frozenset(map(str, r["relevant"]))
+        )
+        for r in rows
+    ]
+
+
+def pairs_of(corpus: Sequence[CorpusTurn]) -> list[tuple[CorpusTurn, CorpusTurn]]:
+    """Each user turn with the assistant turn after it in its thread (time order)."""
+    pairs = []
+    by_thread: dict[str, list[CorpusTurn]] = {}
+    for turn in sorted(corpus, key=lambda t: (t.at, t.id)):
+        by_thread.setdefault(turn.thread_id, []).append(turn)
+    for thread, turns in by_thread.items():
+        for user, assistant in zip(turns[::2], turns[1::2], strict=False):
+            if (user.role, assistant.role) != ("user", "assistant"):
+                raise ValueError(
+                    f"thread {thread}: turns must alternate user, assistant ({user.id})"
+                )
+            pairs.append((user, assistant))
+        if len(turns) % 2:
+            raise ValueError(f"thread {thread}: the last user turn has no reply ({turns[-1].id})")
+    return pairs
+
+
+async def load_through_commit(
+    store: MemoryStore, corpus: Sequence[CorpusTurn], progress: Callable[[str], None]
+) -> dict[tuple[str, int], str]:
+    """Write the corpus as the worker writes turns; map (thread, seq) back to corpus ids."""
+    commit = MemoryCommit(store, "eval", NEVER_IDLE)
+    pairs = pairs_of(corpus)
+    for done, (user, assistant) in enumerate(pairs, start=1):
+        turn = TurnOutcome(
+            user.id, user.thread_id, user.user_id, user.text, assistant.text, user.at, None
+        )
+        await commit.commit_now(turn)
+        if done % 50 == 0 or done == len(pairs):
+            progress(f"loaded {done}/{len(pairs)} pairs")
+    reply_of = {user.id: assistant.id for user, assistant in pairs}
+    async with store.connection() as connection:
+        cursor = await connection.execute(
+            "SELECT thread_id, seq, role, source_event FROM conversation_turns"
+        )
+        rows = await cursor.fetchall()
+    return {
+        (row["thread_id"], row["seq"]): (
+            row["source_event"] if row["role"] == "user" else reply_of[row["source_event"]]
+        )
+        for row in rows
+    }
+
+
+async def evaluate_mode(
+    store: MemoryStore,
+    queries: Sequence[EvalQuery],
+    ids: dict[tuple[str, int], str],
+    mode: SearchMode,
+    k: int,
+) -> ModeReport:
+    recalls, reciprocal_ranks, timings = [], [], []
+    scored: list[tuple[float, bool]] = []
+    for query in queries:
+        vector = (await store.embedder.embed([query.query]))[0]
+        async with store.connection() as connection:
+            began = time.perf_counter()
+            hits = await recall_turns(
+                connection,
+                query.user_id,
+                query.query,
+                vector,
+                exclude=(),
+                limit=k,
+                threshold=-1.0,
+                mode=mode,
+            )
+            timings.append((time.perf_counter() - began) * 1000)
+        found = [ids[(hit.thread_id, hit.seq)] for hit in hits]
+        recalls.append(len(query.relevant & set(found)) / len(query.relevant))
+        first = next((rank for rank, hit_id in enumerate(found, 1) if hit_id in query.relevant), 0)
+        reciprocal_ranks.append(1 / first if first else 0.0)
+        scored += [
+            (hit.similarity, hit_id in query.relevant)
+            for hit, hit_id in zip(hits, found, strict=True)
+        ]
+    cuts = statistics.quantiles(timings, n=20) if len(timings) > 1 else timings * 19
+    return ModeReport(
+        mode=mode,
+        k=k,
+        queries=len(queries),
+        recall_at_k=round(statistics.mean(recalls), 3),
+        mrr=round(statistics.mean(reciprocal_ranks), 3),
+        p50_ms=round(statistics.median(timings), 2),
+        p95_ms=round(cuts[18], 2),
+        relevant_scores=sorted(round(s, 4) for s, relevant in scored if relevant),
+        irrelevant_scores=sorted(round(s, 4) for s, relevant in scored if not relevant),
+        table=threshold_table(scored),
+    )
+
+
+def plot_reports(reports: Sequence[ModeReport], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (quality, scores) = plt.subplots(1, 2, figsize=(11, 4))
+    positions = range(len(reports))
+    quality.bar(
+        [p - 0.2 for p in positions], [r.recall_at_k for r in reports], 0.4, label="recall@k"
+    )
+    quality.bar([p + 0.2 for p in positions], [r.mrr for r in reports], 0.4, label="MRR")
+    quality.set_xticks(list(positions), [r.mode for r in reports])
+    quality.set_ylim(0, 1)
+    quality.set_title(f"Recall quality (k = {reports[0].k if reports else 0})")
+    quality.legend()
+    hybrid = next((r for r in reports if r.mode == "hybrid"), reports[-1])
+    bins = [x / 20 for x in range(-4, 21)]
+    scores.hist(hybrid.irrelevant_scores, bins=bins, alpha=0.6, label="irrelevant", density=True)
+    scores.hist(hybrid.relevant_scores, bins=bins, alpha=0.6, label="relevant", density=True)
+    scores.set_xlabel("cosine similarity of hits")
+    scores.set_title(f"Scores of {hybrid.mode} hits")
+    scores.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
