@@ -2,7 +2,7 @@
 
 Every subcommand goes through the same :class:`~llm_bot.memory.store.UserMemories` the worker
 uses, so an admin cannot reach across users either. ``forget-user`` erases everything held
-about a user (today: semantic memories).
+about a user: semantic memories, history messages and notes.
 """
 
 from __future__ import annotations
@@ -128,7 +128,20 @@ async def delete_memory(store: MemoryStore, args: argparse.Namespace, settings: 
 
 
 async def forget_user(store: MemoryStore, args: argparse.Namespace, settings: Settings) -> Any:
-    return {"user": args.user, "memoriesDeleted": await store.for_user(args.user).forget()}
+    """Memories, every message the user wrote or was answered with, and all notes about them,
+    in one transaction. Shared threads keep their sequence numbers (other users' turns stay)."""
+    memories = await store.for_user(args.user).forget()
+    async with store.connection() as connection, connection.transaction():
+        turns = await connection.execute(
+            "DELETE FROM conversation_turns WHERE user_id = %s", (args.user,)
+        )
+        notes = await connection.execute("DELETE FROM agent_notes WHERE user_id = %s", (args.user,))
+        return {
+            "user": args.user,
+            "memoriesDeleted": memories,
+            "messagesDeleted": turns.rowcount,
+            "notesDeleted": notes.rowcount,
+        }
 
 
 async def reembed(store: MemoryStore, args: argparse.Namespace, settings: Settings) -> Any:

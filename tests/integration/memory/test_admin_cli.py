@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 
+import psycopg
 import pytest
 
 from llm_bot.cli import main
+from llm_bot.memory.migrate import migrate
 from llm_bot.testing.openai_server import LocalModelServer
 
 pytestmark = pytest.mark.integration
@@ -16,6 +19,7 @@ pytestmark = pytest.mark.integration
 def cli_env(
     fresh_database_url: str, embedding_server: LocalModelServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    migrate(fresh_database_url)
     monkeypatch.setenv("DATABASE_URL", fresh_database_url)
     monkeypatch.setenv("MEMORY_EMBEDDING_PROVIDER", "openai")
     monkeypatch.setenv("MEMORY_EMBEDDING_ENDPOINT", embedding_server.base_url)
@@ -49,7 +53,22 @@ def test_put_list_search_get_delete_forget(capsys: pytest.CaptureFixture[str]) -
     assert run(capsys, "list", "--user", "someone-else") == []
     assert run(capsys, "delete", key, "--user", "quinn") == {"key": key, "deleted": True}
     run(capsys, "put", "Quinn has two cats", "--user", "quinn")
-    assert run(capsys, "forget-user", "quinn") == {"user": "quinn", "memoriesDeleted": 1}
+    with psycopg.connect(os.environ["DATABASE_URL"]) as connection:
+        connection.execute(
+            "INSERT INTO conversation_turns (thread_id, seq, user_id, session_id, pair_index,"
+            " role, content, created_at, source_event)"
+            " VALUES ('t', 1, 'quinn', 1, 1, 'user', 'hi', now(), 'e')"
+        )
+        connection.execute(
+            "INSERT INTO agent_notes (user_id, agent_name, content)"
+            " VALUES ('quinn', 'llm-bot', 'n')"
+        )
+    assert run(capsys, "forget-user", "quinn") == {
+        "user": "quinn",
+        "memoriesDeleted": 1,
+        "messagesDeleted": 1,
+        "notesDeleted": 1,
+    }
 
 
 @pytest.mark.usefixtures("cli_env")
