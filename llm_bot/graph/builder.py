@@ -23,17 +23,18 @@ from llm_bot.graph.reducer import MessageLimits
 from llm_bot.graph.retrieve_memories import retrieve_memories
 from llm_bot.graph.run_tools import run_tools
 from llm_bot.graph.state import GraphContext, GraphState, bounded_state
+from llm_bot.telemetry.traces import traced_stage
 
 LlmBotGraph = CompiledStateGraph[GraphState, GraphContext, Any, Any]
 
 
 def build_graph(limits: MessageLimits) -> StateGraph[GraphState, GraphContext, Any, Any]:
     graph = StateGraph(bounded_state(limits), context_schema=GraphContext)
-    graph.add_node("ingest_prompt", ingest_prompt)
-    graph.add_node("retrieve_memories", retrieve_memories)
-    graph.add_node("call_model", call_model)
-    graph.add_node("tools", run_tools)
-    graph.add_node("build_candidate", build_candidate)
+    graph.add_node("ingest_prompt", traced_stage("ingest_prompt")(ingest_prompt))
+    graph.add_node("retrieve_memories", traced_stage("retrieve_memories")(retrieve_memories))
+    graph.add_node("call_model", traced_stage("call_model")(call_model))
+    graph.add_node("tools", traced_stage("tools")(run_tools))
+    graph.add_node("build_candidate", traced_stage("build_candidate")(build_candidate))
     graph.add_edge(START, "ingest_prompt")
     graph.add_conditional_edges(
         "ingest_prompt", lambda s: "retrieve_memories" if has_prompt(s) else END

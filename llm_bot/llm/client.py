@@ -14,6 +14,7 @@ import logging
 from collections.abc import Sequence
 
 import openai
+from opentelemetry.trace import SpanKind
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -25,6 +26,8 @@ from tenacity import (
 from llm_bot.llm import errors, openai_format
 from llm_bot.llm.messages import ChatMessage, ModelReply, ToolSpec
 from llm_bot.settings import Settings
+from llm_bot.telemetry import metrics
+from llm_bot.telemetry.traces import tracer
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +72,29 @@ class ModelClient:
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]
     ) -> ModelReply:
         """One model turn; tools may be empty to demand a text answer."""
+        attributes = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": "openai",
+            "gen_ai.request.model": self.model,
+        }
+        with tracer.start_as_current_span(
+            f"chat {self.model}", kind=SpanKind.CLIENT, attributes=attributes
+        ) as span:
+            reply = await self._complete(messages, tools)
+            span.set_attributes(
+                {
+                    "gen_ai.response.model": reply.model,
+                    "gen_ai.usage.input_tokens": reply.usage.input_tokens,
+                    "gen_ai.usage.output_tokens": reply.usage.output_tokens,
+                }
+            )
+        metrics.model_tokens.add(reply.usage.input_tokens, {"direction": "input"})
+        metrics.model_tokens.add(reply.usage.output_tokens, {"direction": "output"})
+        return reply
+
+    async def _complete(
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]
+    ) -> ModelReply:
         try:
             async with asyncio.timeout(self._deadline_s):
                 async for attempt in AsyncRetrying(
@@ -119,6 +145,7 @@ def classify(error: openai.OpenAIError) -> errors.ModelError:
 
 
 def _log_retry(state: RetryCallState) -> None:
+    metrics.retries.add(1, {"dependency": "model"})
     outcome = state.outcome
     cause = type(outcome.exception()).__name__ if outcome and outcome.failed else "unknown"
     logger.warning(

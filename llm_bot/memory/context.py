@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -25,6 +26,8 @@ from llm_bot.memory.retrieval import RecalledContext
 from llm_bot.memory.search import MemoryHit
 from llm_bot.memory.store import MemoryStore
 from llm_bot.memory.validation import approx_tokens
+from llm_bot.telemetry import metrics
+from llm_bot.telemetry.traces import tracer
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -68,6 +71,13 @@ class ConversationMemory:
         self._clock = clock
 
     async def retrieve(self, user_id: str, thread_id: str, query: str) -> RecalledContext:
+        began = time.perf_counter()
+        context = await self._retrieve(user_id, thread_id, query)
+        metrics.memory_retrieval_duration.record(time.perf_counter() - began)
+        metrics.memory_retrievals.add(1)
+        return context
+
+    async def _retrieve(self, user_id: str, thread_id: str, query: str) -> RecalledContext:
         failed: list[str] = []
         vector = await _degrade("embedding", self._embed(query), None, user_id, failed)
         notes_task = _degrade("notes", self._notes(user_id), "", user_id, failed)
@@ -120,6 +130,7 @@ class ConversationMemory:
             ChatMessage("user" if t.role == "user" else "assistant", t.content) for t in window
         ]
         logger.info("context assembled", extra={"contextTokens": used})
+        _record(memories, recalled, window, used)
         stats = {
             "memoriesFound": len(parts.memories),
             "memoriesInjected": len(memories),
@@ -204,11 +215,27 @@ def _by_relevance_within(
     return chosen_memories, chosen_turns
 
 
+def _record(
+    memories: list[MemoryHit],
+    recalled: list[RecalledTurn],
+    window: list[Turn],
+    used: dict[str, int],
+) -> None:
+    metrics.memory_hits.add(len(memories), {"kind": "memory"})
+    metrics.memory_hits.add(len(recalled), {"kind": "recall"})
+    metrics.memory_hits.add(len(window) // 2, {"kind": "window_pair"})
+    for score in [hit.similarity for hit in memories] + [turn.similarity for turn in recalled]:
+        metrics.memory_score.record(score)
+    for part, tokens in used.items():
+        metrics.context_tokens.record(tokens, {"part": part})
+
+
 async def _degrade(
     part: str, work: Awaitable[T], fallback: T, user_id: str, failed: list[str]
 ) -> T:
     try:
-        return await work
+        with tracer.start_as_current_span(f"memory.{part}", attributes={"memory.part": part}):
+            return await work
     except Exception as error:  # one part failing costs that part only
         logger.warning(
             "memory retrieval failed, continuing without it",

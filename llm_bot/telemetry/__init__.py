@@ -1,0 +1,1 @@
+"""Traces, metrics and JSON logs: what operators see of the service in their dashboards."""

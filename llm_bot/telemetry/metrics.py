@@ -1,0 +1,68 @@
+"""The service's metrics, as OpenTelemetry instruments, exported to Prometheus and OTLP.
+
+Names are chosen so the Prometheus exposition reads as the dashboard expects
+(``deploy/dashboard.json``): a counter ``llmbot_events`` becomes ``llmbot_events_total``, a
+histogram in seconds ``llmbot_event_duration_seconds``. Instruments come from the global meter,
+so modules record without being handed anything; :func:`setup_metrics` decides where they go.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from opentelemetry import metrics
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
+from opentelemetry.sdk.resources import Resource
+from prometheus_client import CollectorRegistry
+
+from llm_bot.telemetry.traces import SERVICE_NAME
+
+_meter = metrics.get_meter("llm_bot")
+
+events = _meter.create_counter("llmbot_events", description="events by outcome")
+event_duration = _meter.create_histogram(
+    "llmbot_event_duration", unit="s", description="receipt to ack, per event"
+)
+stage_duration = _meter.create_histogram(
+    "llmbot_stage_duration", unit="s", description="time per stage (graph node, commit, publish)"
+)
+queue_lag = _meter.create_histogram(
+    "llmbot_queue_lag", unit="s", description="publish time to start of processing"
+)
+in_flight = _meter.create_up_down_counter("llmbot_in_flight", description="events being handled")
+model_tokens = _meter.create_counter("llmbot_model_tokens", description="tokens by direction")
+memory_retrieval_duration = _meter.create_histogram(
+    "llmbot_memory_retrieval_duration", unit="s", description="memory retrieval per event"
+)
+memory_retrievals = _meter.create_counter("llmbot_memory_retrievals", description="retrievals")
+memory_hits = _meter.create_counter("llmbot_memory_hits", description="hits by kind")
+memory_score = _meter.create_histogram("llmbot_memory_score", description="similarity of hits")
+context_tokens = _meter.create_histogram(
+    "llmbot_context_tokens", description="tokens of each context part per event"
+)
+retries = _meter.create_counter("llmbot_retries", description="retries by dependency")
+deadletters = _meter.create_counter("llmbot_deadletters", description="dead-lettered by reason")
+
+
+def setup_metrics(
+    registry: CollectorRegistry | None = None, readers: Sequence[MetricReader] = ()
+) -> CollectorRegistry:
+    """Install the global meter provider once; returns the registry ``/metrics`` serves."""
+    from opentelemetry.exporter.prometheus import PrometheusMetricReader
+
+    registry = registry or CollectorRegistry()
+    all_readers: list[MetricReader] = [PrometheusMetricReader(registry=registry), *readers]
+    if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get(
+        "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"
+    ):
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+
+        all_readers.append(PeriodicExportingMetricReader(OTLPMetricExporter()))
+    provider = MeterProvider(
+        metric_readers=all_readers,
+        resource=Resource.create({"service.name": SERVICE_NAME}),
+    )
+    metrics.set_meter_provider(provider)
+    return registry

@@ -1,0 +1,105 @@
+"""Tracing: continue the publisher's trace, span every stage, hand the context on.
+
+Trace context rides in message attributes: W3C ``traceparent``/``tracestate``, or the google
+client's ``googclient_traceparent`` when that is all a producer set. Span names and attributes
+follow the OpenTelemetry messaging conventions for the consumer and producer spans and the
+GenAI conventions for model calls. Exporters come from the standard ``OTEL_*`` variables.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from typing import Any, TypeVar
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+from opentelemetry.trace import Span, SpanKind
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+SERVICE_NAME = "llm-bot"
+GOOGLE_TRACEPARENT = "googclient_traceparent"
+_PROPAGATOR = TraceContextTextMapPropagator()
+F = TypeVar("F", bound=Callable[..., Any])
+
+tracer = trace.get_tracer("llm_bot")
+
+
+def setup_tracing(console: bool = False, processor: SpanProcessor | None = None) -> TracerProvider:
+    """Install the global tracer provider once: OTLP when ``OTEL_EXPORTER_OTLP_*`` is set,
+    the console for ``llm-bot dev``, or the given processor (tests)."""
+    provider = TracerProvider(resource=Resource.create({"service.name": SERVICE_NAME}))
+    if processor is not None:
+        provider.add_span_processor(processor)
+    elif os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get(
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+    ):
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    elif console:
+        provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
+    trace.set_tracer_provider(provider)
+    return provider
+
+
+def extract(attributes: Mapping[str, str]) -> otel_context.Context:
+    """The publisher's context from message attributes (W3C first, then the google client's)."""
+    carrier = dict(attributes)
+    if "traceparent" not in carrier and GOOGLE_TRACEPARENT in carrier:
+        carrier["traceparent"] = carrier[GOOGLE_TRACEPARENT]
+    return _PROPAGATOR.extract(carrier)
+
+
+def inject(attributes: MutableMapping[str, str]) -> None:
+    """Put the current context into outgoing attributes, so the next stage continues it."""
+    _PROPAGATOR.inject(attributes)
+
+
+@contextlib.contextmanager
+def consumer_span(
+    subscription: str, message_id: str, delivery_attempt: int, attributes: Mapping[str, str]
+) -> Iterator[Span]:
+    with tracer.start_as_current_span(
+        f"process {subscription}",
+        context=extract(attributes),
+        kind=SpanKind.CONSUMER,
+        attributes={
+            "messaging.system": "gcp_pubsub",
+            "messaging.operation.type": "process",
+            "messaging.destination.subscription.name": subscription,
+            "messaging.message.id": message_id,
+            "messaging.gcp_pubsub.message.delivery_attempt": delivery_attempt,
+        },
+    ) as span:
+        yield span
+
+
+def current_trace_id() -> str | None:
+    context = trace.get_current_span().get_span_context()
+    return f"{context.trace_id:032x}" if context.is_valid else None
+
+
+def traced_stage(stage: str) -> Callable[[F], F]:
+    """Run an async function (a graph node) inside a span named after it, and time it."""
+    from llm_bot.telemetry import metrics
+
+    def decorate(function: F) -> F:
+        @functools.wraps(function)  # keeps the signature LangGraph inspects for injection
+        async def wrapper(*args: Any, **kwargs: Any) -> Any:
+            began = time.perf_counter()
+            with tracer.start_as_current_span(f"graph.node {stage}", attributes={"stage": stage}):
+                try:
+                    return await function(*args, **kwargs)
+                finally:
+                    metrics.stage_duration.record(time.perf_counter() - began, {"stage": stage})
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
