@@ -70,7 +70,6 @@ class Settings(BaseSettings):
     # --- thread history and context --------------------------------------------------------
     context_pairs: Annotated[int, Field(ge=0)] = Field(15, alias="CONTEXT_PAIRS")
     session_idle_seconds: Count = Field(21_600, alias="SESSION_IDLE_SECONDS")
-    max_ram_pairs: Annotated[int, Field(ge=0)] = Field(10_000, alias="MAX_RAM_PAIRS")
     max_context_tokens: Count = Field(8000, alias="MAX_CONTEXT_TOKENS")
     notes_max_chars: Count = Field(8000, alias="NOTES_MAX_CHARS")
 
