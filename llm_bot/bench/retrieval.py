@@ -1,25 +1,30 @@
-"""``llm-bot bench retrieval``: memory search latency at 10k and 100k memories.
+"""``llm-bot bench retrieval``: memory search at 10k and 100k memories, history recall at 100k
+turns, over 1,000 users.
 
-Measures the database side of a search (the hybrid SQL of :mod:`llm_bot.memory.search`), so
-memories are bulk-loaded with synthetic unit vectors and texts through binary COPY into the
-store's own tables, and queries use synthetic vectors: embedding cost is excluded on purpose,
-it depends on the provider, not on us. Each size runs in a fresh schema of the given database.
+Measures the database side of a search (the SQL of :mod:`llm_bot.memory.search` and
+:mod:`llm_bot.memory.recall`), so data is bulk-loaded with synthetic unit vectors and texts
+through binary COPY into the real tables, and queries use synthetic vectors: embedding cost is
+excluded on purpose, it depends on the provider, not on us. Each size runs in a fresh schema.
 """
 
 from __future__ import annotations
 
+import asyncio
 import random
 import statistics
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
 
 from pgvector.psycopg import register_vector_async
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
+from llm_bot.memory.migrate import migrate
 from llm_bot.memory.namespaces import namespace_text, user_namespace
+from llm_bot.memory.recall import recall_turns
 from llm_bot.memory.schemas import scratch_schema
 from llm_bot.memory.search import SearchMode, hybrid_search
 from llm_bot.memory.store import MemoryStore, StoreOptions
@@ -31,11 +36,13 @@ WORDS = [
     *("surfing", "cycling", "baking", "knitting", "astronomy", "birds", "history", "cricket"),
 ]
 DIMENSIONS = 384
+MODES: tuple[SearchMode, ...] = ("hybrid", "dense", "lexical")
 
 
 @dataclass(frozen=True)
 class LatencyReport:
-    memories: int
+    kind: str  # "memories" or "history"
+    size: int
     users: int
     mode: str
     queries: int
@@ -105,18 +112,7 @@ async def measure_search(
                 connection, prefix, text, unit_vector(rng), limit=10, threshold=-1.0, mode=mode
             )
             timings.append((time.perf_counter() - began) * 1000)
-        cuts = statistics.quantiles(timings, n=100)
-        reports.append(
-            LatencyReport(
-                memories,
-                users,
-                mode,
-                queries,
-                round(statistics.median(timings), 2),
-                round(cuts[94], 2),
-                round(cuts[98], 2),
-            )
-        )
+        reports.append(_report("memories", memories, users, mode, timings))
     return reports
 
 
@@ -164,10 +160,117 @@ async def run_retrieval_bench(
                     await connection.execute("SET maintenance_work_mem = '1GB'")
                     await connection.execute(definition["indexdef"])
                 progress(f"loaded and indexed in {time.perf_counter() - began:.1f} s; searching")
-                reports += await measure_search(
-                    connection, size, users, ("hybrid", "dense", "lexical"), queries, rng
-                )
+                reports += await measure_search(connection, size, users, MODES, queries, rng)
                 progress(
                     f"{size}: " + ", ".join(f"{r.mode} p95 {r.p95_ms} ms" for r in reports[-3:])
                 )
     return reports
+
+
+async def load_history(
+    connection: AsyncConnection[object],
+    turns: int,
+    users: int,
+    rng: random.Random,
+    progress: Callable[[str], None],
+) -> None:
+    """``turns`` messages in alternating pairs over five threads per user."""
+    await register_vector_async(connection)
+    next_seq: dict[str, int] = {}
+    columns = "thread_id, seq, user_id, session_id, pair_index, role, content, created_at,"
+    columns += " source_event, embedding"
+    async with (
+        connection.cursor() as cursor,
+        cursor.copy(
+            f"COPY conversation_turns ({columns}) FROM STDIN (FORMAT BINARY)"
+        ) as copy,
+    ):
+        copy.set_types(
+            [
+                "text",
+                "int8",
+                "text",
+                "int8",
+                "int8",
+                "text",
+                "text",
+                "timestamptz",
+                "text",
+                "vector",
+            ]
+        )
+        for index in range(turns):
+            user = f"user-{(index // 2) % users}"
+            thread = f"thread-{user}-{(index // (2 * users)) % 5}"
+            seq = next_seq.get(thread, 0) + 1
+            next_seq[thread] = seq
+            role = "user" if index % 2 == 0 else "assistant"
+            text = f"{role} says something about {rng.choice(WORDS)} and {rng.choice(WORDS)}"
+            at = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(minutes=index)
+            row = (
+                thread,
+                seq,
+                user,
+                1,
+                (seq + 1) // 2,
+                role,
+                text,
+                at,
+                f"e{index // 2}",
+                unit_vector(rng),
+            )
+            await copy.write_row(row)
+            if (index + 1) % 20_000 == 0:
+                progress(f"loaded {index + 1}/{turns} turns")
+    await connection.execute("ANALYZE conversation_turns")
+
+
+async def run_recall_bench(
+    database_url: str,
+    turns: int,
+    users: int,
+    queries: int,
+    progress: Callable[[str], None],
+    seed: int = 11,
+) -> list[LatencyReport]:
+    rng = random.Random(seed)  # noqa: S311 (synthetic data, reproducible on purpose)
+    reports = []
+    async with scratch_schema(database_url, f"bench_recall_{turns}") as url:
+        await asyncio.to_thread(migrate, url)
+        async with await AsyncConnection.connect(url, autocommit=True) as connection:
+            progress(f"loading {turns} history turns over {users} users")
+            await load_history(connection, turns, users, rng, progress)
+            for mode in MODES:
+                timings = []
+                for _ in range(queries):
+                    user = f"user-{rng.randrange(users)}"
+                    text = f"what did I say about {rng.choice(WORDS)}?"
+                    began = time.perf_counter()
+                    await recall_turns(
+                        connection,
+                        user,
+                        text,
+                        unit_vector(rng),
+                        exclude=(),
+                        limit=5,
+                        threshold=-1.0,
+                        mode=mode,
+                    )
+                    timings.append((time.perf_counter() - began) * 1000)
+                reports.append(_report("history", turns, users, mode, timings))
+            progress(f"{turns} turns: " + ", ".join(f"{r.mode} p95 {r.p95_ms} ms" for r in reports))
+    return reports
+
+
+def _report(kind: str, size: int, users: int, mode: str, timings: list[float]) -> LatencyReport:
+    cuts = statistics.quantiles(timings, n=100)
+    return LatencyReport(
+        kind,
+        size,
+        users,
+        mode,
+        len(timings),
+        round(statistics.median(timings), 2),
+        round(cuts[94], 2),
+        round(cuts[98], 2),
+    )
