@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTHON ?= python3
 
-.PHONY: install run dev test unit lint typecheck format clean
+.PHONY: install run dev test unit lint typecheck format clean deploy-check
 
 install: $(STAMP)
 
@@ -32,6 +32,12 @@ unit: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	@$(MAKE) --no-print-directory deploy-check
+
+# The Dockerfile and deploy scripts: hadolint and shellcheck come as wheels in the dev extra.
+deploy-check: install
+	$(BIN)/hadolint Dockerfile
+	$(BIN)/shellcheck deploy/*.sh
 
 typecheck: install
 	$(BIN)/mypy --strict llm_bot

@@ -1,0 +1,92 @@
+-- llm-bot schema for a managed Postgres >= 15 with pgvector (Cloud SQL, AlloyDB, ...).
+--
+-- Generated from llm_bot/memory/migrations/*.sql, in order; `llm-bot migrate` applies the same
+-- files (deploy/deploy.sh runs it as a Cloud Run job), so prefer that. This file is for review
+-- and for applying by hand: psql "$DATABASE_URL" --single-transaction -f deploy/sql/schema.sql
+-- It records each file in schema_migrations like `llm-bot migrate` does, so the two mix.
+-- Regenerate: .venv/bin/python tests/unit/deploy/test_deploy_files.py --write-schema
+-- (tests/unit/deploy/test_deploy_files.py fails when this file and the migrations differ).
+--
+-- CREATE EXTENSION vector needs a privileged role (on Cloud SQL, a cloudsqlsuperuser member
+-- such as the postgres user) the first time.
+--
+-- Not here: the long-term memory tables of LangGraph's PostgresStore (store, store_vectors and
+-- their migrations table). The service creates them at start with PostgresStore.setup(), at
+-- the embedding model's dimension (llm_bot/memory/store_schema.py), so they are not fixed in SQL.
+
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version integer PRIMARY KEY,
+    name text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- ==== 0001_extensions.sql ====
+-- pgvector holds every embedding the service stores (memories, history recall).
+CREATE EXTENSION IF NOT EXISTS vector;
+INSERT INTO schema_migrations (version, name) VALUES (1, '0001_extensions.sql') ON CONFLICT DO NOTHING;
+
+-- ==== 0002_processed_events.sql ====
+-- The effectively-once record (llm_bot/memory/processed_events.py): one row per event and
+-- routing step, claimed with a lease before the graph runs, then holding the exact output.
+CREATE TABLE IF NOT EXISTS processed_events (
+    correlation_id    text        NOT NULL,
+    step_key          text        NOT NULL,
+    claim_token       uuid,
+    lease_until       timestamptz NOT NULL,
+    outcome           text CHECK (outcome IN ('OK', 'SKIP', 'ERROR')),
+    output_topic      text,
+    output_data       bytea,
+    output_attributes jsonb,
+    ordering_key      text,
+    published         boolean     NOT NULL DEFAULT false,
+    claimed_at        timestamptz NOT NULL DEFAULT clock_timestamp(),
+    stored_at         timestamptz,
+    published_at      timestamptz,
+    PRIMARY KEY (correlation_id, step_key),
+    CHECK ((output_data IS NULL) = (outcome IS NULL)),
+    CHECK (NOT published OR output_data IS NOT NULL)
+);
+
+-- For pruning old records by age.
+CREATE INDEX IF NOT EXISTS processed_events_stored_at ON processed_events (stored_at);
+INSERT INTO schema_migrations (version, name) VALUES (2, '0002_processed_events.sql') ON CONFLICT DO NOTHING;
+
+-- ==== 0003_conversation_memory.sql ====
+-- Thread history: user/assistant pairs with gap-free seq per thread, idle-split sessions,
+-- and what recall searches (an embedding of each message and a full-text vector).
+
+CREATE TABLE IF NOT EXISTS conversation_threads (
+    thread_id     text PRIMARY KEY,
+    last_seq      bigint NOT NULL DEFAULT 0,
+    session_id    bigint NOT NULL DEFAULT 0,
+    last_turn_at  timestamptz
+);
+
+CREATE TABLE IF NOT EXISTS conversation_turns (
+    thread_id     text NOT NULL,
+    seq           bigint NOT NULL,
+    user_id       text NOT NULL,
+    session_id    bigint NOT NULL,
+    pair_index    bigint NOT NULL,
+    role          text NOT NULL CHECK (role IN ('user', 'assistant')),
+    content       text NOT NULL,
+    created_at    timestamptz NOT NULL,
+    source_event  text NOT NULL,
+    -- No fixed dimension: the embedding model is a setting; `llm-bot memories reembed` rewrites.
+    embedding     vector,
+    search        tsvector GENERATED ALWAYS AS (to_tsvector('english', content)) STORED,
+    PRIMARY KEY (thread_id, seq),
+    UNIQUE (source_event, role)
+);
+
+CREATE INDEX IF NOT EXISTS conversation_turns_user_idx ON conversation_turns (user_id, created_at);
+
+-- One natural-language notes document per (user, agent), curated by the model.
+CREATE TABLE IF NOT EXISTS agent_notes (
+    user_id     text NOT NULL,
+    agent_name  text NOT NULL,
+    content     text NOT NULL,
+    updated_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (user_id, agent_name)
+);
+INSERT INTO schema_migrations (version, name) VALUES (3, '0003_conversation_memory.sql') ON CONFLICT DO NOTHING;
