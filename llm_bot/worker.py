@@ -3,7 +3,7 @@
 Start-up goes from the inside out: migrations (idempotent, advisory-locked), the database pool,
 the model client and graph, the publisher, the health listener, and the subscription last, so
 nothing is pulled before it can be processed. Shutdown goes the other way, arq style: stop
-pulling, give in-flight work ``LLM_BOT_SHUTDOWN_GRACE_S`` to finish, cancel (nack) the rest,
+taking work, give in-flight work ``LLM_BOT_SHUTDOWN_GRACE_S`` to finish, cancel (nack) the rest,
 flush the publisher, close clients and the pool, and log the counts.
 """
 
@@ -162,8 +162,7 @@ class Worker:
         if subscriber is not None:
             in_flight = subscriber.in_flight
             logger.info("stopping: %d event(s) in flight", in_flight)
-            await subscriber.stop_pulling()
-            finished, cancelled = await subscriber.drain(self._settings.shutdown_grace_s)
+            finished, cancelled = await subscriber.stop(self._settings.shutdown_grace_s)
         await self._resources.aclose()
         logger.info(
             "worker stopped: %d in-flight finished, %d handed back; counts %s",

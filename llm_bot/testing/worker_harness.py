@@ -32,6 +32,7 @@ from llm_bot.testing.pubsub_emulator import (
     PubSubEmulator,
     free_loopback_port,
 )
+from llm_bot.transport.clients import publisher_client, subscriber_client
 from llm_bot.worker import Worker
 
 _PULL_TIMEOUT_S = 2.0
@@ -109,7 +110,10 @@ class Bus:
             output_topics=[self.next_topic, self.egress_topic],
             **topology_options,
         )
-        self.clients: PubSubClients = emulator.clients()
+        # Ordering on, so a test may publish with ordering keys as an upstream service would.
+        self.clients = PubSubClients(
+            publisher_client(emulator.host, ordering=True), subscriber_client(emulator.host)
+        )
         self.environment = {
             **emulator.env(),
             "LLM_BOT_INPUT_TOPIC": f"{prefix}-in",

@@ -111,7 +111,7 @@ class EventHandler:
             return
         try:
             result = await self._run(event, delivery.delivery_attempt, limit_s)
-        except RetryLater:
+        except (RetryLater, asyncio.CancelledError):  # cancelled: shutdown hands it back
             await self._release(claimed)
             raise
         output = output_of(result, delivery.attributes, settings)

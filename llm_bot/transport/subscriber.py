@@ -5,10 +5,11 @@ loop (``call_soon_threadsafe``), where it becomes a task. So the graph, the data
 the publisher are used from one thread, and ``FlowControl`` (``LLM_BOT_MAX_IN_FLIGHT``) bounds
 how many tasks exist at once.
 
-Shutdown stops pulling first (``future.cancel()`` then ``future.result()``, as in Google's
-samples): the client nacks what it pulled but never handed over. Work still in flight settles
-afterwards over unary ``Acknowledge``/``ModifyAckDeadline`` calls, because the client drops acks
-once its stream is closed.
+Shutdown stops taking work (messages that still arrive are parked, unsettled), gives in-flight
+work the grace period, cancels (nacks) the rest, nacks the parked ones, and only then closes
+the stream (``future.cancel()`` then ``future.result()``, as in Google's samples): the client
+drops acks once its stream is closed. Anything settled after that goes over unary
+``Acknowledge``/``ModifyAckDeadline`` calls.
 """
 
 from __future__ import annotations
@@ -71,13 +72,16 @@ class StreamingSubscriber:
         self._path = subscription_path
         self._handler = handler
         self._flow_control = pubsub_v1.types.FlowControl(
-            max_messages=max_in_flight, max_bytes=max_in_flight * max_message_bytes
+            max_messages=max_in_flight,
+            max_bytes=max_in_flight * max_message_bytes,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._future: StreamingPullFuture | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._parked: list[Message] = []
         self.stream_ended = asyncio.Event()
         self.streaming = False
+        self.accepting = True
 
     @property
     def in_flight(self) -> int:
@@ -117,15 +121,41 @@ class StreamingSubscriber:
             self._loop.call_soon_threadsafe(self.stream_ended.set)
 
     def _accept(self, message: Message) -> None:
-        if not self.streaming:
-            message.nack()
+        if not self.accepting:  # draining: keep it unsettled until in-flight work is done
+            self._parked.append(message)
             return
         task = asyncio.create_task(self._handler(PulledMessage(message, self)))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def stop_pulling(self) -> None:
-        """Close the stream; messages already handed over stay ours to settle."""
+    async def stop(self, grace_s: float) -> tuple[int, int]:
+        """Stop taking work, give in-flight work ``grace_s``, hand back the rest, close.
+
+        Returns (finished, handed back). Everything is settled while the stream is still open:
+        the emulator ignores acks by id once a stream is gone, and nacking new arrivals during
+        the grace would have them redelivered to us at once, burning delivery attempts.
+        """
+        self.accepting = False
+        finished = cancelled = 0
+        pending = set(self._tasks)
+        if pending:
+            _, unfinished = await asyncio.wait(pending, timeout=grace_s)
+            for task in unfinished:
+                task.cancel()
+            await asyncio.gather(*unfinished, return_exceptions=True)
+            finished, cancelled = len(pending) - len(unfinished), len(unfinished)
+        parked, self._parked = self._parked, []
+        for message in parked:
+            message.nack()
+        await self._close_stream()
+        # Pub/Sub may redeliver a nack to this very stream before it closes: those come last.
+        late, self._parked = self._parked, []
+        for message in late:
+            await self.settle_directly(message.ack_id, acknowledge=False)
+        return finished, cancelled + len(parked) + len(late)
+
+    async def _close_stream(self) -> None:
+        """``future.cancel()`` then ``future.result()``; the client nacks what it still held."""
         future, self.streaming = self._future, False
         if future is None:
             return
@@ -134,20 +164,6 @@ class StreamingSubscriber:
             await asyncio.to_thread(future.result, _STOP_TIMEOUT_S)
         except Exception as error:  # the stream may already have ended with an error
             logger.debug("streaming pull ended: %r", error)
-
-    async def drain(self, grace_s: float) -> tuple[int, int]:
-        """Wait up to ``grace_s`` for in-flight tasks, then cancel the rest (they nack).
-
-        Returns (finished, cancelled).
-        """
-        pending = set(self._tasks)
-        if not pending:
-            return 0, 0
-        _, unfinished = await asyncio.wait(pending, timeout=grace_s)
-        for task in unfinished:
-            task.cancel()
-        await asyncio.gather(*unfinished, return_exceptions=True)
-        return len(pending) - len(unfinished), len(unfinished)
 
     async def settle_directly(self, ack_id: str, *, acknowledge: bool) -> None:
         """Ack or nack by id over a unary call (the stream is closed); best effort."""

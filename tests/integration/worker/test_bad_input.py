@@ -1,0 +1,87 @@
+"""Malformed messages are dead-lettered with a reason, acked, and the worker carries on."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from typing import Any
+
+import pytest
+
+from llm_bot.events.builder import prompt_event
+from llm_bot.events.codec import to_document
+from llm_bot.testing.worker_harness import Bus, readyz, running_worker
+
+pytestmark = pytest.mark.integration
+
+MAX_BYTES = 16_384
+
+
+def malformed_messages(egress_topic: str, seed: int = 6) -> dict[str, bytes]:
+    """Named bad bodies: random bytes, non-JSON, wrong JSON types, missing fields, oversize
+    text, invalid UTF-8, and a slip that cannot be followed."""
+    rng = random.Random(seed)
+    valid = to_document(prompt_event("hi", user="u", thread="t", egress_topic=egress_topic))
+
+    def variant(change: Any) -> bytes:
+        document = json.loads(json.dumps(valid))
+        change(document)
+        return json.dumps(document).encode()
+
+    bodies = {f"random bytes {i}": rng.randbytes(rng.randint(1, 200)) for i in range(4)}
+    bodies |= {
+        "empty": b"",
+        "not json": b"hello, worker",
+        "json array": b"[1, 2, 3]",
+        "json string": b'"an event"',
+        "invalid utf-8": b'{"v": "2", "correlationId": "\xff\xfe"}',
+        "oversize": variant(lambda d: d["message"].update(text="x" * MAX_BYTES)),
+    }
+    for field in ("correlationId", "identity", "egress", "routing", "ingress"):
+        bodies[f"missing {field}"] = variant(lambda d, f=field: d.pop(f))
+    wrong_types: dict[str, Any] = {
+        "correlationId": 42,
+        "annotations": "prompt",
+        "routing": [],
+        "v": 2,
+    }
+    for field, value in wrong_types.items():
+        bodies[f"wrong type {field}"] = variant(lambda d, f=field, v=value: d.update({f: v}))
+    bodies["bad slip status"] = variant(lambda d: d["routing"]["slip"][0].update(status="DONE"))
+    bodies["next step without topic"] = variant(
+        lambda d: d["routing"]["slip"].append({"id": "tts", "status": "PENDING"})
+    )
+    return bodies
+
+
+async def test_every_malformed_message_is_dead_lettered_with_a_reason_and_the_worker_stays_up(
+    bus: Bus,
+) -> None:
+    bodies = malformed_messages(bus.egress_topic)
+    deadletters, egress = bus.deadletter_tap(), bus.tap(bus.egress_topic)
+    settings = bus.settings(LLM_BOT_MAX_MESSAGE_BYTES=str(MAX_BYTES))
+    good = prompt_event("still here?", user="u", thread="t", egress_topic=bus.egress_topic)
+    async with running_worker(settings) as worker:
+        for name, body in bodies.items():
+            bus.publish(body, {"case": name})
+        received = await deadletters.take(len(bodies), timeout_s=60)
+        bus.publish_event(good)
+        (answer,) = await egress.take(1)
+        assert await asyncio.to_thread(readyz, settings.port) == 200
+
+    by_case = {m.attributes["case"]: m for m in received}
+    assert set(by_case) == set(bodies)
+    for name, message in by_case.items():
+        assert message.data == bodies[name], name
+        assert message.attributes["deadLetterSource"] == "llm-bot"
+        assert message.attributes["deadLetterReason"], name
+    reasons = {name: m.attributes["deadLetterReason"] for name, m in by_case.items()}
+    assert "not UTF-8" in reasons["invalid utf-8"]
+    assert "over the limit" in reasons["oversize"]
+    assert "not JSON" in reasons["not json"]
+    assert "correlationId" in reasons["missing correlationId"]
+    assert "no nextTopic" in reasons["next step without topic"]
+    assert json.loads(answer.data)["candidates"][0]["text"] == "echo: still here?"
+    assert worker.counts["dead_lettered"] == len(bodies)
+    assert await egress.drain() == []

@@ -1,0 +1,70 @@
+"""Effectively once: duplicates and redeliveries yield one output from one model call; an output
+stored but never confirmed (a crash between commit and publish) is published again as is."""
+
+from __future__ import annotations
+
+import json
+
+import psycopg
+import pytest
+
+from llm_bot.events.builder import prompt_event
+from llm_bot.events.codec import encode
+from llm_bot.memory.processed_events import (
+    Claim,
+    StoredOutput,
+    key_of,
+    store_output,
+    try_claim,
+)
+from llm_bot.testing.openai_server import LocalModelServer
+from llm_bot.testing.worker_harness import Bus, running_worker, wait_until
+
+pytestmark = pytest.mark.integration
+
+
+async def test_the_same_event_published_three_times_gives_one_candidate_from_one_model_call(
+    bus: Bus, model_server: LocalModelServer
+) -> None:
+    model_server.latency_ms = 300  # the copies arrive while the first is being answered
+    event = prompt_event("only once", user="u-1", thread="lobby", egress_topic=bus.egress_topic)
+    data, attributes = encode(event)
+    egress = bus.tap(bus.egress_topic)
+    async with running_worker(bus.settings()) as worker:
+        for _ in range(3):
+            bus.publish(data, attributes)
+        (first,) = await egress.take(1)
+        await wait_until(lambda: worker.counts["duplicates"] == 2, 30, "both copies acked")
+        assert await egress.drain() == []
+
+    assert json.loads(first.data)["candidates"][0]["text"] == "echo: only once"
+    assert len(model_server.chat_requests()) == 1
+    assert (worker.counts["acked"], worker.counts["nacked"]) == (3, 0)
+
+
+async def test_a_stored_but_unconfirmed_output_is_published_again_without_the_model(
+    bus: Bus, model_server: LocalModelServer
+) -> None:
+    event = prompt_event("stored", user="u-1", thread="lobby", egress_topic=bus.egress_topic)
+    stored = StoredOutput(bus.egress_topic, b'{"stored":"bytes"}', {"type": "t"}, "", "OK")
+    url = bus.environment["DATABASE_URL"]
+    async with running_worker(bus.settings()):  # migrates the fresh database
+        pass
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as connection:
+        claim = await try_claim(connection, key_of(event), lease_s=0)  # its holder "crashed"
+        assert isinstance(claim, Claim)
+        await store_output(connection, claim, stored)
+
+    egress = bus.tap(bus.egress_topic)
+    async with running_worker(bus.settings()) as worker:
+        bus.publish_event(event)
+        (message,) = await egress.take(1)
+        bus.publish_event(event)  # a later copy: confirmed now, so acked without publishing
+        await wait_until(lambda: worker.counts["duplicates"] == 1, 30, "the copy acked")
+        assert await egress.drain() == []
+
+    assert (message.data, dict(message.attributes)) == (stored.data, {"type": "t"})
+    assert model_server.chat_requests() == []
+    async with await psycopg.AsyncConnection.connect(url) as connection:
+        cursor = await connection.execute("SELECT published FROM processed_events")
+        assert await cursor.fetchall() == [(True,)]
