@@ -14,24 +14,23 @@ import contextlib
 import logging
 import signal
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from types import TracebackType
-from typing import Any, Protocol, Self
+from typing import Any, Self
 
 from psycopg_pool import AsyncConnectionPool
 
 from llm_bot.events.routing import prefixed
 from llm_bot.graph.assembly import context_from_settings, graph_from_settings
-from llm_bot.graph.tools import Tool
 from llm_bot.health import HealthServer
 from llm_bot.llm.client import ModelClient
+from llm_bot.memory.group_commit import GroupCommitter
 from llm_bot.memory.migrate import migrate
-from llm_bot.memory.retrieval import MemoryRetriever, NoMemory
+from llm_bot.memory.wiring import MemoryServices, memory_services
 from llm_bot.settings import Settings
 from llm_bot.transport.clients import subscriber_client
-from llm_bot.transport.handler import EventHandler
+from llm_bot.transport.handler import Committer, EventHandler
 from llm_bot.transport.publisher import Publisher
 from llm_bot.transport.subscriber import StreamingSubscriber
 
@@ -43,28 +42,8 @@ POOL_TIMEOUT_S = 5.0
 READY_CHECK_TIMEOUT_S = 2.0
 
 
-class GraphMemory(Protocol):
-    """What the memory layers give the graph (``llm_bot.memory.wiring.MemoryServices`` fits)."""
-
-    @property
-    def retriever(self) -> MemoryRetriever: ...
-    @property
-    def tools(self) -> Sequence[Tool]: ...
-
-
 # Opens the memory services for the worker's lifetime and closes them on the way out.
-MemoryFactory = Callable[[Settings], AbstractAsyncContextManager[GraphMemory]]
-
-
-@dataclass(frozen=True)
-class _NoMemory:
-    retriever: MemoryRetriever = field(default_factory=NoMemory)
-    tools: Sequence[Tool] = ()
-
-
-@asynccontextmanager
-async def no_memory(settings: Settings) -> AsyncIterator[GraphMemory]:
-    yield _NoMemory()
+MemoryFactory = Callable[[Settings], AbstractAsyncContextManager[MemoryServices]]
 
 
 class WorkerError(RuntimeError):
@@ -72,7 +51,7 @@ class WorkerError(RuntimeError):
 
 
 class Worker:
-    def __init__(self, settings: Settings, memory: MemoryFactory = no_memory) -> None:
+    def __init__(self, settings: Settings, memory: MemoryFactory = memory_services) -> None:
         self._settings = settings
         self._memory = memory
         self._resources = contextlib.AsyncExitStack()
@@ -109,8 +88,19 @@ class Worker:
         context = context_from_settings(settings, model, memory.retriever, memory.tools)
         publisher = Publisher.from_settings(settings)
         resources.push_async_callback(asyncio.to_thread, publisher.close)
+        committer = GroupCommitter(
+            self._pool, settings.commit_max_batch, settings.commit_max_delay_ms / 1000
+        )
+        committer.start()
+        resources.push_async_callback(self._close_committer, committer)
         handler = EventHandler(
-            settings, graph_from_settings(settings), context, self._pool, publisher, self.counts
+            settings,
+            graph_from_settings(settings),
+            context,
+            self._pool,
+            publisher,
+            self.counts,
+            Committer(committer, memory.commit),
         )
         health = HealthServer(self.readiness, settings.port)
         await health.start()
@@ -125,6 +115,11 @@ class Worker:
         resources.push_async_callback(asyncio.to_thread, self._subscriber.close)
         self._subscriber.start()
         logger.info("worker pulling from %s", path)
+
+    async def _close_committer(self, committer: GroupCommitter) -> None:
+        await committer.close()
+        self.counts["transactions"] += committer.transactions
+        self.counts["committed"] += committer.committed
 
     async def _open_pool(self, url: str) -> AsyncConnectionPool[Any]:
         pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
@@ -196,7 +191,7 @@ def install_signal_handlers(stop: asyncio.Event) -> None:
         loop.add_signal_handler(signum, stop.set)
 
 
-async def run_worker(settings: Settings, memory: MemoryFactory = no_memory) -> int:
+async def run_worker(settings: Settings, memory: MemoryFactory = memory_services) -> int:
     stop = asyncio.Event()
     install_signal_handlers(stop)
     async with Worker(settings, memory) as worker:

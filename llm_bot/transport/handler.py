@@ -12,8 +12,10 @@ import asyncio
 import logging
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from llm_bot.clock import iso_timestamp, utc_now
@@ -25,6 +27,8 @@ from llm_bot.graph.builder import LlmBotGraph
 from llm_bot.graph.process import ProcessResult, process_event, record_failure
 from llm_bot.graph.state import GraphContext
 from llm_bot.memory import processed_events as records
+from llm_bot.memory.commit import MemoryCommit, source_of, turn_of
+from llm_bot.memory.group_commit import GroupCommitter
 from llm_bot.settings import Settings
 from llm_bot.transport.ack import Delivery, RetryLater, dead_letter_attributes, settle
 from llm_bot.transport.publisher import Publisher
@@ -72,6 +76,32 @@ def output_of(
     return records.StoredOutput(hop.topic, data, attributes, ordering_key, result.outcome)
 
 
+@dataclass(frozen=True)
+class Committer:
+    """Writes an event's output record and its memory writes in one (grouped) transaction."""
+
+    group: GroupCommitter
+    memory: MemoryCommit | None = None
+
+    async def commit(
+        self,
+        claim: records.Claim,
+        output: records.StoredOutput,
+        event: InternalEventV2,
+        result: ProcessResult,
+    ) -> None:
+        memory = self.memory
+        turn = turn_of(result, source_of(event), utc_now()) if memory else None
+        pair = await memory.prepare(turn) if memory and turn else None
+
+        async def work(connection: AsyncConnection[Any]) -> None:
+            await records.store_output(connection, claim, output)
+            if memory and turn and pair:
+                await memory.apply(connection, turn, pair)
+
+        await self.group.commit(work)
+
+
 class EventHandler:
     def __init__(
         self,
@@ -81,6 +111,7 @@ class EventHandler:
         pool: AsyncConnectionPool[Any],
         publisher: Publisher,
         counts: Counter[str],
+        committer: Committer,
     ) -> None:
         self._settings = settings
         self._graph = graph
@@ -88,6 +119,7 @@ class EventHandler:
         self._pool = pool
         self._publisher = publisher
         self._counts = counts
+        self._committer = committer
 
     async def handle(self, delivery: Delivery) -> None:
         self._counts["received"] += 1
@@ -115,7 +147,7 @@ class EventHandler:
             await self._release(claimed)
             raise
         output = output_of(result, delivery.attributes, settings)
-        await self.commit(claimed, output)
+        await self._committer.commit(claimed, output, event, result)
         await self._publish(claimed.key, output)
         self._counts[f"outcome_{result.outcome}"] += 1
 
@@ -145,11 +177,6 @@ class EventHandler:
             logger.exception("graph failed", extra={"correlationId": event.correlation_id})
             code, message, retryable = "INTERNAL", "llm-bot failed unexpectedly", True
         return record_failure(event.model_copy(deep=True), self._context, code, message, retryable)
-
-    async def commit(self, claim: records.Claim, output: records.StoredOutput) -> None:
-        """The event's writes, in one transaction; the memory layers add theirs here."""
-        async with self._pool.connection() as connection, connection.transaction():
-            await records.store_output(connection, claim, output)
 
     async def _publish(self, key: records.EventKey, output: records.StoredOutput) -> None:
         await self._publisher.publish(

@@ -27,6 +27,9 @@ from google.cloud.pubsub_v1.subscriber.message import Message
 
 logger = logging.getLogger(__name__)
 
+# The shortest extension Pub/Sub accepts.
+LEASE_EXTENSION_S = 10
+
 _UNARY_TIMEOUT_S = 5.0
 _STOP_TIMEOUT_S = 10.0
 
@@ -74,6 +77,9 @@ class StreamingSubscriber:
         self._flow_control = pubsub_v1.types.FlowControl(
             max_messages=max_in_flight,
             max_bytes=max_in_flight * max_message_bytes,
+            # Extend leases in short steps: if this process dies, Pub/Sub hands its messages
+            # to another instance within about this long, not after a long extension.
+            max_duration_per_lease_extension=LEASE_EXTENSION_S,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._future: StreamingPullFuture | None = None

@@ -1,0 +1,129 @@
+"""Group commit: the write transactions of concurrent events, grouped into one.
+
+Each event hands in its writes as a function of a connection and waits; a single committer
+task takes up to ``LLM_BOT_COMMIT_MAX_BATCH`` of them, waiting at most
+``LLM_BOT_COMMIT_MAX_DELAY_MS`` for the batch to fill, and runs them in one transaction, each
+inside a savepoint so that one event's failure (say, a lost claim) fails that event alone.
+An event's ``commit`` returns only after the transaction holding its writes has committed,
+so acking after it is safe. Transient database errors (connection lost, deadlock,
+serialization failure) retry the whole batch with jittered backoff (tenacity); if they
+persist, every event of the batch gets the error and is nacked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import psycopg
+from psycopg import AsyncConnection
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from tenacity import (
+    AsyncRetrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_random_exponential,
+)
+
+from llm_bot.telemetry import metrics
+
+logger = logging.getLogger(__name__)
+
+Work = Callable[[AsyncConnection[Any]], Awaitable[None]]
+TRANSIENT = (
+    psycopg.OperationalError,
+    psycopg.errors.DeadlockDetected,
+    psycopg.errors.SerializationFailure,
+    PoolTimeout,
+)
+ATTEMPTS = 4
+
+
+class GroupCommitter:
+    def __init__(self, pool: AsyncConnectionPool[Any], max_batch: int, max_delay_s: float) -> None:
+        self._pool = pool
+        self._max_batch = max_batch
+        self._max_delay_s = max_delay_s
+        self._queue: asyncio.Queue[tuple[Work, asyncio.Future[None]]] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+        self.transactions = 0
+        self.committed = 0
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="group-commit")
+
+    async def close(self) -> None:
+        """Commit what is queued, then stop."""
+        if self._task is None:
+            return
+        await self._queue.join()
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+    async def commit(self, work: Work) -> None:
+        """Run ``work`` in a (shared) transaction; returns once that transaction committed."""
+        if self._task is None:
+            raise RuntimeError("group committer not started")
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        await self._queue.put((work, done))
+        await done
+
+    async def _run(self) -> None:
+        while True:
+            batch = [await self._queue.get()]
+            deadline = asyncio.get_running_loop().time() + self._max_delay_s
+            while len(batch) < self._max_batch:
+                left = deadline - asyncio.get_running_loop().time()
+                try:
+                    batch.append(await asyncio.wait_for(self._queue.get(), max(left, 0)))
+                except TimeoutError:
+                    break
+            try:
+                await self._commit_batch(batch)
+            finally:
+                for _ in batch:
+                    self._queue.task_done()
+
+    async def _commit_batch(self, batch: list[tuple[Work, asyncio.Future[None]]]) -> None:
+        failures: dict[int, BaseException] = {}
+        try:
+            async for attempt in AsyncRetrying(
+                retry=retry_if_exception_type(TRANSIENT),
+                wait=wait_random_exponential(multiplier=0.1, max=2),
+                stop=stop_after_attempt(ATTEMPTS),
+                before_sleep=lambda _: metrics.retries.add(1, {"dependency": "database"}),
+                reraise=True,
+            ):
+                with attempt:
+                    failures = await self._transaction(batch)
+        except Exception as error:  # the batch could not be committed: every event nacks
+            logger.warning("group commit failed: %s", type(error).__name__)
+            failures = {index: error for index in range(len(batch))}
+        self.transactions += 1
+        self.committed += len(batch) - len(failures)
+        for index, (_, done) in enumerate(batch):
+            if done.done():
+                continue
+            if index in failures:
+                done.set_exception(failures[index])
+            else:
+                done.set_result(None)
+
+    async def _transaction(
+        self, batch: list[tuple[Work, asyncio.Future[None]]]
+    ) -> dict[int, BaseException]:
+        failures: dict[int, BaseException] = {}
+        async with self._pool.connection() as connection, connection.transaction():
+            for index, (work, _) in enumerate(batch):
+                try:
+                    async with connection.transaction():  # a savepoint per event
+                        await work(connection)
+                except TRANSIENT:
+                    raise
+                except Exception as error:
+                    failures[index] = error
+        return failures

@@ -1,0 +1,95 @@
+"""Group commit on the real database: grouped, durable on return, failures isolated, retried."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import AsyncConnection
+from psycopg_pool import AsyncConnectionPool
+
+from llm_bot.memory.group_commit import GroupCommitter
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+async def pool(fresh_database_url: str) -> AsyncIterator[AsyncConnectionPool[Any]]:
+    async with AsyncConnectionPool(
+        fresh_database_url, min_size=1, max_size=4, kwargs={"autocommit": True}
+    ) as opened:
+        async with opened.connection() as connection:
+            await connection.execute("CREATE TABLE writes (n int PRIMARY KEY)")
+        yield opened
+
+
+def insert(n: int) -> Callable[[AsyncConnection[Any]], Awaitable[None]]:
+    async def work(connection: AsyncConnection[Any]) -> None:
+        await connection.execute("INSERT INTO writes VALUES (%s)", (n,))
+
+    return work
+
+
+async def count(url: str) -> int:
+    async with await AsyncConnection.connect(url) as connection:
+        row = await (await connection.execute("SELECT count(*) FROM writes")).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def test_concurrent_commits_share_transactions_and_are_durable_on_return(
+    pool: AsyncConnectionPool[Any], fresh_database_url: str
+) -> None:
+    committer = GroupCommitter(pool, max_batch=16, max_delay_s=0.05)
+    committer.start()
+    try:
+        await asyncio.gather(*(committer.commit(insert(n)) for n in range(64)))
+        assert await count(fresh_database_url) == 64
+        await committer.commit(insert(1000))
+        assert await count(fresh_database_url) == 65  # visible to another session at once
+    finally:
+        await committer.close()
+    assert committer.committed == 65
+    assert committer.transactions < 65 / 2
+
+
+async def test_one_failing_event_fails_alone(
+    pool: AsyncConnectionPool[Any], fresh_database_url: str
+) -> None:
+    committer = GroupCommitter(pool, max_batch=8, max_delay_s=0.05)
+    committer.start()
+    try:
+        results = await asyncio.gather(
+            *(committer.commit(insert(n)) for n in (1, 2, 2, 3)), return_exceptions=True
+        )
+    finally:
+        await committer.close()
+    failures = [r for r in results if isinstance(r, BaseException)]
+    assert len(failures) == 1
+    assert isinstance(failures[0], psycopg.errors.UniqueViolation)
+    assert await count(fresh_database_url) == 3
+
+
+async def test_a_transient_error_retries_the_batch(
+    pool: AsyncConnectionPool[Any], fresh_database_url: str
+) -> None:
+    attempts = 0
+
+    async def flaky(connection: AsyncConnection[Any]) -> None:
+        nonlocal attempts
+        attempts += 1
+        if attempts == 1:
+            raise psycopg.OperationalError("connection dropped")
+        await connection.execute("INSERT INTO writes VALUES (7)")
+
+    committer = GroupCommitter(pool, max_batch=4, max_delay_s=0.0)
+    committer.start()
+    try:
+        await committer.commit(flaky)
+    finally:
+        await committer.close()
+    assert attempts == 2
+    assert await count(fresh_database_url) == 1
