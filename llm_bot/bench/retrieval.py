@@ -181,9 +181,7 @@ async def load_history(
     columns += " source_event, embedding"
     async with (
         connection.cursor() as cursor,
-        cursor.copy(
-            f"COPY conversation_turns ({columns}) FROM STDIN (FORMAT BINARY)"
-        ) as copy,
+        cursor.copy(f"COPY conversation_turns ({columns}) FROM STDIN (FORMAT BINARY)") as copy,
     ):
         copy.set_types(
             [

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Literal, Self
 from urllib.parse import urlsplit
 
 from llm_bot.testing import openai_payloads as payloads
@@ -33,6 +33,8 @@ RESPONSES_PATH = "/v1/responses"
 EMBEDDINGS_PATH = "/v1/embeddings"
 MODELS_PATH = "/v1/models"
 _MODEL_CALL_PATHS = frozenset({CHAT_PATH, RESPONSES_PATH, EMBEDDINGS_PATH})
+CallKind = Literal["generation", "embeddings"]
+KINDS: tuple[CallKind, ...] = ("generation", "embeddings")
 
 
 @dataclass(frozen=True)
@@ -93,8 +95,9 @@ class LocalModelServer:
         self._requests: list[RecordedRequest] = []
         self._turns: deque[Reply] = deque()
         self._always: tuple[str, JsonObject] | None = None
-        self._failures: deque[tuple[int, str]] = deque()
-        self._hangs: deque[float] = deque()
+        # Faults per kind of call: a test failing the model usually wants embeddings to work.
+        self._failures: dict[CallKind, deque[tuple[int, str]]] = {k: deque() for k in KINDS}
+        self._hangs: dict[CallKind, deque[float]] = {k: deque() for k in KINDS}
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
@@ -209,27 +212,35 @@ class LocalModelServer:
         with self._lock:
             self._always = None
 
-    def fail_next(self, n: int = 1, status: int = 500, message: str | None = None) -> None:
+    def fail_next(
+        self,
+        n: int = 1,
+        status: int = 500,
+        message: str | None = None,
+        kind: CallKind = "generation",
+    ) -> None:
+        """The next n calls of ``kind`` (chat/responses, or embeddings) fail with ``status``."""
         if n < 0 or not 400 <= status <= 599:
             raise ValueError("fail_next needs n >= 0 and a 4xx or 5xx status")
         text = message or f"Injected failure with status {status}."
         with self._lock:
-            self._failures.extend([(status, text)] * n)
+            self._failures[kind].extend([(status, text)] * n)
 
-    def hang_next(self, n: int = 1, seconds: float = 5.0) -> None:
-        """Delays the next n model calls past a client's timeout; stop() cuts the wait short."""
+    def hang_next(self, n: int = 1, seconds: float = 5.0, kind: CallKind = "generation") -> None:
+        """Delays the next n calls of ``kind`` past a client's timeout; stop() cuts it short."""
         if n < 0 or seconds < 0:
             raise ValueError("hang_next needs n >= 0 and seconds >= 0")
         with self._lock:
-            self._hangs.extend([seconds] * n)
+            self._hangs[kind].extend([seconds] * n)
 
     def reset(self) -> None:
         with self._lock:
             self._requests.clear()
             self._turns.clear()
             self._always = None
-            self._failures.clear()
-            self._hangs.clear()
+            for kind in KINDS:
+                self._failures[kind].clear()
+                self._hangs[kind].clear()
         self.latency_ms = 0.0
 
     # request handling (called from server threads)
@@ -251,9 +262,11 @@ class LocalModelServer:
         if bad_body is not None:
             return _error(bad_body.status, bad_body.message)
         if path in _MODEL_CALL_PATHS:
+            kind: CallKind = "embeddings" if path == EMBEDDINGS_PATH else "generation"
             with self._lock:
-                hang = self._hangs.popleft() if self._hangs else 0.0
-                failure = self._failures.popleft() if self._failures else None
+                hangs, failures = self._hangs[kind], self._failures[kind]
+                hang = hangs.popleft() if hangs else 0.0
+                failure = failures.popleft() if failures else None
             if self._stopping.wait(hang + self.latency_ms / 1000):
                 return None
             if failure is not None:

@@ -136,9 +136,9 @@ async def test_embeddings_failing_or_slow_degrade_to_no_memories(
 ) -> None:
     await memory_store.for_user("omar").put("Omar likes sailing")
     if fault == "failing":
-        embedding_server.fail_next(100, status=500)
+        embedding_server.fail_next(100, status=500, kind="embeddings")
     else:
-        embedding_server.hang_next(100, seconds=3)
+        embedding_server.hang_next(100, seconds=3, kind="embeddings")
     with caplog.at_level(logging.WARNING):
         result = await process_event(
             GRAPH,

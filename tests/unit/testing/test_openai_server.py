@@ -273,7 +273,7 @@ def test_server_error_maps_to_internal_server_error(
     for _ in range(2):
         with pytest.raises(openai.InternalServerError):
             _chat(client, [{"role": "user", "content": "hi"}])
-    server.fail_next(1, status=400)
+    server.fail_next(1, status=400, kind="embeddings")
     with pytest.raises(openai.BadRequestError):
         client.embeddings.create(model="any", input="x")
 
@@ -313,7 +313,7 @@ def test_latency_applies_to_every_model_call(
 def test_stop_releases_hung_calls_and_open_connections() -> None:
     server = LocalModelServer().start()
     client = openai.OpenAI(base_url=server.base_url, api_key="test", max_retries=0)
-    server.hang_next(1, seconds=60)
+    server.hang_next(1, seconds=60, kind="embeddings")
     with pytest.raises(openai.APITimeoutError):
         client.with_options(timeout=0.2).embeddings.create(model="any", input="x")
 
@@ -479,3 +479,11 @@ def test_malformed_json_is_a_json_400(server: LocalModelServer) -> None:
     assert missing_status == 400
     assert "messages" in missing["error"]["message"]
     assert server.requests[0].body is None
+
+
+def test_faults_are_per_kind_of_call(server: LocalModelServer, client: openai.OpenAI) -> None:
+    server.fail_next(1, status=500, kind="embeddings")
+    assert _chat(client, [{"role": "user", "content": "still fine"}]).choices[0].message.content
+    with pytest.raises(openai.InternalServerError):
+        client.embeddings.create(model="m", input="fails")
+    assert client.embeddings.create(model="m", input="works").data
