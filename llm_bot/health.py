@@ -1,8 +1,9 @@
-"""Health endpoints on ``PORT`` for Cloud Run probes and ``llm-bot check``.
+"""Health and metrics endpoints on ``PORT``: Cloud Run probes, ``llm-bot check``, Prometheus.
 
 ``/healthz`` answers from the event loop itself, so a stuck loop cannot answer it. ``/readyz``
-also asks the worker whether it is subscribed and its database answers. Two GET routes do not
-justify a web framework, so this is plain asyncio streams, with every read bounded.
+also asks the worker whether it is subscribed and its database answers. ``/metrics`` is the
+Prometheus exposition of the service's OpenTelemetry metrics. Three GET routes do not justify a
+web framework, so this is plain asyncio streams, with every read bounded.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 logger = logging.getLogger(__name__)
 
@@ -23,8 +26,15 @@ _REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 503: "Servic
 
 
 class HealthServer:
-    def __init__(self, readiness: Readiness, port: int, host: str = "0.0.0.0") -> None:  # noqa: S104 - Cloud Run probes come from outside the container
+    def __init__(
+        self,
+        readiness: Readiness,
+        port: int,
+        host: str = "0.0.0.0",  # noqa: S104 - Cloud Run probes come from outside the container
+        registry: CollectorRegistry | None = None,
+    ) -> None:
         self._readiness = readiness
+        self._registry = registry
         self._host = host
         self._port = port
         self._server: asyncio.Server | None = None
@@ -43,8 +53,13 @@ class HealthServer:
         try:
             async with asyncio.timeout(_READ_TIMEOUT_S):
                 method, path = await _read_request(reader)
-                status, body = await self._route(method, path)
-            writer.write(_response(status, body))
+                if path == "/metrics" and method == "GET" and self._registry is not None:
+                    writer.write(
+                        _raw_response(200, generate_latest(self._registry), CONTENT_TYPE_LATEST)
+                    )
+                else:
+                    status, body = await self._route(method, path)
+                    writer.write(_response(status, body))
             await writer.drain()
         except (TimeoutError, ConnectionError, ValueError) as error:
             logger.debug("health request dropped: %r", error)
@@ -76,10 +91,13 @@ async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str]:
 
 
 def _response(status: int, body: dict[str, object]) -> bytes:
-    payload = json.dumps(body).encode()
+    return _raw_response(status, json.dumps(body).encode(), "application/json")
+
+
+def _raw_response(status: int, payload: bytes, content_type: str) -> bytes:
     head = (
         f"HTTP/1.1 {status} {_REASONS[status]}\r\n"
-        "Content-Type: application/json\r\n"
+        f"Content-Type: {content_type}\r\n"
         f"Content-Length: {len(payload)}\r\n"
         "Connection: close\r\n\r\n"
     )

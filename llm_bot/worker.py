@@ -19,6 +19,7 @@ from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any, Self
 
+from prometheus_client import CollectorRegistry
 from psycopg_pool import AsyncConnectionPool
 
 from llm_bot.events.routing import prefixed
@@ -51,8 +52,14 @@ class WorkerError(RuntimeError):
 
 
 class Worker:
-    def __init__(self, settings: Settings, memory: MemoryFactory = memory_services) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        memory: MemoryFactory = memory_services,
+        metrics_registry: CollectorRegistry | None = None,
+    ) -> None:
         self._settings = settings
+        self._metrics_registry = metrics_registry
         self._memory = memory
         self._resources = contextlib.AsyncExitStack()
         self._pool: AsyncConnectionPool[Any] | None = None
@@ -102,7 +109,7 @@ class Worker:
             self.counts,
             Committer(committer, memory.commit),
         )
-        health = HealthServer(self.readiness, settings.port)
+        health = HealthServer(self.readiness, settings.port, registry=self._metrics_registry)
         await health.start()
         resources.push_async_callback(health.close)
         client = subscriber_client(settings.pubsub_emulator_host)
@@ -191,8 +198,12 @@ def install_signal_handlers(stop: asyncio.Event) -> None:
         loop.add_signal_handler(signum, stop.set)
 
 
-async def run_worker(settings: Settings, memory: MemoryFactory = memory_services) -> int:
+async def run_worker(
+    settings: Settings,
+    memory: MemoryFactory = memory_services,
+    metrics_registry: CollectorRegistry | None = None,
+) -> int:
     stop = asyncio.Event()
     install_signal_handlers(stop)
-    async with Worker(settings, memory) as worker:
+    async with Worker(settings, memory, metrics_registry) as worker:
         return await worker.serve(stop)

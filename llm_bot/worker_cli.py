@@ -13,9 +13,13 @@ import asyncio
 import http.client
 import json
 from typing import Any
+from urllib.parse import urlsplit
 
 from llm_bot.cli_support import require_database_url
 from llm_bot.settings import Settings
+from llm_bot.telemetry.logs import configure_json_logging
+from llm_bot.telemetry.metrics import setup_metrics
+from llm_bot.telemetry.traces import setup_tracing
 
 EXIT_NOT_READY = 1
 
@@ -25,7 +29,22 @@ def command_run(args: argparse.Namespace, settings: Settings) -> int:
     from llm_bot.worker import run_worker
 
     require_database_url(settings)
-    return asyncio.run(run_worker(settings))
+    start_telemetry(settings)
+    return asyncio.run(run_worker(settings, metrics_registry=setup_metrics()))
+
+
+def start_telemetry(settings: Settings) -> None:
+    """JSON logs on stdout (secrets masked), traces to OTLP when ``OTEL_*`` says so."""
+    secrets = [s.get_secret_value() for s in (settings.openai_api_key, settings.database_url) if s]
+    password = (
+        urlsplit(settings.database_url.get_secret_value()).password
+        if settings.database_url
+        else None
+    )
+    configure_json_logging(
+        settings.log_level, settings.google_cloud_project, [*secrets, password or ""]
+    )
+    setup_tracing()
 
 
 def command_check(args: argparse.Namespace, settings: Settings) -> int:

@@ -53,7 +53,10 @@ def setup_metrics(
     from opentelemetry.exporter.prometheus import PrometheusMetricReader
 
     registry = registry or CollectorRegistry()
-    all_readers: list[MetricReader] = [PrometheusMetricReader(registry=registry), *readers]
+    all_readers: list[MetricReader] = [
+        PrometheusMetricReader(registry=registry, scope_info_enabled=False),
+        *readers,
+    ]
     if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get(
         "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"
     ):

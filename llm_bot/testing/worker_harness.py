@@ -22,6 +22,7 @@ from typing import IO, Any
 from google.api_core.exceptions import DeadlineExceeded
 from google.cloud import pubsub_v1
 from google.pubsub_v1.types import PubsubMessage
+from prometheus_client import CollectorRegistry
 
 from llm_bot.events.codec import encode
 from llm_bot.events.models import InternalEventV2
@@ -169,10 +170,12 @@ async def wait_until(condition: Callable[[], bool], timeout_s: float, what: str)
 
 
 @contextlib.asynccontextmanager
-async def running_worker(settings: Settings) -> AsyncIterator[Worker]:
+async def running_worker(
+    settings: Settings, metrics_registry: CollectorRegistry | None = None
+) -> AsyncIterator[Worker]:
     """A worker on this event loop, serving until the block ends, then drained and closed."""
     stop = asyncio.Event()
-    async with Worker(settings) as worker:
+    async with Worker(settings, metrics_registry=metrics_registry) as worker:
         serving = asyncio.create_task(worker.serve(stop))
         try:
             yield worker

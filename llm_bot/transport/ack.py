@@ -20,6 +20,7 @@ import random
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
+from datetime import datetime
 from enum import Enum
 from typing import Protocol
 
@@ -50,6 +51,8 @@ class Delivery(Protocol):
     def message_id(self) -> str: ...
     @property
     def delivery_attempt(self) -> int: ...
+    @property
+    def publish_time(self) -> datetime: ...
 
     async def ack(self) -> None: ...
     async def nack(self) -> None: ...

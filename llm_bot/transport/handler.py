@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import Counter
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from opentelemetry.trace import SpanKind
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from llm_bot.clock import iso_timestamp, utc_now
 from llm_bot.events.codec import decode, encode
-from llm_bot.events.identity import thread_id_of
+from llm_bot.events.identity import thread_id_of, user_id_of
 from llm_bot.events.models import InternalEventV2
 from llm_bot.events.routing import advance, complete_current_step, current_step, prefixed
 from llm_bot.graph.builder import LlmBotGraph
@@ -30,6 +31,9 @@ from llm_bot.memory import processed_events as records
 from llm_bot.memory.commit import MemoryCommit, source_of, turn_of
 from llm_bot.memory.group_commit import GroupCommitter
 from llm_bot.settings import Settings
+from llm_bot.telemetry import metrics
+from llm_bot.telemetry.logs import event_ids
+from llm_bot.telemetry.traces import consumer_span, current_trace_id, inject, tracer
 from llm_bot.transport.ack import Delivery, RetryLater, dead_letter_attributes, settle
 from llm_bot.transport.publisher import Publisher
 
@@ -38,8 +42,6 @@ logger = logging.getLogger(__name__)
 # How long a claim outlives the event's deadline: room to commit the output before another
 # instance may take the event over.
 LEASE_MARGIN_S = 5.0
-# Incoming attributes carried to the output so a trace continues across the hop.
-TRACE_ATTRIBUTES = ("traceparent", "tracestate")
 
 
 def check_route(event: InternalEventV2) -> None:
@@ -64,14 +66,13 @@ def attempts_exhausted(delivery_attempt: int, event: InternalEventV2, limit: int
     return delivery_attempt >= limit
 
 
-def output_of(
-    result: ProcessResult, incoming: Mapping[str, str], settings: Settings
-) -> records.StoredOutput:
-    """Route the processed event (DESIGN §3) and serialize it exactly as it will be published."""
+def output_of(result: ProcessResult, settings: Settings) -> records.StoredOutput:
+    """Route the processed event (DESIGN §3) and serialize it exactly as it will be published,
+    with the current trace context in its attributes so the next stage continues the trace."""
     event = result.event
     hop = advance(event, iso_timestamp(utc_now()), with_prefix=settings.bus_prefix)
     data, attributes = encode(event)
-    attributes |= {name: incoming[name] for name in TRACE_ATTRIBUTES if name in incoming}
+    inject(attributes)
     ordering_key = thread_id_of(event) if settings.ordering else ""
     return records.StoredOutput(hop.topic, data, attributes, ordering_key, result.outcome)
 
@@ -122,34 +123,74 @@ class EventHandler:
         self._committer = committer
 
     async def handle(self, delivery: Delivery) -> None:
+        """One consumer span and one ``llmbot_events`` count per delivery, however it ends."""
         self._counts["received"] += 1
-        async with settle(delivery, self._dead_letter, self._counts):
-            await self._handle(delivery)
+        began = time.perf_counter()
+        metrics.in_flight.add(1)
+        metrics.queue_lag.record(max(0.0, (utc_now() - delivery.publish_time).total_seconds()))
+        outcome = "failed"
+        subscription = prefixed(self._settings.subscription, self._settings.bus_prefix)
+        try:
+            with consumer_span(
+                subscription, delivery.message_id, delivery.delivery_attempt, delivery.attributes
+            ):
+                async with settle(delivery, self._dead_letter, self._counts):
+                    outcome = await self._handle(delivery)
+        finally:
+            metrics.in_flight.add(-1)
+            metrics.events.add(1, {"outcome": outcome})
+            metrics.event_duration.record(time.perf_counter() - began, {"outcome": outcome})
 
-    async def _handle(self, delivery: Delivery) -> None:
+    async def _handle(self, delivery: Delivery) -> str:
+        """The outcome for metrics: OK/SKIP/ERROR, duplicate, republished (or it raises)."""
         settings = self._settings
         event = decode(delivery.data, delivery.attributes, settings.max_message_bytes)
         check_route(event)
+        if event.trace_id is None:
+            event.trace_id = current_trace_id()
+        with event_ids(
+            correlationId=event.correlation_id,
+            userId=user_id_of(event),
+            threadId=thread_id_of(event),
+        ):
+            return await self._process(delivery, event)
+
+    async def _process(self, delivery: Delivery, event: InternalEventV2) -> str:
+        settings = self._settings
         limit_s = deadline_s(event, settings.event_deadline_ms)
         claimed = await records.claim_or_wait(
             self._pool, records.key_of(event), limit_s + LEASE_MARGIN_S
         )
         if isinstance(claimed, records.Published):
             self._counts["duplicates"] += 1
-            return
+            return "duplicate"
         if claimed.stored is not None:
             self._counts["republished"] += 1
             await self._publish(claimed.key, claimed.stored)
-            return
+            return "republished"
         try:
             result = await self._run(event, delivery.delivery_attempt, limit_s)
         except (RetryLater, asyncio.CancelledError):  # cancelled: shutdown hands it back
             await self._release(claimed)
             raise
-        output = output_of(result, delivery.attributes, settings)
-        await self._committer.commit(claimed, output, event, result)
-        await self._publish(claimed.key, output)
+        with tracer.start_as_current_span("send", kind=SpanKind.PRODUCER) as span:
+            output = output_of(result, settings)  # carries this span's context onwards
+            span.update_name(f"send {output.topic}")
+            span.set_attributes(
+                {
+                    "messaging.system": "gcp_pubsub",
+                    "messaging.operation.type": "send",
+                    "messaging.destination.name": output.topic,
+                }
+            )
+            commit_began = time.perf_counter()
+            await self._committer.commit(claimed, output, event, result)
+            metrics.stage_duration.record(time.perf_counter() - commit_began, {"stage": "commit"})
+            publish_began = time.perf_counter()
+            await self._publish(claimed.key, output)
+            metrics.stage_duration.record(time.perf_counter() - publish_began, {"stage": "publish"})
         self._counts[f"outcome_{result.outcome}"] += 1
+        return result.outcome
 
     async def _run(
         self, event: InternalEventV2, delivery_attempt: int, limit_s: float
@@ -198,6 +239,7 @@ class EventHandler:
             logger.warning("could not release a claim: %s", error)
 
     async def _dead_letter(self, delivery: Delivery, reason: str) -> None:
+        metrics.deadletters.add(1, {"reason": "invalid_event"})
         attributes = dead_letter_attributes(delivery, reason, iso_timestamp(utc_now()))
         topic = prefixed(self._settings.deadletter_topic, self._settings.bus_prefix)
         await self._publisher.publish(topic, delivery.data, attributes)

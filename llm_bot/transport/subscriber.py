@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Coroutine, Mapping
+from datetime import datetime
 from typing import Any
 
 from google.api_core.exceptions import GoogleAPICallError
@@ -45,6 +46,7 @@ class PulledMessage:
         self.message_id: str = message.message_id
         # None when the subscription has no dead-letter policy: then every delivery is "first".
         self.delivery_attempt: int = message.delivery_attempt or 1
+        self.publish_time: datetime = message.publish_time
 
     async def ack(self) -> None:
         if self._source.streaming:

@@ -1,0 +1,148 @@
+"""What operators see of one event: its span tree in the publisher's trace, the context on the
+outgoing message, the Prometheus metrics, and JSON log lines with ids and no secrets."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import logging
+import urllib.request
+
+import pytest
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from prometheus_client import CollectorRegistry
+
+from llm_bot.events.builder import prompt_event
+from llm_bot.telemetry.logs import JsonFormatter, event_ids
+from llm_bot.telemetry.metrics import setup_metrics
+from llm_bot.telemetry.traces import setup_tracing, tracer
+from llm_bot.testing.openai_server import LocalModelServer
+from llm_bot.testing.worker_harness import Bus, running_worker
+
+pytestmark = pytest.mark.integration
+PUBLISHER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+TRACEPARENT = f"00-{PUBLISHER_TRACE}-00f067aa0ba902b7-01"
+
+
+@pytest.fixture(scope="session")
+def telemetry() -> tuple[InMemorySpanExporter, CollectorRegistry]:
+    """The process-wide providers, installed once (OpenTelemetry allows one of each)."""
+    exporter = InMemorySpanExporter()
+    setup_tracing(processor=SimpleSpanProcessor(exporter))
+    return exporter, setup_metrics(CollectorRegistry())
+
+
+@pytest.fixture
+def spans(telemetry: tuple[InMemorySpanExporter, CollectorRegistry]) -> InMemorySpanExporter:
+    telemetry[0].clear()
+    return telemetry[0]
+
+
+def fetch(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return str(response.read().decode())
+
+
+async def test_one_event_is_one_span_tree_in_the_publishers_trace_and_metrics_follow(
+    bus: Bus,
+    model_server: LocalModelServer,
+    spans: InMemorySpanExporter,
+    telemetry: tuple[InMemorySpanExporter, CollectorRegistry],
+) -> None:
+    event = prompt_event("hello there", user="tia", thread="lobby", egress_topic=bus.egress_topic)
+    data, attributes = (
+        event.model_dump_json(by_alias=True, exclude_unset=True).encode(),
+        {
+            "type": event.type,
+            "correlationId": event.correlation_id,
+            "traceparent": TRACEPARENT,
+        },
+    )
+    egress = bus.tap(bus.egress_topic)
+    settings = bus.settings()
+    async with running_worker(settings, metrics_registry=telemetry[1]):
+        bus.publish(data, attributes)
+        (message,) = await egress.take(1)
+        url = f"http://127.0.0.1:{settings.port}/metrics"
+        exposition = await asyncio.to_thread(fetch, url)
+        for _ in range(50):  # the count is added just after the ack that follows the publish
+            if "llmbot_events_total" in exposition:
+                break
+            await asyncio.sleep(0.1)
+            exposition = await asyncio.to_thread(fetch, url)
+
+    finished = spans.get_finished_spans()
+    (consumer,) = [s for s in finished if s.name.startswith("process ")]
+    assert f"{consumer.context.trace_id:032x}" == PUBLISHER_TRACE
+    assert consumer.parent is not None
+    assert f"{consumer.parent.span_id:016x}" == "00f067aa0ba902b7"
+    assert consumer.attributes is not None
+    assert consumer.attributes["messaging.system"] == "gcp_pubsub"
+    assert consumer.attributes["messaging.message.id"]
+    assert consumer.attributes["messaging.gcp_pubsub.message.delivery_attempt"] >= 1
+
+    in_trace = [s for s in finished if s.context.trace_id == consumer.context.trace_id]
+    names = {s.name for s in in_trace}
+    for node in ("ingest_prompt", "retrieve_memories", "call_model", "build_candidate"):
+        assert f"graph.node {node}" in names
+    assert {"memory.window", "memory.notes", "memory.memories", "memory.recall"} <= names
+    (model_call,) = [s for s in in_trace if s.name.startswith("chat ")]
+    assert model_call.attributes is not None
+    assert model_call.attributes["gen_ai.operation.name"] == "chat"
+    assert model_call.attributes["gen_ai.provider.name"] == "openai"
+    assert model_call.attributes["gen_ai.usage.input_tokens"] > 0
+    (send,) = [s for s in in_trace if s.name.startswith("send ")]
+    assert send.parent is not None
+    assert send.parent.span_id == consumer.context.span_id
+
+    outgoing = message.attributes["traceparent"]
+    assert outgoing.split("-")[1] == PUBLISHER_TRACE
+    assert outgoing.split("-")[2] == f"{send.context.span_id:016x}"
+    assert json.loads(message.data)["traceId"] == PUBLISHER_TRACE
+
+    expected = [
+        ("llmbot_events_total", 'outcome="OK"'),
+        ("llmbot_event_duration_seconds_bucket", 'outcome="OK"'),
+        ("llmbot_queue_lag_seconds_bucket", ""),
+        ("llmbot_in_flight", ""),
+        ("llmbot_model_tokens_total", 'direction="input"'),
+        ("llmbot_stage_duration_seconds_bucket", 'stage="call_model"'),
+        ("llmbot_stage_duration_seconds_bucket", 'stage="commit"'),
+        ("llmbot_memory_retrieval_duration_seconds_bucket", ""),
+        ("llmbot_memory_retrievals_total", ""),
+        ("llmbot_context_tokens_bucket", 'part="window"'),
+    ]
+    lines = exposition.splitlines()
+    for name, label in expected:
+        assert any(line.startswith(name) and label in line for line in lines), (name, label)
+
+
+def test_log_lines_are_json_with_ids_trace_and_no_secret() -> None:
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter("proj", secrets=["sk-live-secret-key-123"]))
+    logger = logging.getLogger("llm_bot.test.telemetry")
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        with (
+            tracer.start_as_current_span("work") as span,
+            event_ids(correlationId="c-1", userId="u-1", threadId="t-1"),
+        ):
+            logger.warning("model said no with key sk-live-secret-key-123", extra={"code": "X"})
+    finally:
+        logger.removeHandler(handler)
+    line = json.loads(stream.getvalue())
+    assert line["severity"] == "WARNING"
+    assert (line["correlationId"], line["userId"], line["threadId"], line["code"]) == (
+        "c-1",
+        "u-1",
+        "t-1",
+        "X",
+    )
+    trace_id = f"{span.get_span_context().trace_id:032x}"
+    assert line["logging.googleapis.com/trace"] == f"projects/proj/traces/{trace_id}"
+    assert "sk-live-secret-key-123" not in stream.getvalue()
+    assert "[REDACTED]" in line["message"]
