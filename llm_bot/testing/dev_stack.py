@@ -4,12 +4,16 @@ Starts the Pub/Sub emulator (with the input, egress and dead-letter topics and t
 subscriptions), an embedded Postgres with pgvector (migrated), and — when no ``OPENAI_API_KEY``
 is set — the local OpenAI-compatible server. It prints ``export`` lines first, so another
 shell can use the same stack, then checks each service answers, and stops everything on the
-way out so no process is left behind.
+way out so no process is left behind. Unless ``--services-only``, it then runs the worker in
+this process and shows a short conversation going through it (prompts in, candidates back on
+the egress tap) before it keeps serving.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import os
 import shlex
 import signal
 import sys
@@ -21,12 +25,15 @@ from pathlib import Path
 import openai
 import psycopg
 
+from llm_bot.events.builder import prompt_event
 from llm_bot.events.routing import DEFAULT_EGRESS_TOPIC, prefixed
 from llm_bot.memory.migrate import migrate
-from llm_bot.settings import Settings
+from llm_bot.send import SendRequest, send_and_wait
+from llm_bot.settings import Settings, load_settings
 from llm_bot.testing.embedded_postgres import EmbeddedPostgres
 from llm_bot.testing.openai_server import LocalModelServer
-from llm_bot.testing.pubsub_emulator import PubSubEmulator, Topology
+from llm_bot.testing.pubsub_emulator import PubSubEmulator, Topology, tap_subscription_name
+from llm_bot.worker import Worker, install_signal_handlers
 
 
 @dataclass(frozen=True)
@@ -92,6 +99,14 @@ def check_stack(stack: DevStack) -> list[str]:
     return lines
 
 
+# A short conversation `make run` sends through the worker: (user, thread, prompt).
+DEMO_CONVERSATION = (
+    ("ada", "lobby", "Hi! I'm Ada and I love sailing."),
+    ("ada", "lobby", "What do I love?"),
+    ("bob", "lobby", "Hello from Bob."),
+)
+
+
 def run_dev_stack(settings: Settings, data_dir: str, services_only: bool) -> int:
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -101,9 +116,32 @@ def run_dev_stack(settings: Settings, data_dir: str, services_only: bool) -> int
             print(f"export {name}={shlex.quote(value)}")
         for line in check_stack(stack):
             print(f"# {line}")
-        if not services_only:
-            print("# the worker is not part of this build yet: services only")
-        print("# local stack ready; Ctrl-C stops it", flush=True)
-        stop.wait()
+        if services_only:
+            print("# local stack ready; Ctrl-C stops it", flush=True)
+            stop.wait()
+        else:
+            # The worker and the demo in this process use the stack, like a pasted shell would.
+            os.environ.update(stack.exports)
+            asyncio.run(_serve_with_demo(load_settings(), stack))
     print("# local stack stopped", file=sys.stderr)
     return 0
+
+
+async def _serve_with_demo(settings: Settings, stack: DevStack) -> None:
+    """Run the worker until Ctrl-C/SIGTERM, after showing a few events going through it."""
+    stop = asyncio.Event()
+    install_signal_handlers(stop)
+    async with Worker(settings) as worker:
+        print(f"# worker running (health on port {settings.port})", flush=True)
+        reply_subscription = tap_subscription_name(
+            prefixed(DEFAULT_EGRESS_TOPIC, settings.bus_prefix)
+        )
+        for user, thread, text in DEMO_CONVERSATION:
+            event = prompt_event(text, user=user, thread=thread, egress_topic=DEFAULT_EGRESS_TOPIC)
+            request = SendRequest(event, reply_subscription, timeout_s=60)
+            document = await asyncio.to_thread(send_and_wait, settings, request)
+            answers = [c.get("text") for c in document.get("candidates", [])]
+            print(f"# {user}@{thread}> {text}")
+            print(f"# llm-bot> {answers[-1] if answers else '(no candidate)'}", flush=True)
+        print("# local stack ready; Ctrl-C stops it", flush=True)
+        await worker.serve(stop)

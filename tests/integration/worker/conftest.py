@@ -30,6 +30,15 @@ def bus(
         "LLM_BOT_SHUTDOWN_GRACE_S": "5",
         **model_environment(model_server),
     }
-    bus = Bus(pubsub_emulator, unique_name, environment, ack_deadline_seconds=10)
+    # The emulator drops (never dead-letters) a message past max delivery attempts, and it can
+    # spend attempts redelivering to a killed worker's stream; the worker's own limit
+    # (LLM_BOT_MAX_DELIVERY_ATTEMPTS) is what these tests exercise.
+    bus = Bus(
+        pubsub_emulator,
+        unique_name,
+        environment,
+        ack_deadline_seconds=10,
+        max_delivery_attempts=100,
+    )
     yield bus
     bus.close()

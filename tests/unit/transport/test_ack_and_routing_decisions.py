@@ -183,13 +183,9 @@ def test_the_output_is_routed_prefixed_and_keyed_by_thread(ordering: bool) -> No
     settings = Settings(BUS_PREFIX="dev.", LLM_BOT_ORDERING=ordering)  # type: ignore[call-arg]
     event = event_with_slip({"id": "llm-bot", "status": "OK"})
     result = ProcessResult("SKIP", event)
-    output = output_of(result, {"traceparent": "00-a-b-01", "other": "dropped"}, settings)
+    output = output_of(result, settings)
     assert output.topic == "dev.internal.egress.v1"
-    assert output.attributes == {
-        "type": "egress.deliver.v1",
-        "correlationId": event.correlation_id,
-        "traceparent": "00-a-b-01",
-    }
+    assert output.attributes == {"type": "egress.deliver.v1", "correlationId": event.correlation_id}
     assert json.loads(output.data)["type"] == "egress.deliver.v1"
     assert output.ordering_key == ("cli:t" if ordering else "")
 

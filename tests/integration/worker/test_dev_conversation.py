@@ -1,0 +1,55 @@
+"""`llm-bot dev` (what `make run` runs) starts the worker and shows a conversation through it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from llm_bot.testing.dev_stack import DEMO_CONVERSATION
+from llm_bot.testing.pubsub_emulator import free_loopback_port
+
+pytestmark = pytest.mark.integration
+
+
+def test_dev_runs_the_worker_shows_the_conversation_and_stops_cleanly(tmp_path: Path) -> None:
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "PUBSUB_", "DATABASE_"))
+    }
+    env["PORT"] = str(free_loopback_port())
+    process = subprocess.Popen(
+        [sys.executable, "-m", "llm_bot.cli", "dev", "--data-dir", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+    lines: list[str] = []
+    ready = threading.Event()
+
+    def read() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.append(line.rstrip("\n"))
+            if "local stack ready" in line:
+                ready.set()
+        ready.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        assert ready.wait(180), "\n".join(lines)
+        assert process.poll() is None, "\n".join(lines)
+        for user, thread, text in DEMO_CONVERSATION:
+            assert f"# {user}@{thread}> {text}" in lines
+            assert f"# llm-bot> echo: {text}" in lines
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
