@@ -24,7 +24,7 @@ dev: install
 	$(BIN)/llm-bot dev --services-only
 
 test: install lint typecheck
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --basetemp=.llm-bot/pytest
 
 unit: install
 	$(BIN)/pytest -q tests/unit
