@@ -7,16 +7,22 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llm_bot.bench.retrieval import LatencyReport, run_recall_bench, run_retrieval_bench
 from llm_bot.cli_support import database_for_measurements
 from llm_bot.settings import Settings
 
+if TYPE_CHECKING:  # the service bench pulls in the whole local stack: load it when run
+    from llm_bot.bench.service import RunReport
+
 
 def add_bench_commands(commands: Any, parser_class: type[argparse.ArgumentParser]) -> None:
-    bench = commands.add_parser("bench", help="performance benchmarks")
-    kinds = bench.add_subparsers(dest="kind", required=True, parser_class=parser_class)
+    bench = commands.add_parser(
+        "bench", help="performance benchmarks (plain `bench` is `bench run` with its defaults)"
+    )
+    kinds = bench.add_subparsers(dest="kind", parser_class=parser_class)
+    add_run_command(kinds, bench)
     retrieval = kinds.add_parser(
         "retrieval", help="memory search and history recall latency (database side)"
     )
@@ -31,6 +37,29 @@ def add_bench_commands(commands: Any, parser_class: type[argparse.ArgumentParser
     retrieval.set_defaults(handler=run_retrieval)
 
 
+def add_run_command(kinds: Any, bench: argparse.ArgumentParser) -> None:
+    run = kinds.add_parser("run", help="the whole service against the raw transport")
+    run.add_argument("--events", type=positive, default=2000, help="backlog per setting")
+    run.add_argument("--users", type=positive, default=100)
+    run.add_argument("--threads", type=positive, default=200)
+    run.add_argument("--in-flight", type=sizes, default=[16, 64], help="e.g. 16,64")
+    run.add_argument(
+        "--model-latency-ms", type=latencies, default=[0.0], help="local model delay, e.g. 0,800"
+    )
+    run.add_argument(
+        "--embeddings",
+        choices=["server", "local"],
+        default="server",
+        help="server: the local model server (default); local: all-MiniLM-L6-v2 in the worker",
+    )
+    run.add_argument("--data-dir", type=Path, default=Path(".llm-bot/bench"))
+    run.add_argument("--plot", type=Path, help="write a PNG of events/s and latency here")
+    run.add_argument("--json", action="store_true", help="print JSON")
+    run.set_defaults(handler=run_service)
+    # Plain `llm-bot bench`: the run with every default, as if `run` had been given.
+    bench.set_defaults(handler=lambda _, settings: run_service(run.parse_args([]), settings))
+
+
 def sizes(text: str) -> list[int]:
     try:
         values = [int(part) for part in text.split(",")]
@@ -41,6 +70,67 @@ def sizes(text: str) -> list[int]:
     if any(value < 1 for value in values):
         raise argparse.ArgumentTypeError("sizes must be positive")
     return values
+
+
+def positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
+    return value
+
+
+def latencies(text: str) -> list[float]:
+    try:
+        values = [float(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected milliseconds like 0,800, got {text!r}"
+        ) from None
+    if any(value < 0 for value in values):
+        raise argparse.ArgumentTypeError("latencies must be >= 0")
+    return values
+
+
+def run_service(args: argparse.Namespace, settings: Settings) -> int:
+    from llm_bot.bench.service import BenchConfig, bench_stack, run_setting
+
+    config = BenchConfig(args.events, args.users, args.threads, args.embeddings, args.data_dir)
+    with bench_stack(config.data_dir) as stack:
+        reports = [
+            run_setting(stack, config, latency, in_flight, progress)
+            for latency in args.model_latency_ms
+            for in_flight in args.in_flight
+        ]
+    if args.plot:
+        from llm_bot.bench.plots import plot_service
+
+        plot_service(reports, args.plot)
+    if args.json:
+        print(json.dumps([r.as_dict() for r in reports], indent=2))
+        return 0
+    print(SERVICE_HEADER)
+    for r in reports:
+        print(service_row(r))
+    return 0
+
+
+SERVICE_HEADER = (
+    "model ms  in-flight  service/s  raw/s   ratio   p50 ms  p95 ms  p99 ms  "
+    "raw p50  writes/ev  model/ev  rss MB"
+)
+
+
+def service_row(r: RunReport) -> str:
+    s = r.service
+    return (
+        f"{r.model_latency_ms:8g}  {r.in_flight:9d}  {s.events_per_s:9.1f}  "
+        f"{r.raw.events_per_s:6.0f}  {r.ratio:6.1%}  {s.p50_ms:6.0f}  {s.p95_ms:6.0f}  "
+        f"{s.p99_ms:6.0f}  {r.raw.p50_ms:7.1f}  {r.write_transactions_per_event:9.2f}  "
+        f"{r.model_calls_per_event:8.2f}  {r.worker_peak_rss_mb:6.0f}"
+    )
 
 
 def run_retrieval(args: argparse.Namespace, settings: Settings) -> int:

@@ -1,0 +1,46 @@
+"""The plot of ``llm-bot bench run``: events/s and latency against in-flight, service next to
+the raw transport, one line per model latency (the raw transport does not depend on it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from llm_bot.bench.service import RunReport
+
+
+def plot_service(reports: list[RunReport], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (rates, delays) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for latency in sorted({r.model_latency_ms for r in reports}):
+        runs = sorted(
+            (r for r in reports if r.model_latency_ms == latency), key=lambda r: r.in_flight
+        )
+        x = [r.in_flight for r in runs]
+        label = f"service, model {latency:g} ms"
+        rates.plot(x, [r.service.events_per_s for r in runs], marker="o", label=label)
+        delays.plot(x, [r.service.p50_ms for r in runs], marker="o", label=f"{label} p50")
+        delays.plot(x, [r.service.p95_ms for r in runs], marker="^", ls="--", label=f"{label} p95")
+        if latency == min(r.model_latency_ms for r in reports):
+            rates.plot(
+                x, [r.raw.events_per_s for r in runs], marker="s", c="k", label="raw transport"
+            )
+            delays.plot(x, [r.raw.p50_ms for r in runs], marker="s", c="k", label="raw p50")
+    rates.set(xlabel="in flight", ylabel="events/s (backlog drain)", yscale="log")
+    rates.set_title("Throughput")
+    delays.set(xlabel="in flight", ylabel="ms, publish to output (closed loop)", yscale="log")
+    delays.set_title("End-to-end latency")
+    for axis in (rates, delays):
+        axis.set_xscale("log", base=2)
+        axis.set_xticks(
+            sorted({r.in_flight for r in reports}),
+            [str(k) for k in sorted({r.in_flight for r in reports})],
+        )
+        axis.grid(True, which="both", alpha=0.3)
+        axis.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)

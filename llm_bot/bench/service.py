@@ -1,0 +1,269 @@
+"""``llm-bot bench run``: the whole service against the raw transport, on the local stack.
+
+The stack (Pub/Sub emulator, embedded Postgres under ``.llm-bot/bench``, local model server)
+runs in this process as the worker tests run it; the worker runs as a ``llm-bot run`` child,
+as in production, so its own memory (peak RSS from ``/proc``) and CPU are its own. Each
+setting (a model latency and an in-flight limit) gets fresh topics and a fresh database, and
+measures the raw transport first, then the worker, on the same messages.
+
+Write transactions are counted by Postgres itself: a transaction is given a transaction id
+only when it writes, so the growth of ``pg_current_xact_id()`` over a run is the number of
+write transactions (read-only ones, like recall, cost none), whoever issued them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import signal
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from uuid import uuid4
+
+import psycopg
+
+from llm_bot.bench.load import (
+    Arrivals,
+    Progress,
+    bench_events,
+    closed_loop_latencies_ms,
+    percentiles_ms,
+    publish_all,
+)
+from llm_bot.memory.migrate import migrate
+from llm_bot.testing.embedded_postgres import EmbeddedPostgres
+from llm_bot.testing.openai_server import CHAT_PATH, EMBEDDINGS_PATH, LocalModelServer
+from llm_bot.testing.pubsub_emulator import PubSubEmulator
+from llm_bot.testing.worker_harness import Bus, WorkerProcess, model_environment
+
+EGRESS_TAP_MAX_MESSAGES = 1000
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    events: int
+    users: int
+    threads: int
+    embeddings: str  # "server" (the local model server) or "local" (all-MiniLM-L6-v2)
+    data_dir: Path
+    timeout_s: float = 600.0
+
+
+@dataclass(frozen=True)
+class Side:
+    """One consumer's figures: backlog drain rate and closed-loop latency."""
+
+    events_per_s: float
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+
+
+@dataclass(frozen=True)
+class RunReport:
+    model_latency_ms: float
+    in_flight: int
+    embeddings: str
+    events: int
+    latency_events: int
+    service: Side
+    raw: Side
+    ratio: float  # service events/s over raw events/s
+    write_transactions_per_event: float
+    model_calls_per_event: float
+    embedding_calls_per_event: float
+    worker_peak_rss_mb: float
+    worker_counts: dict[str, int]
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Stack:
+    emulator: PubSubEmulator
+    postgres: EmbeddedPostgres
+    model: LocalModelServer
+    logs: Path
+
+
+@contextlib.contextmanager
+def bench_stack(data_dir: Path) -> Iterator[Stack]:
+    with contextlib.ExitStack() as stack:
+        emulator = stack.enter_context(PubSubEmulator(data_dir / "pubsub"))
+        postgres = stack.enter_context(EmbeddedPostgres(data_dir / "postgres"))
+        model = stack.enter_context(LocalModelServer())
+        logs = data_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        yield Stack(emulator, postgres, model, logs)
+
+
+def latency_events(events: int, in_flight: int) -> int:
+    """Enough closed-loop events for stable percentiles, a fraction of the backlog's cost."""
+    return min(events, max(4 * in_flight, events // 4, 20))
+
+
+def run_setting(
+    stack: Stack, config: BenchConfig, model_latency_ms: float, in_flight: int, progress: Progress
+) -> RunReport:
+    stack.model.reset()
+    stack.model.latency_ms = model_latency_ms
+    prefix = f"b{uuid4().hex[:10]}"
+    label = f"model {model_latency_ms:g} ms, in-flight {in_flight}"
+    raw = measure_raw(stack, config, prefix, in_flight, progress, f"{label}, raw")
+    url = stack.postgres.create_database(prefix)
+    try:
+        migrate(url)
+        return measure_service(stack, config, prefix, url, in_flight, raw, progress, label)
+    finally:
+        stack.postgres.drop_database(prefix)
+
+
+def measure_raw(
+    stack: Stack, config: BenchConfig, prefix: str, in_flight: int, progress: Progress, label: str
+) -> Side:
+    bus = Bus(stack.emulator, f"{prefix}-raw", {})
+    try:
+        backlog = bench_events(prefix, config.events, config.users, config.threads, "unused")
+        closed = bench_events(
+            f"{prefix}-l", latency_events(config.events, in_flight), 1, 1, "unused"
+        )
+        publish_all(bus.clients.publisher, bus.topology.input_topic, backlog)
+        consumer = Arrivals(bus.clients.subscriber, bus.topology.input_subscription, in_flight)
+        began = time.time()
+        consumer.start()
+        try:
+            ids = [e.correlation_id for e in backlog]
+            consumer.wait_for(ids, config.timeout_s, progress, f"{label} backlog")
+            rate = len(ids) / (max(consumer.times[i] for i in ids) - began)
+            latencies = closed_loop_latencies_ms(
+                bus.clients.publisher,
+                bus.topology.input_topic,
+                closed,
+                consumer,
+                in_flight,
+                config.timeout_s,
+                progress,
+            )
+        finally:
+            consumer.stop()
+    finally:
+        bus.close()
+    progress(f"{label}: {rate:.0f} events/s")
+    return Side(rate, *percentiles_ms(latencies))
+
+
+def worker_environment(
+    stack: Stack, config: BenchConfig, url: str, in_flight: int
+) -> dict[str, str]:
+    environment = {
+        **model_environment(stack.model),
+        # Production's timeouts, not the tests' short ones: queueing at 64 in flight is normal.
+        "OPENAI_TIMEOUT_MS": "30000",
+        "LLM_BOT_MODEL_DEADLINE_MS": "60000",
+        "DATABASE_URL": url,
+        "LLM_BOT_MAX_IN_FLIGHT": str(in_flight),
+    }
+    if config.embeddings == "local":
+        environment["MEMORY_EMBEDDING_PROVIDER"] = "local"
+    return environment
+
+
+def measure_service(
+    stack: Stack,
+    config: BenchConfig,
+    prefix: str,
+    url: str,
+    in_flight: int,
+    raw: Side,
+    progress: Progress,
+    label: str,
+) -> RunReport:
+    bus = Bus(stack.emulator, prefix, worker_environment(stack, config, url, in_flight))
+    backlog = bench_events(prefix, config.events, config.users, config.threads, bus.egress_topic)
+    closed = bench_events(
+        f"{prefix}-l",
+        latency_events(config.events, in_flight),
+        config.users,
+        config.threads,
+        bus.egress_topic,
+    )
+    tap = Arrivals(
+        bus.clients.subscriber,
+        bus.topology.output_subscriptions[bus.egress_topic],
+        EGRESS_TAP_MAX_MESSAGES,
+    )
+    worker = WorkerProcess(bus.worker_environment(), stack.logs / f"{prefix}-worker.log")
+    try:
+        publish_all(bus.clients.publisher, bus.topology.input_topic, backlog)
+        tap.start()
+        xid_before = current_xid(url)
+        worker.start(ready_timeout_s=120)
+        began = time.time()
+        ids = [e.correlation_id for e in backlog]
+        tap.wait_for(ids, config.timeout_s, progress, f"{label}, service backlog")
+        rate = len(ids) / (max(tap.times[i] for i in ids) - began)
+        progress(f"{label}, service: {rate:.1f} events/s ({rate / raw.events_per_s:.1%} of raw)")
+        latencies = closed_loop_latencies_ms(
+            bus.clients.publisher,
+            bus.topology.input_topic,
+            closed,
+            tap,
+            in_flight,
+            config.timeout_s,
+            progress,
+        )
+        peak_rss_mb = peak_rss_kb(worker.process.pid) / 1024
+        worker.signal(signal.SIGTERM)
+        worker.wait(60)
+        xid_after = current_xid(url)
+    finally:
+        worker.kill()
+        tap.stop()
+        bus.close()
+    total = len(backlog) + len(closed)
+    requests = stack.model.requests
+    service = Side(rate, *percentiles_ms(latencies))
+    return RunReport(
+        model_latency_ms=stack.model.latency_ms,
+        in_flight=in_flight,
+        embeddings=config.embeddings,
+        events=len(backlog),
+        latency_events=len(closed),
+        service=service,
+        raw=raw,
+        ratio=service.events_per_s / raw.events_per_s,
+        # Less the one id our own second reading takes.
+        write_transactions_per_event=(xid_after - xid_before - 1) / total,
+        model_calls_per_event=sum(r.path == CHAT_PATH for r in requests) / total,
+        embedding_calls_per_event=sum(r.path == EMBEDDINGS_PATH for r in requests) / total,
+        worker_peak_rss_mb=peak_rss_mb,
+        worker_counts=worker_counts(worker.log_tail(20_000)),
+    )
+
+
+def current_xid(url: str) -> int:
+    """The next transaction id to be assigned; every write transaction takes one."""
+    with psycopg.connect(url, autocommit=True) as connection:
+        row = connection.execute("SELECT pg_current_xact_id()::text::bigint").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def peak_rss_kb(pid: int) -> int:
+    """``VmHWM``: the most resident memory the process ever had, kept by the kernel."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no VmHWM for process {pid}")
+
+
+_COUNT = re.compile(r"'(\w+)': (\d+)")
+
+
+def worker_counts(log: str) -> dict[str, int]:
+    """The counts the worker logs when it stops (received, acked, transactions, ...)."""
+    lines = [line for line in log.splitlines() if "worker stopped" in line]
+    return {name: int(value) for name, value in _COUNT.findall(lines[-1])} if lines else {}
