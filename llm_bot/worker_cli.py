@@ -15,6 +15,8 @@ import json
 from typing import Any
 from urllib.parse import urlsplit
 
+from opentelemetry.sdk.trace import TracerProvider
+
 from llm_bot.cli_support import require_database_url
 from llm_bot.settings import Settings
 from llm_bot.telemetry.logs import configure_json_logging
@@ -29,11 +31,14 @@ def command_run(args: argparse.Namespace, settings: Settings) -> int:
     from llm_bot.worker import run_worker
 
     require_database_url(settings)
-    start_telemetry(settings)
-    return asyncio.run(run_worker(settings, metrics_registry=setup_metrics()))
+    tracing = start_telemetry(settings)
+    try:
+        return asyncio.run(run_worker(settings, metrics_registry=setup_metrics()))
+    finally:
+        tracing.shutdown()  # flushes the spans still batched
 
 
-def start_telemetry(settings: Settings) -> None:
+def start_telemetry(settings: Settings) -> TracerProvider:
     """JSON logs on stdout (secrets masked), traces to OTLP when ``OTEL_*`` says so."""
     secrets = [s.get_secret_value() for s in (settings.openai_api_key, settings.database_url) if s]
     password = (
@@ -44,7 +49,7 @@ def start_telemetry(settings: Settings) -> None:
     configure_json_logging(
         settings.log_level, settings.google_cloud_project, [*secrets, password or ""]
     )
-    setup_tracing()
+    return setup_tracing()
 
 
 def command_check(args: argparse.Namespace, settings: Settings) -> int:

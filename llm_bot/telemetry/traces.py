@@ -13,7 +13,7 @@ import functools
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
-from typing import Any, TypeVar
+from typing import Any, TextIO, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -31,9 +31,12 @@ F = TypeVar("F", bound=Callable[..., Any])
 tracer = trace.get_tracer("llm_bot")
 
 
-def setup_tracing(console: bool = False, processor: SpanProcessor | None = None) -> TracerProvider:
+def setup_tracing(
+    console: TextIO | None = None, processor: SpanProcessor | None = None
+) -> TracerProvider:
     """Install the global tracer provider once: OTLP when ``OTEL_EXPORTER_OTLP_*`` is set,
-    the console for ``llm-bot dev``, or the given processor (tests)."""
+    the console exporter writing to ``console`` for ``llm-bot dev``, or the given processor
+    (tests)."""
     provider = TracerProvider(resource=Resource.create({"service.name": SERVICE_NAME}))
     if processor is not None:
         provider.add_span_processor(processor)
@@ -43,8 +46,8 @@ def setup_tracing(console: bool = False, processor: SpanProcessor | None = None)
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-    elif console:
-        provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
+    elif console is not None:
+        provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter(out=console)))
     trace.set_tracer_provider(provider)
     return provider
 

@@ -21,15 +21,19 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import openai
 import psycopg
+from prometheus_client import CollectorRegistry
 
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.routing import DEFAULT_EGRESS_TOPIC, prefixed
 from llm_bot.memory.migrate import migrate
 from llm_bot.send import SendRequest, send_and_wait
 from llm_bot.settings import Settings, load_settings
+from llm_bot.telemetry.metrics import setup_metrics
+from llm_bot.telemetry.traces import setup_tracing
 from llm_bot.testing.embedded_postgres import EmbeddedPostgres
 from llm_bot.testing.openai_server import LocalModelServer
 from llm_bot.testing.pubsub_emulator import PubSubEmulator, Topology, tap_subscription_name
@@ -99,11 +103,13 @@ def check_stack(stack: DevStack) -> list[str]:
     return lines
 
 
-# A short conversation `make run` sends through the worker: (user, thread, prompt).
+# A short conversation `make run` sends through the worker: (user, thread, prompt). The local
+# model calls upsertMemory on the cue in the first prompt; the memory then reaches the model in
+# another thread for Ada, and never for Bob.
 DEMO_CONVERSATION = (
-    ("ada", "lobby", "Hi! I'm Ada and I love sailing."),
-    ("ada", "lobby", "What do I love?"),
-    ("bob", "lobby", "Hello from Bob."),
+    ("ada", "lobby", 'Hi, I am Ada. [[tool:upsertMemory {"content": "Ada loves sailing"}]]'),
+    ("ada", "harbour", "What do I love doing, sailing perhaps?"),
+    ("bob", "harbour", "What do I love doing, sailing perhaps?"),
 )
 
 
@@ -122,16 +128,33 @@ def run_dev_stack(settings: Settings, data_dir: str, services_only: bool) -> int
         else:
             # The worker and the demo in this process use the stack, like a pasted shell would.
             os.environ.update(stack.exports)
-            asyncio.run(_serve_with_demo(load_settings(), stack))
+            traces = Path(data_dir) / "traces.log"
+            with traces.open("a", encoding="utf-8") as console:
+                tracing = setup_tracing(console=console)
+                print(f"# traces: {traces}; metrics: http://127.0.0.1:{settings.port}/metrics")
+                asyncio.run(_serve_with_demo(load_settings(), stack, setup_metrics()))
+                tracing.shutdown()  # flushes the spans still batched
     print("# local stack stopped", file=sys.stderr)
     return 0
 
 
-async def _serve_with_demo(settings: Settings, stack: DevStack) -> None:
+def memory_summary(candidate: dict[str, Any]) -> str:
+    """What memory contributed to a candidate, from the stats it carries in its metadata."""
+    stats = (candidate.get("metadata") or {}).get("memory", {})
+    return (
+        f"memories injected: {stats.get('memoriesInjected', 0)},"
+        f" older messages recalled: {stats.get('recalled', 0)},"
+        f" window pairs: {stats.get('windowPairs', 0)}"
+    )
+
+
+async def _serve_with_demo(
+    settings: Settings, stack: DevStack, registry: CollectorRegistry
+) -> None:
     """Run the worker until Ctrl-C/SIGTERM, after showing a few events going through it."""
     stop = asyncio.Event()
     install_signal_handlers(stop)
-    async with Worker(settings) as worker:
+    async with Worker(settings, metrics_registry=registry) as worker:
         print(f"# worker running (health on port {settings.port})", flush=True)
         reply_subscription = tap_subscription_name(
             prefixed(DEFAULT_EGRESS_TOPIC, settings.bus_prefix)
@@ -140,8 +163,9 @@ async def _serve_with_demo(settings: Settings, stack: DevStack) -> None:
             event = prompt_event(text, user=user, thread=thread, egress_topic=DEFAULT_EGRESS_TOPIC)
             request = SendRequest(event, reply_subscription, timeout_s=60)
             document = await asyncio.to_thread(send_and_wait, settings, request)
-            answers = [c.get("text") for c in document.get("candidates", [])]
+            candidates = document.get("candidates", [])
             print(f"# {user}@{thread}> {text}")
-            print(f"# llm-bot> {answers[-1] if answers else '(no candidate)'}", flush=True)
+            print(f"# llm-bot> {candidates[-1]['text'] if candidates else '(no candidate)'}")
+            print(f"#   {memory_summary(candidates[-1] if candidates else {})}", flush=True)
         print("# local stack ready; Ctrl-C stops it", flush=True)
         await worker.serve(stop)

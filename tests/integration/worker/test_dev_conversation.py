@@ -47,6 +47,11 @@ def test_dev_runs_the_worker_shows_the_conversation_and_stops_cleanly(tmp_path: 
         for user, thread, text in DEMO_CONVERSATION:
             assert f"# {user}@{thread}> {text}" in lines
             assert f"# llm-bot> echo: {text}" in lines
+        memory_lines = [line for line in lines if line.startswith("#   memories injected")]
+        assert len(memory_lines) == 3, "\n".join(lines)
+        # Ada's fact, saved in the lobby, reaches the model in the harbour; Bob sees nothing.
+        assert memory_lines[1].startswith("#   memories injected: 1"), memory_lines
+        assert memory_lines[2].startswith("#   memories injected: 0"), memory_lines
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=60) == 0
     finally:
