@@ -85,7 +85,12 @@ async def test_kill_9_mid_run_then_restart_every_event_comes_out_once_answered_o
         row = connection.execute(
             "SELECT count(*), count(*) FILTER (WHERE published) FROM processed_events"
         ).fetchone()
+        turns = connection.execute(
+            "SELECT count(*), count(DISTINCT source_event), max(seq) FROM conversation_turns"
+        ).fetchone()
     assert row == (EVENTS, EVENTS)
+    # One history pair per event, written with its output: gap-free seq in the one thread.
+    assert turns == (2 * EVENTS, EVENTS, 2 * EVENTS)
     duplicates = len(egress.received) - EVENTS
     print(f"\nkill -9: {len(repeated)} model call(s) repeated, {duplicates} re-publication(s)")
 
