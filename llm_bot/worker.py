@@ -37,7 +37,8 @@ from llm_bot.transport.subscriber import StreamingSubscriber
 
 logger = logging.getLogger(__name__)
 
-# Statements are short (claim, commit, mark), so a few connections serve many in-flight events.
+# Writes go through the group committer (one connection at a time) and reads are short, so a
+# few connections serve many in-flight events.
 POOL_MAX_SIZE = 10
 POOL_TIMEOUT_S = 5.0
 READY_CHECK_TIMEOUT_S = 2.0

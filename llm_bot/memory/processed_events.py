@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 from uuid import UUID, uuid4
 
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
-from psycopg_pool import AsyncConnectionPool
 
 from llm_bot.events.models import InternalEventV2
 
@@ -36,6 +35,8 @@ POLL_INTERVAL_S = 0.2
 
 Outcome = Literal["OK", "SKIP", "ERROR"]
 AnyConnection = AsyncConnection[Any]
+# Runs a piece of work in a transaction and returns once that transaction has committed.
+Transact = Callable[[Callable[[AnyConnection], Awaitable[None]]], Awaitable[None]]
 
 
 class ClaimLost(RuntimeError):
@@ -150,19 +151,18 @@ async def try_claim(connection: AnyConnection, key: EventKey, lease_s: float) ->
     return _Held(published=bool(state[0]), lease_left_s=float(state[1]))
 
 
-async def claim_or_wait(
-    pool: AsyncConnectionPool[Any], key: EventKey, lease_s: float
-) -> Claim | Published:
+async def claim_or_wait(transact: Transact, key: EventKey, lease_s: float) -> Claim | Published:
     """Claim ``key``, waiting while another holder's lease is live.
 
+    ``transact`` runs each attempt in a transaction that has committed when it returns: the
+    worker's group committer, so that claims of events arriving together share one.
     Waiting (rather than nacking) keeps a duplicate from bouncing through Pub/Sub's redelivery
     and burning delivery attempts while the first copy is still being answered. Any live lease
     ends within ``lease_s`` when all instances share the settings, so that bounds the wait.
     """
     give_up_at = time.monotonic() + lease_s + POLL_INTERVAL_S
     while True:
-        async with pool.connection() as connection:
-            state = await try_claim(connection, key, lease_s)
+        state = await _claim_once(transact, key, lease_s)
         if isinstance(state, Claim):
             return state
         if state.published:
@@ -170,6 +170,16 @@ async def claim_or_wait(
         if time.monotonic() >= give_up_at:
             raise ClaimBusy(f"event {key.correlation_id} is still held by another instance")
         await asyncio.sleep(min(POLL_INTERVAL_S, state.lease_left_s))
+
+
+async def _claim_once(transact: Transact, key: EventKey, lease_s: float) -> Claim | _Held:
+    outcome: list[Claim | _Held] = []
+
+    async def attempt(connection: AnyConnection) -> None:
+        outcome[:] = [await try_claim(connection, key, lease_s)]  # a retried batch redoes it
+
+    await transact(attempt)
+    return outcome[0]
 
 
 async def store_output(connection: AnyConnection, claim: Claim, output: StoredOutput) -> None:

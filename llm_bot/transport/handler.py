@@ -1,9 +1,13 @@
 """One message, start to settle: decode, claim, run the graph, commit, publish, ack.
 
 The order is what makes the output effectively-once (DESIGN §2, §5): the output is committed
-to ``processed_events`` before it is published, marked published once Pub/Sub confirmed it,
-and only then is the message acked. A crash anywhere in between leaves a state that the next
-delivery resolves without a second model call (see :mod:`llm_bot.memory.processed_events`).
+to ``processed_events`` before it is published, and the message is acked only once Pub/Sub
+confirmed the publish. A crash anywhere in between leaves a state that the next delivery
+resolves without a second model call (see :mod:`llm_bot.memory.processed_events`).
+
+Every write goes through the group committer, so events arriving together share transactions:
+the claim, the stored output and the "published" mark of one event each wait for their
+(shared) transaction, since each must be durable before the next step.
 """
 
 from __future__ import annotations
@@ -159,7 +163,7 @@ class EventHandler:
         settings = self._settings
         limit_s = deadline_s(event, settings.event_deadline_ms)
         claimed = await records.claim_or_wait(
-            self._pool, records.key_of(event), limit_s + LEASE_MARGIN_S
+            self._committer.group.commit, records.key_of(event), limit_s + LEASE_MARGIN_S
         )
         if isinstance(claimed, records.Published):
             self._counts["duplicates"] += 1
@@ -223,9 +227,12 @@ class EventHandler:
         await self._publisher.publish(
             output.topic, output.data, output.attributes, output.ordering_key
         )
+
+        async def mark(connection: AsyncConnection[Any]) -> None:
+            await records.mark_published(connection, key)
+
         try:
-            async with self._pool.connection() as connection:
-                await records.mark_published(connection, key)
+            await self._committer.group.commit(mark)
         except Exception as error:
             # Acking is still right: unmarked, only a *new* copy of the event would publish
             # the stored output again, and that copy is identical.
