@@ -24,6 +24,7 @@ dev: install
 	$(BIN)/llm-bot dev --services-only
 
 test: install lint typecheck
+	mkdir -p .llm-bot
 	$(BIN)/pytest -q --basetemp=.llm-bot/pytest
 
 unit: install

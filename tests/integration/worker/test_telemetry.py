@@ -119,6 +119,7 @@ async def test_one_event_is_one_span_tree_in_the_publishers_trace_and_metrics_fo
         assert any(line.startswith(name) and label in line for line in lines), (name, label)
 
 
+@pytest.mark.usefixtures("telemetry")
 def test_log_lines_are_json_with_ids_trace_and_no_secret() -> None:
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
