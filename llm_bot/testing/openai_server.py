@@ -89,7 +89,7 @@ class LocalModelServer:
     ) -> None:
         self.model = model
         self.extra_models = tuple(extra_models)
-        self.latency_ms: float = 0.0
+        self.latency_ms: float = 0.0  # of generation calls: embeddings answer at once
         self._port = port
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
@@ -267,7 +267,8 @@ class LocalModelServer:
                 hangs, failures = self._hangs[kind], self._failures[kind]
                 hang = hangs.popleft() if hangs else 0.0
                 failure = failures.popleft() if failures else None
-            if self._stopping.wait(hang + self.latency_ms / 1000):
+            latency = self.latency_ms / 1000 if kind == "generation" else 0.0
+            if self._stopping.wait(hang + latency):
                 return None
             if failure is not None:
                 return _error(*failure)
