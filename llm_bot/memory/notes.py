@@ -8,7 +8,7 @@ pure functions on the text so they are easy to reason about and to test; storage
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Literal, get_args
 
 NotesOperation = Literal[
     "read",
@@ -19,15 +19,7 @@ NotesOperation = Literal[
     "replace_section_by_header",
     "delete_all_notes",
 ]
-OPERATIONS: tuple[NotesOperation, ...] = (
-    "read",
-    "overwrite",
-    "append",
-    "prepend",
-    "delete_section_by_header",
-    "replace_section_by_header",
-    "delete_all_notes",
-)
+OPERATIONS: tuple[NotesOperation, ...] = get_args(NotesOperation)
 HEADER = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 
 

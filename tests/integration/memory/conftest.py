@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Iterator
 import openai
 import pytest
 
+from llm_bot.llm.client import ModelClient
 from llm_bot.llm.embeddings import CachingEmbedder, OpenAIEmbedder
 from llm_bot.memory.migrate import migrate
 from llm_bot.memory.store import MemoryStore, StoreOptions
@@ -35,3 +36,19 @@ async def memory_store(
     ) as store:
         yield store
     await embedder.close()
+
+
+@pytest.fixture(scope="module")
+def chat_server() -> Iterator[LocalModelServer]:
+    """The model side of graph tests; embeddings keep their own server (``embedding_server``)."""
+    with LocalModelServer() as server:
+        yield server
+
+
+@pytest.fixture
+async def model(chat_server: LocalModelServer) -> AsyncIterator[ModelClient]:
+    client = openai.AsyncOpenAI(
+        base_url=chat_server.base_url, api_key="k", max_retries=0, timeout=5
+    )
+    yield ModelClient(client, "local-test-model", deadline_s=5)
+    await client.close()

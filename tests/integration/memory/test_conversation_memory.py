@@ -4,10 +4,8 @@ worker runs them, on the real database: several store instances stand for severa
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
 from datetime import datetime, timedelta
 
-import openai
 import pytest
 
 from llm_bot.clock import utc_now
@@ -41,24 +39,9 @@ class Clock:
         return self.now
 
 
-@pytest.fixture(scope="module")
-def chat_server() -> Iterator[LocalModelServer]:
-    with LocalModelServer() as server:
-        yield server
-
-
 @pytest.fixture(autouse=True)
 def fresh_server(chat_server: LocalModelServer) -> None:
     chat_server.reset()
-
-
-@pytest.fixture
-async def model(chat_server: LocalModelServer) -> AsyncIterator[ModelClient]:
-    client = openai.AsyncOpenAI(
-        base_url=chat_server.base_url, api_key="k", max_retries=0, timeout=5
-    )
-    yield ModelClient(client, "local-test-model", deadline_s=5)
-    await client.close()
 
 
 class Instance:

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from pathlib import Path
 
-import openai
 import pytest
 
 from llm_bot.clock import utc_now
@@ -35,25 +33,10 @@ pytestmark = pytest.mark.integration
 GRAPH = compile_graph(MessageLimits())
 
 
-@pytest.fixture(scope="module")
-def chat_server() -> Iterator[LocalModelServer]:
-    with LocalModelServer() as server:
-        yield server
-
-
 @pytest.fixture(autouse=True)
 def fresh_servers(chat_server: LocalModelServer, embedding_server: LocalModelServer) -> None:
     chat_server.reset()
     embedding_server.reset()
-
-
-@pytest.fixture
-async def model(chat_server: LocalModelServer) -> AsyncIterator[ModelClient]:
-    client = openai.AsyncOpenAI(
-        base_url=chat_server.base_url, api_key="k", max_retries=0, timeout=5
-    )
-    yield ModelClient(client, "local-test-model", deadline_s=5)
-    await client.close()
 
 
 def context_for(store: MemoryStore, model: ModelClient, timeout_s: float = 5.0) -> GraphContext:
