@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from google.api_core.exceptions import DeadlineExceeded
 from google.cloud import pubsub_v1
 
 from llm_bot.clock import utc_now
@@ -77,7 +78,12 @@ def send_and_wait(settings: Settings, request: SendRequest) -> dict[str, Any]:
     deadline = time.monotonic() + request.timeout_s
     try:
         while (left := deadline - time.monotonic()) > 0:
-            response = subscriber.pull(subscription=subscription, max_messages=10, timeout=left)
+            try:
+                response = subscriber.pull(
+                    subscription=subscription, max_messages=10, timeout=max(left, 1.0)
+                )
+            except DeadlineExceeded:  # an empty pull that outlasted its timeout: look again
+                continue
             for received in response.received_messages:
                 if received.message.attributes.get("correlationId") == request.event.correlation_id:
                     subscriber.acknowledge(subscription=subscription, ack_ids=[received.ack_id])

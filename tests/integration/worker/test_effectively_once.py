@@ -58,7 +58,9 @@ async def test_a_stored_but_unconfirmed_output_is_published_again_without_the_mo
     egress = bus.tap(bus.egress_topic)
     async with running_worker(bus.settings()) as worker:
         bus.publish_event(event)
-        (message,) = await egress.take(1)
+        # The emulator may first hand the message to the stream the previous worker closed;
+        # it comes back after the 10 s ack deadline, so allow for that.
+        (message,) = await egress.take(1, timeout_s=60)
         # The ack follows the commit of the "published" mark; only then is a copy a duplicate.
         await wait_until(lambda: worker.counts["acked"] == 1, 30, "the republication acked")
         bus.publish_event(event)  # a later copy: confirmed now, so acked without publishing
