@@ -6,8 +6,9 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from llm_bot.bench.retrieval import LatencyReport, run_recall_bench, run_retrieval_bench
 from llm_bot.cli_support import database_for_measurements
@@ -60,16 +61,28 @@ def add_run_command(kinds: Any, bench: argparse.ArgumentParser) -> None:
     bench.set_defaults(handler=lambda _, settings: run_service(run.parse_args([]), settings))
 
 
-def sizes(text: str) -> list[int]:
-    try:
-        values = [int(part) for part in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected numbers like 10000,100000, got {text!r}"
-        ) from None
-    if any(value < 1 for value in values):
-        raise argparse.ArgumentTypeError("sizes must be positive")
-    return values
+N = TypeVar("N", int, float)
+
+
+def number_list(convert: Callable[[str], N], minimum: N, example: str) -> Callable[[str], list[N]]:
+    """An argparse type for comma-separated numbers of at least ``minimum``."""
+
+    def parse(text: str) -> list[N]:
+        try:
+            values = [convert(part) for part in text.split(",")]
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected numbers like {example}, got {text!r}"
+            ) from None
+        if any(value < minimum for value in values):
+            raise argparse.ArgumentTypeError(f"each value must be at least {minimum}")
+        return values
+
+    return parse
+
+
+sizes = number_list(int, 1, "10000,100000")
+latencies = number_list(float, 0.0, "0,800")
 
 
 def positive(text: str) -> int:
@@ -80,18 +93,6 @@ def positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be positive, got {value}")
     return value
-
-
-def latencies(text: str) -> list[float]:
-    try:
-        values = [float(part) for part in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected milliseconds like 0,800, got {text!r}"
-        ) from None
-    if any(value < 0 for value in values):
-        raise argparse.ArgumentTypeError("latencies must be >= 0")
-    return values
 
 
 def run_service(args: argparse.Namespace, settings: Settings) -> int:
@@ -149,8 +150,8 @@ def run_retrieval(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     print("kind      size     users  mode     p50 ms  p95 ms  p99 ms")
     for r in reports:
-        latencies = f"{r.p50_ms:6.2f}  {r.p95_ms:6.2f}  {r.p99_ms:6.2f}"
-        print(f"{r.kind:8s}  {r.size:7d}  {r.users:5d}  {r.mode:7s}  {latencies}")
+        percentiles = f"{r.p50_ms:6.2f}  {r.p95_ms:6.2f}  {r.p99_ms:6.2f}"
+        print(f"{r.kind:8s}  {r.size:7d}  {r.users:5d}  {r.mode:7s}  {percentiles}")
     return 0
 
 
