@@ -15,7 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from llm_bot.llm.messages import ChatMessage
 from llm_bot.memory.history import Turn, read_window
@@ -79,20 +79,10 @@ class ConversationMemory:
 
     async def _retrieve(self, user_id: str, thread_id: str, query: str) -> RecalledContext:
         failed: list[str] = []
-        vector = await _degrade("embedding", self._embed(query), None, user_id, failed)
-        notes_task = _degrade("notes", self._notes(user_id), "", user_id, failed)
-        window = await _degrade("window", self._window(thread_id), [], user_id, failed)
-        memories_task = (
-            _degrade("memories", self._memories(user_id, query, vector), [], user_id, failed)
-            if vector is not None
-            else _nothing()
+        notes, (memories, window, recalled) = await asyncio.gather(
+            _degrade("notes", self._notes(user_id), "", user_id, failed),
+            self._searches(user_id, thread_id, query, failed),
         )
-        recall_task = (
-            _degrade("recall", self._recall(user_id, query, vector, window), [], user_id, failed)
-            if vector is not None
-            else _nothing()
-        )
-        notes, memories, recalled = await asyncio.gather(notes_task, memories_task, recall_task)
         parts = Parts(notes, memories, window, recalled)
         context = self.assemble(
             parts, budget=self._limits.max_context_tokens - approx_tokens(query)
@@ -100,6 +90,23 @@ class ConversationMemory:
         if failed:
             context.stats["retrievalFailed"] = len(failed)
         return context
+
+    async def _searches(
+        self, user_id: str, thread_id: str, query: str, failed: list[str]
+    ) -> tuple[list[MemoryHit], list[Turn], list[RecalledTurn]]:
+        """The parts that need the query's embedding, started as soon as each can be: the
+        window alongside the embedding, then memories and recall (outside the window)."""
+        vector, window = await asyncio.gather(
+            _degrade("embedding", self._embed(query), None, user_id, failed),
+            _degrade("window", self._window(thread_id), [], user_id, failed),
+        )
+        if vector is None:
+            return [], window, []
+        memories, recalled = await asyncio.gather(
+            _degrade("memories", self._memories(user_id, query, vector), [], user_id, failed),
+            _degrade("recall", self._recall(user_id, query, vector, window), [], user_id, failed),
+        )
+        return memories, window, recalled
 
     def assemble(self, parts: Parts, budget: int) -> RecalledContext:
         messages: list[ChatMessage] = []
@@ -243,7 +250,3 @@ async def _degrade(
         )
         failed.append(part)
         return fallback
-
-
-async def _nothing() -> list[Any]:
-    return []

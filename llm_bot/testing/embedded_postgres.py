@@ -15,7 +15,6 @@ import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Self
 from urllib.parse import quote, urlencode
 
@@ -24,6 +23,8 @@ from pgserver._commands import POSTGRES_BIN_PATH
 from pgserver.postgres_server import PostgresServer, get_server
 from pgserver.utils import PostmasterInfo
 from psycopg import sql
+
+from llm_bot.testing.lifecycle import LocalService
 
 _log = logging.getLogger(__name__)
 
@@ -68,7 +69,7 @@ def connection_url(
     return f"postgresql://{SUPERUSER}@/{quote(database, safe='')}?{encoded}"
 
 
-class EmbeddedPostgres:
+class EmbeddedPostgres(LocalService):
     """One pgserver-managed cluster in `data_dir`; use one instance per directory per process."""
 
     def __init__(self, data_dir: Path) -> None:
@@ -187,14 +188,3 @@ class EmbeddedPostgres:
             user=server.system_user,
             timeout=_STOP_TIMEOUT_S,
         )
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

@@ -18,11 +18,11 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any, Literal, Self
 from urllib.parse import urlsplit
 
 from llm_bot.testing import openai_payloads as payloads
+from llm_bot.testing.lifecycle import LocalService
 from llm_bot.testing.openai_payloads import Conversation, JsonObject, Reply, ToolCall
 
 logger = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ def _decode_body(raw: bytes) -> JsonObject | None:
     return body
 
 
-class LocalModelServer:
+class LocalModelServer(LocalService):
     """Answers with `echo: <last user message>` unless scripted; faults are opt-in per call."""
 
     def __init__(
@@ -137,17 +137,6 @@ class LocalModelServer:
         httpd.close_connections()
         httpd.server_close()
         thread.join(timeout=5)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     @property
     def port(self) -> int:

@@ -18,12 +18,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Self
 
 from google.api_core.exceptions import AlreadyExists
 from google.cloud import pubsub_v1
 
+from llm_bot.testing.lifecycle import LocalService
 from llm_bot.transport.clients import publisher_client, subscriber_client
 
 _log = logging.getLogger(__name__)
@@ -104,7 +104,7 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-class PubSubEmulator:
+class PubSubEmulator(LocalService):
     """One emulator process group on a free loopback port, with its state in `work_dir`."""
 
     def __init__(
@@ -234,17 +234,6 @@ class PubSubEmulator:
         if _group_alive(pgid):
             raise EmulatorError(f"pubsub emulator group {pgid} survived SIGKILL")
         _log.info("pubsub emulator on %s stopped", self.host)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def create_topology(
         self,

@@ -3,7 +3,8 @@ database and a local model server (see :class:`llm_bot.testing.worker_harness.Bu
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -18,27 +19,32 @@ def model_server() -> Iterator[LocalModelServer]:
         yield server
 
 
+BusFactory = Callable[..., Bus]
+
+
 @pytest.fixture
-def bus(
-    pubsub_emulator: PubSubEmulator,
-    unique_name: str,
-    fresh_database_url: str,
-    model_server: LocalModelServer,
-) -> Iterator[Bus]:
-    environment = {
-        "DATABASE_URL": fresh_database_url,
-        "LLM_BOT_SHUTDOWN_GRACE_S": "5",
-        **model_environment(model_server),
-    }
+def make_bus(
+    pubsub_emulator: PubSubEmulator, unique_name: str, model_server: LocalModelServer
+) -> Iterator[BusFactory]:
+    """Builds this test's bus on ``database_url`` with extra worker ``settings``."""
+    buses: list[Bus] = []
+
+    def make(database_url: str, settings: dict[str, str], **bus_options: Any) -> Bus:
+        environment = {"DATABASE_URL": database_url, **settings, **model_environment(model_server)}
+        bus = Bus(pubsub_emulator, unique_name, environment, ack_deadline_seconds=10, **bus_options)
+        buses.append(bus)
+        return bus
+
+    yield make
+    for bus in buses:
+        bus.close()
+
+
+@pytest.fixture
+def bus(make_bus: BusFactory, fresh_database_url: str) -> Bus:
     # The emulator drops (never dead-letters) a message past max delivery attempts, and it can
     # spend attempts redelivering to a killed worker's stream; the worker's own limit
     # (LLM_BOT_MAX_DELIVERY_ATTEMPTS) is what these tests exercise.
-    bus = Bus(
-        pubsub_emulator,
-        unique_name,
-        environment,
-        ack_deadline_seconds=10,
-        max_delivery_attempts=100,
+    return make_bus(
+        fresh_database_url, {"LLM_BOT_SHUTDOWN_GRACE_S": "5"}, max_delivery_attempts=100
     )
-    yield bus
-    bus.close()

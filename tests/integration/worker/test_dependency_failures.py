@@ -14,8 +14,9 @@ import pytest
 from llm_bot.events.builder import prompt_event
 from llm_bot.testing.embedded_postgres import EmbeddedPostgres
 from llm_bot.testing.openai_server import LocalModelServer
-from llm_bot.testing.pubsub_emulator import PubSubEmulator
-from llm_bot.testing.worker_harness import Bus, model_environment, running_worker
+from llm_bot.testing.worker_harness import Bus, running_worker
+
+from .conftest import BusFactory
 
 pytestmark = pytest.mark.integration
 
@@ -32,30 +33,16 @@ def own_postgres(tmp_path: Path) -> Iterator[EmbeddedPostgres]:
 
 
 @pytest.fixture
-def restart_bus(
-    pubsub_emulator: PubSubEmulator,
-    unique_name: str,
-    own_postgres: EmbeddedPostgres,
-    model_server: LocalModelServer,
-) -> Iterator[Bus]:
-    environment = {
-        "DATABASE_URL": own_postgres.create_database(unique_name.replace("-", "_")),
+def restart_bus(make_bus: BusFactory, unique_name: str, own_postgres: EmbeddedPostgres) -> Bus:
+    settings = {
         "LLM_BOT_MAX_DELIVERY_ATTEMPTS": ATTEMPTS,
         # A claim whose release failed while Postgres was down blocks its event for this
         # deadline (+5 s lease margin) before another delivery may take it over.
         "LLM_BOT_EVENT_DEADLINE_MS": "10000",
         "LLM_BOT_MAX_IN_FLIGHT": "8",
-        **model_environment(model_server),
     }
-    bus = Bus(
-        pubsub_emulator,
-        unique_name,
-        environment,
-        ack_deadline_seconds=10,
-        max_delivery_attempts=int(ATTEMPTS),
-    )
-    yield bus
-    bus.close()
+    database_url = own_postgres.create_database(unique_name.replace("-", "_"))
+    return make_bus(database_url, settings, max_delivery_attempts=int(ATTEMPTS))
 
 
 async def test_model_outage_and_postgres_restart_lose_nothing(

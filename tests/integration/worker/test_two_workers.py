@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
-from collections.abc import Iterator
 
 import pytest
 
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.identity import thread_id_of
 from llm_bot.testing.openai_server import LocalModelServer
-from llm_bot.testing.pubsub_emulator import PubSubEmulator
-from llm_bot.testing.worker_harness import Bus, model_environment, running_worker, wait_until
+from llm_bot.testing.worker_harness import Bus, running_worker, wait_until
+
+from .conftest import BusFactory
 
 pytestmark = pytest.mark.integration
 
@@ -22,27 +22,9 @@ DOUBLED = 20  # events without an ordering key, each published twice
 
 
 @pytest.fixture
-def ordered_bus(
-    pubsub_emulator: PubSubEmulator,
-    unique_name: str,
-    fresh_database_url: str,
-    model_server: LocalModelServer,
-) -> Iterator[Bus]:
-    environment = {
-        "DATABASE_URL": fresh_database_url,
-        "LLM_BOT_ORDERING": "true",
-        "LLM_BOT_MAX_IN_FLIGHT": "8",
-        **model_environment(model_server),
-    }
-    bus = Bus(
-        pubsub_emulator,
-        unique_name,
-        environment,
-        ack_deadline_seconds=10,
-        message_ordering=True,
-    )
-    yield bus
-    bus.close()
+def ordered_bus(make_bus: BusFactory, fresh_database_url: str) -> Bus:
+    settings = {"LLM_BOT_ORDERING": "true", "LLM_BOT_MAX_IN_FLIGHT": "8"}
+    return make_bus(fresh_database_url, settings, message_ordering=True)
 
 
 async def test_two_workers_share_the_work_without_loss_or_duplicates_in_thread_order(
