@@ -80,6 +80,9 @@ class Settings(BaseSettings):
     embedding_endpoint: str | None = Field(None, alias="MEMORY_EMBEDDING_ENDPOINT")
     embedding_model: str = Field("text-embedding-3-small", alias="MEMORY_EMBEDDING_MODEL")
     embedding_dimensions: Count | None = Field(None, alias="MEMORY_EMBEDDING_DIMENSIONS")
+    embedding_batch_wait_ms: Annotated[int, Field(ge=0)] = Field(
+        3, alias="MEMORY_EMBEDDING_BATCH_WAIT_MS"
+    )
     memory_max_tokens: Count = Field(2048, alias="MEMORY_MAX_TOKENS")
     dedup_threshold: Similarity = Field(0.95, alias="MEMORY_DEDUP_THRESHOLD")
     similarity_threshold: Similarity | None = Field(None, alias="MEMORY_SIMILARITY_THRESHOLD")

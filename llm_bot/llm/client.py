@@ -14,6 +14,7 @@ import logging
 from collections.abc import Sequence
 
 import openai
+from openai.types.chat import ChatCompletion
 from opentelemetry.trace import SpanKind
 from tenacity import (
     AsyncRetrying,
@@ -32,6 +33,9 @@ from llm_bot.telemetry.traces import tracer
 logger = logging.getLogger(__name__)
 
 TRANSIENT = (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError)
+
+# What ``chat.completions.create`` sends with its request: the API key as a bearer token.
+CHAT_REQUEST_OPTIONS: openai.RequestOptions = {"security": {"bearer_auth": True}}
 
 
 class ModelClient:
@@ -122,8 +126,14 @@ class ModelClient:
                 model=self.model, **openai_format.responses_request(messages, tools)
             )
             return openai_format.parse_responses_reply(response)
-        completion = await self._client.chat.completions.create(
-            model=self.model, **openai_format.chat_request(messages, tools)
+        # ``post`` is the client's documented door for raw requests. ``create`` would first walk
+        # every message through its TypedDict transform (a tenth of the worker's CPU per event),
+        # which our plain, already JSON-shaped request does not need.
+        completion = await self._client.post(
+            "/chat/completions",
+            body={"model": self.model, **openai_format.chat_request(messages, tools)},
+            cast_to=ChatCompletion,
+            options=CHAT_REQUEST_OPTIONS,
         )
         return openai_format.parse_chat_reply(completion)
 

@@ -2,8 +2,9 @@
 
 Each event hands in its writes as a function of a connection and waits; a single committer
 task takes up to ``LLM_BOT_COMMIT_MAX_BATCH`` of them, waiting at most
-``LLM_BOT_COMMIT_MAX_DELAY_MS`` for the batch to fill, and runs them in one transaction, each
-inside a savepoint so that one event's failure (say, a lost claim) fails that event alone.
+``LLM_BOT_COMMIT_MAX_DELAY_MS`` for the batch to fill, and runs them in one transaction. If one
+event's work fails (say, a lost claim), the batch is rolled back and run again with a savepoint
+per event, so that failure fails that event alone.
 An event's ``commit`` returns only after the transaction holding its writes has committed,
 so acking after it is safe. Transient database errors (connection lost, deadlock,
 serialization failure) retry the whole batch with jittered backoff (tenacity); if they
@@ -116,8 +117,29 @@ class GroupCommitter:
     async def _transaction(
         self, batch: list[tuple[Work, asyncio.Future[None]]]
     ) -> dict[int, BaseException]:
+        """The batch in one transaction; a failure that is the work's own (not the database's)
+        rolls it back and reruns it with a savepoint per event, so only that event fails.
+        Savepoints cost two round trips per event, so the common, failure-free batch runs
+        without them."""
+        async with self._pool.connection() as connection:
+            try:
+                async with connection.transaction():
+                    for work, _ in batch:
+                        await work(connection)
+            except TRANSIENT:
+                raise
+            except Exception as error:
+                if len(batch) == 1:
+                    return {0: error}
+                return await self._isolated(connection, batch)
+        return {}
+
+    @staticmethod
+    async def _isolated(
+        connection: AsyncConnection[Any], batch: list[tuple[Work, asyncio.Future[None]]]
+    ) -> dict[int, BaseException]:
         failures: dict[int, BaseException] = {}
-        async with self._pool.connection() as connection, connection.transaction():
+        async with connection.transaction():
             for index, (work, _) in enumerate(batch):
                 try:
                     async with connection.transaction():  # a savepoint per event

@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 
 from llm_bot.clock import utc_now
 from llm_bot.graph.tools import Tool
+from llm_bot.llm.embedding_batch import BatchingEmbedder
 from llm_bot.llm.embeddings import CachingEmbedder, embedder_from_settings
 from llm_bot.memory.commit import MemoryCommit
 from llm_bot.memory.context import ContextLimits, ConversationMemory
@@ -48,7 +49,7 @@ async def open_memory_store(settings: Settings) -> AsyncIterator[MemoryStore]:
     try:
         async with MemoryStore.open(
             settings.database_url.get_secret_value(),
-            CachingEmbedder(embedder),
+            CachingEmbedder(BatchingEmbedder(embedder, settings.embedding_batch_wait_ms / 1000)),
             store_options(settings),
         ) as store:
             yield store

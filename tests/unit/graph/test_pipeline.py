@@ -102,6 +102,9 @@ async def test_prompts_reach_the_model_in_order_and_the_candidate_is_the_reply(
         {"role": "user", "content": "two"},
         {"role": "user", "content": "three"},
     ]
+    chat = next(r for r in server.requests if r.path.endswith("/chat/completions"))
+    assert chat.headers["authorization"] == f"Bearer {API_KEY}"
+    assert chat.body["model"] == "local-test-model"
     assert result.outcome == "OK"
     assert result.candidate is not None
     assert result.candidate.text == "Here you go."

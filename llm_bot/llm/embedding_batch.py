@@ -1,0 +1,68 @@
+"""One embeddings request for the texts that concurrent events ask for at about the same time.
+
+Every event embeds its prompt (memory and recall search) and, when it is done, its new turn;
+one request each made the embeddings the worker's largest cost: most of the CPU of a request
+is the HTTP client's, not the payload's. Texts that arrive within ``max_wait_s`` of the first
+pending one (or until ``max_batch`` are pending) go out together, and each caller gets its own
+vectors back. A failed request fails every caller in it: they all degrade as they would have
+alone, since the endpoint is the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from llm_bot.llm.embeddings import BATCH_SIZE, Embedder
+
+
+class BatchingEmbedder:
+    def __init__(self, inner: Embedder, max_wait_s: float, max_batch: int = BATCH_SIZE) -> None:
+        self._inner = inner
+        self._max_wait_s = max_wait_s
+        self._max_batch = max_batch
+        self._pending: dict[str, list[asyncio.Future[list[float]]]] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._requests: set[asyncio.Task[None]] = set()
+        self.model = inner.model
+
+    async def dimensions(self) -> int:
+        return await self._inner.dimensions()
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        loop = asyncio.get_running_loop()
+        futures = [self._enqueue(loop, text) for text in texts]
+        if len(self._pending) >= self._max_batch:
+            self._flush()
+        elif futures and self._timer is None:
+            self._timer = loop.call_later(self._max_wait_s, self._flush)
+        return list(await asyncio.gather(*futures))
+
+    def _enqueue(self, loop: asyncio.AbstractEventLoop, text: str) -> asyncio.Future[list[float]]:
+        future: asyncio.Future[list[float]] = loop.create_future()
+        self._pending.setdefault(text, []).append(future)
+        return future
+
+    def _flush(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        batch, self._pending = self._pending, {}
+        if batch:
+            request = asyncio.create_task(self._request(batch))
+            self._requests.add(request)
+            request.add_done_callback(self._requests.discard)
+
+    async def _request(self, batch: dict[str, list[asyncio.Future[list[float]]]]) -> None:
+        try:
+            vectors = await self._inner.embed(list(batch))
+        except Exception as error:
+            for futures in batch.values():
+                for future in futures:
+                    if not future.done():  # a caller that gave up has cancelled its own
+                        future.set_exception(error)
+            return
+        for vector, futures in zip(vectors, batch.values(), strict=True):
+            for future in futures:
+                if not future.done():
+                    future.set_result(vector)

@@ -1,0 +1,89 @@
+"""Concurrent events share embeddings requests, each still gets its own vectors."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from llm_bot.llm.embedding_batch import BatchingEmbedder
+from llm_bot.llm.embeddings import EmbeddingError
+from llm_bot.testing.openai_server import EMBEDDINGS_PATH, LocalModelServer
+
+from .conftest import server_embedder
+
+TEXTS = ["I am vegetarian", "my time zone is CET", "call me Ada", "I like thrillers"]
+
+
+@pytest.fixture(autouse=True)
+def fresh_server(embedding_server: LocalModelServer) -> None:
+    embedding_server.reset()
+
+
+def embedding_requests(server: LocalModelServer) -> int:
+    return sum(r.path == EMBEDDINGS_PATH for r in server.requests)
+
+
+async def test_concurrent_callers_share_one_request_and_get_their_own_vectors(
+    embedding_server: LocalModelServer,
+) -> None:
+    inner = server_embedder(embedding_server)
+    alone = [(await inner.embed([text]))[0] for text in TEXTS]
+    embedding_server.reset()
+    batching = BatchingEmbedder(inner, max_wait_s=0.05)
+
+    results = await asyncio.gather(
+        *(batching.embed([text]) for text in TEXTS), batching.embed(TEXTS[:2])
+    )
+
+    assert embedding_requests(embedding_server) == 1
+    assert [r[0] for r in results[:4]] == alone
+    assert results[4] == alone[:2]
+    await inner.close()
+
+
+async def test_a_full_batch_goes_out_without_waiting(embedding_server: LocalModelServer) -> None:
+    inner = server_embedder(embedding_server)
+    batching = BatchingEmbedder(inner, max_wait_s=60, max_batch=2)
+
+    vectors = await asyncio.wait_for(batching.embed(TEXTS[:2]), timeout=10)
+
+    assert len(vectors) == 2
+    assert embedding_requests(embedding_server) == 1
+    await inner.close()
+
+
+async def test_a_failed_request_fails_every_caller_in_it_and_the_next_batch_works(
+    embedding_server: LocalModelServer,
+) -> None:
+    inner = server_embedder(embedding_server)
+    batching = BatchingEmbedder(inner, max_wait_s=0.05)
+    embedding_server.fail_next(3, status=500, kind="embeddings")  # the embedder tries 3 times
+
+    outcomes = await asyncio.gather(
+        *(batching.embed([text]) for text in TEXTS), return_exceptions=True
+    )
+
+    assert all(isinstance(outcome, EmbeddingError) for outcome in outcomes)
+    assert len(await batching.embed(["after the outage"])) == 1
+    await inner.close()
+
+
+async def test_a_caller_that_gives_up_does_not_disturb_the_others(
+    embedding_server: LocalModelServer,
+) -> None:
+    inner = server_embedder(embedding_server)
+    batching = BatchingEmbedder(inner, max_wait_s=0.05)
+
+    # The impatient caller's timeout falls before the batch's wait is over (timers run in order).
+    impatient, patient = await asyncio.gather(
+        asyncio.wait_for(batching.embed(["I cannot wait"]), timeout=0.001),
+        batching.embed(["I can wait"]),
+        return_exceptions=True,
+    )
+
+    assert isinstance(impatient, TimeoutError)
+    assert isinstance(patient, list)
+    assert len(patient) == 1
+    assert embedding_requests(embedding_server) == 1
+    await inner.close()
