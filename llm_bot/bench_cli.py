@@ -53,6 +53,12 @@ def add_run_command(kinds: Any, bench: argparse.ArgumentParser) -> None:
         default="server",
         help="server: the local model server (default); local: all-MiniLM-L6-v2 in the worker",
     )
+    run.add_argument(
+        "--workers",
+        type=positive,
+        default=1,
+        help="worker processes sharing the subscription (the in-flight limit is split)",
+    )
     run.add_argument("--data-dir", type=Path, default=Path(".llm-bot/bench"))
     run.add_argument("--plot", type=Path, help="write a PNG of events/s and latency here")
     run.add_argument("--json", action="store_true", help="print JSON")
@@ -98,7 +104,9 @@ def positive(text: str) -> int:
 def run_service(args: argparse.Namespace, settings: Settings) -> int:
     from llm_bot.bench.service import BenchConfig, bench_stack, run_setting
 
-    config = BenchConfig(args.events, args.users, args.threads, args.embeddings, args.data_dir)
+    config = BenchConfig(
+        args.events, args.users, args.threads, args.embeddings, args.data_dir, args.workers
+    )
     with bench_stack(config.data_dir) as stack:
         reports = [
             run_setting(stack, config, latency, in_flight, progress)
@@ -119,7 +127,7 @@ def run_service(args: argparse.Namespace, settings: Settings) -> int:
 
 
 SERVICE_HEADER = (
-    "model ms  in-flight  service/s  raw/s   ratio   p50 ms  p95 ms  p99 ms  "
+    "model ms  in-flight  workers  service/s  raw/s   ratio   p50 ms  p95 ms  p99 ms  "
     "raw p50  writes/ev  model/ev  rss MB"
 )
 
@@ -127,7 +135,7 @@ SERVICE_HEADER = (
 def service_row(r: RunReport) -> str:
     s = r.service
     return (
-        f"{r.model_latency_ms:8g}  {r.in_flight:9d}  {s.events_per_s:9.1f}  "
+        f"{r.model_latency_ms:8g}  {r.in_flight:9d}  {r.workers:7d}  {s.events_per_s:9.1f}  "
         f"{r.raw.events_per_s:6.0f}  {r.ratio:6.1%}  {s.p50_ms:6.0f}  {s.p95_ms:6.0f}  "
         f"{s.p99_ms:6.0f}  {r.raw.p50_ms:7.1f}  {r.write_transactions_per_event:9.2f}  "
         f"{r.model_calls_per_event:8.2f}  {r.worker_peak_rss_mb:6.0f}"

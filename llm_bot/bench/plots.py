@@ -30,7 +30,8 @@ def plot_service(reports: list[RunReport], path: Path) -> None:
             )
             delays.plot(x, [r.raw.p50_ms for r in runs], marker="s", c="k", label="raw p50")
     rates.set(xlabel="in flight", ylabel="events/s (backlog drain)", yscale="log")
-    rates.set_title("Throughput")
+    workers = reports[0].workers  # one value per run
+    rates.set_title(f"Throughput, {workers} worker process{'es' if workers > 1 else ''}")
     delays.set(xlabel="in flight", ylabel="ms, publish to output (closed loop)", yscale="log")
     delays.set_title("End-to-end latency")
     for axis in (rates, delays):

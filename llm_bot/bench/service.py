@@ -14,9 +14,11 @@ write transactions (read-only ones, like recall, cost none), whoever issued them
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 import signal
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -48,6 +50,9 @@ class BenchConfig:
     threads: int
     embeddings: str  # "server" (the local model server) or "local" (all-MiniLM-L6-v2)
     data_dir: Path
+    # Worker processes sharing the subscription, as instances would; the in-flight limit of a
+    # setting is split between them.
+    workers: int = 1
     timeout_s: float = 600.0
 
 
@@ -65,6 +70,7 @@ class Side:
 class RunReport:
     model_latency_ms: float
     in_flight: int
+    workers: int
     embeddings: str
     events: int
     latency_events: int
@@ -74,8 +80,8 @@ class RunReport:
     write_transactions_per_event: float
     model_calls_per_event: float
     embedding_calls_per_event: float
-    worker_peak_rss_mb: float
-    worker_counts: dict[str, int]
+    worker_peak_rss_mb: float  # the largest of the workers'
+    worker_counts: dict[str, int]  # summed over the workers
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -158,13 +164,14 @@ def measure_raw(
 def worker_environment(
     stack: Stack, config: BenchConfig, url: str, in_flight: int
 ) -> dict[str, str]:
+    """One worker's settings; each takes its share of the setting's in-flight limit."""
     environment = {
         **model_environment(stack.model),
         # Production's timeouts, not the tests' short ones: queueing at 64 in flight is normal.
         "OPENAI_TIMEOUT_MS": "30000",
         "LLM_BOT_MODEL_DEADLINE_MS": "60000",
         "DATABASE_URL": url,
-        "LLM_BOT_MAX_IN_FLIGHT": str(in_flight),
+        "LLM_BOT_MAX_IN_FLIGHT": str(math.ceil(in_flight / config.workers)),
     }
     if config.embeddings == "local":
         environment["MEMORY_EMBEDDING_PROVIDER"] = "local"
@@ -195,12 +202,16 @@ def measure_service(
         bus.topology.output_subscriptions[bus.egress_topic],
         EGRESS_TAP_MAX_MESSAGES,
     )
-    worker = WorkerProcess(bus.worker_environment(), stack.logs / f"{prefix}-worker.log")
+    workers = [
+        WorkerProcess(bus.worker_environment(), stack.logs / f"{prefix}-worker{n}.log")
+        for n in range(config.workers)
+    ]
     try:
         publish_all(bus.clients.publisher, bus.topology.input_topic, backlog)
         tap.start()
         xid_before = current_xid(url)
-        worker.start(ready_timeout_s=120)
+        for worker in workers:
+            worker.start(ready_timeout_s=120)
         began = time.time()
         ids = [e.correlation_id for e in backlog]
         tap.wait_for(ids, config.timeout_s, progress, f"{label}, service backlog")
@@ -215,12 +226,15 @@ def measure_service(
             config.timeout_s,
             progress,
         )
-        peak_rss_mb = peak_rss_kb(worker.process.pid) / 1024
-        worker.signal(signal.SIGTERM)
-        worker.wait(60)
+        peak_rss_mb = max(peak_rss_kb(worker.process.pid) for worker in workers) / 1024
+        for worker in workers:
+            worker.signal(signal.SIGTERM)
+        for worker in workers:
+            worker.wait(60)
         xid_after = current_xid(url)
     finally:
-        worker.kill()
+        for worker in workers:
+            worker.kill()
         tap.stop()
         bus.close()
     total = len(backlog) + len(closed)
@@ -229,6 +243,7 @@ def measure_service(
     return RunReport(
         model_latency_ms=stack.model.latency_ms,
         in_flight=in_flight,
+        workers=config.workers,
         embeddings=config.embeddings,
         events=len(backlog),
         latency_events=len(closed),
@@ -240,7 +255,9 @@ def measure_service(
         model_calls_per_event=sum(r.path == CHAT_PATH for r in requests) / total,
         embedding_calls_per_event=sum(r.path == EMBEDDINGS_PATH for r in requests) / total,
         worker_peak_rss_mb=peak_rss_mb,
-        worker_counts=worker_counts(worker.log_tail(20_000)),
+        worker_counts=dict(
+            sum((Counter(worker_counts(worker.log_tail(20_000))) for worker in workers), Counter())
+        ),
     )
 
 

@@ -26,7 +26,9 @@ event_duration = _meter.create_histogram(
     "llmbot_event_duration", unit="s", description="receipt to ack, per event"
 )
 stage_duration = _meter.create_histogram(
-    "llmbot_stage_duration", unit="s", description="time per stage (graph node, commit, publish)"
+    "llmbot_stage_duration",
+    unit="s",
+    description="time per stage (graph node, claim, commit, publish, mark)",
 )
 queue_lag = _meter.create_histogram(
     "llmbot_queue_lag", unit="s", description="publish time to start of processing"

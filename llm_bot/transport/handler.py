@@ -162,9 +162,11 @@ class EventHandler:
     async def _process(self, delivery: Delivery, event: InternalEventV2) -> str:
         settings = self._settings
         limit_s = deadline_s(event, settings.event_deadline_ms)
+        claim_began = time.perf_counter()
         claimed = await records.claim_or_wait(
             self._committer.group.commit, records.key_of(event), limit_s + LEASE_MARGIN_S
         )
+        metrics.stage_duration.record(time.perf_counter() - claim_began, {"stage": "claim"})
         if isinstance(claimed, records.Published):
             self._counts["duplicates"] += 1
             return "duplicate"
@@ -190,9 +192,7 @@ class EventHandler:
             commit_began = time.perf_counter()
             await self._committer.commit(claimed, output, event, result)
             metrics.stage_duration.record(time.perf_counter() - commit_began, {"stage": "commit"})
-            publish_began = time.perf_counter()
             await self._publish(claimed.key, output)
-            metrics.stage_duration.record(time.perf_counter() - publish_began, {"stage": "publish"})
         self._counts[f"outcome_{result.outcome}"] += 1
         return result.outcome
 
@@ -224,9 +224,12 @@ class EventHandler:
         return record_failure(event.model_copy(deep=True), self._context, code, message, retryable)
 
     async def _publish(self, key: records.EventKey, output: records.StoredOutput) -> None:
+        publish_began = time.perf_counter()
         await self._publisher.publish(
             output.topic, output.data, output.attributes, output.ordering_key
         )
+        mark_began = time.perf_counter()
+        metrics.stage_duration.record(mark_began - publish_began, {"stage": "publish"})
 
         async def mark(connection: AsyncConnection[Any]) -> None:
             await records.mark_published(connection, key)
@@ -237,6 +240,7 @@ class EventHandler:
             # Acking is still right: unmarked, only a *new* copy of the event would publish
             # the stored output again, and that copy is identical.
             logger.warning("could not record a confirmed publish: %s", error)
+        metrics.stage_duration.record(time.perf_counter() - mark_began, {"stage": "mark"})
 
     async def _release(self, claim: records.Claim) -> None:
         try:

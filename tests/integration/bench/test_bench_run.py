@@ -30,6 +30,8 @@ def test_bench_run_reports_sane_numbers(tmp_path: Path) -> None:
             "40",
             "--in-flight",
             "8",
+            "--workers",
+            "2",
             "--data-dir",
             str(tmp_path / "bench"),
             "--plot",
@@ -45,6 +47,7 @@ def test_bench_run_reports_sane_numbers(tmp_path: Path) -> None:
     assert "events/s" in done.stderr  # progress lines
     [report] = json.loads(done.stdout)
     assert report["in_flight"] == 8
+    assert report["workers"] == 2
     assert report["events"] == 40
     for side in ("service", "raw"):
         figures = report[side]
@@ -55,5 +58,5 @@ def test_bench_run_reports_sane_numbers(tmp_path: Path) -> None:
     assert 0 < report["write_transactions_per_event"] < 10
     assert report["worker_peak_rss_mb"] > 0
     total = report["events"] + report["latency_events"]
-    assert report["worker_counts"]["acked"] == total
+    assert report["worker_counts"]["acked"] == total  # summed over both workers
     assert plot.stat().st_size > 0
