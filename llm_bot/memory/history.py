@@ -43,61 +43,67 @@ class PairToWrite:
     assistant_vector: list[float] | None = None
 
 
+# Creates the thread on its first pair and locks its row either way, for the transaction.
+_LOCK_THREAD = """
+INSERT INTO conversation_threads AS th (thread_id) VALUES (%(thread_id)s)
+ON CONFLICT (thread_id) DO UPDATE SET thread_id = th.thread_id
+RETURNING th.last_seq, th.session_id, th.last_turn_at
+"""
+
+# A separate statement, so its snapshot is taken after the lock: a pair that the previous
+# holder of the lock wrote for the same event is seen, and this one is not written twice.
+_APPEND_PAIR = """
+WITH turns AS (
+    INSERT INTO conversation_turns (thread_id, seq, user_id, session_id, pair_index, role,
+                                    content, created_at, source_event, embedding)
+    SELECT %(thread_id)s, t.seq, %(user_id)s, %(session_id)s, %(pair_index)s, t.role,
+           t.content, %(at)s, %(source_event)s, t.embedding::vector
+      FROM (VALUES (%(user_seq)s::bigint, 'user', %(user_text)s, %(user_vector)s::text),
+                   (%(user_seq)s + 1, 'assistant', %(assistant_text)s, %(assistant_vector)s::text)
+           ) AS t (seq, role, content, embedding)
+     WHERE NOT EXISTS (SELECT 1 FROM conversation_turns WHERE source_event = %(source_event)s)
+    RETURNING 1
+)
+UPDATE conversation_threads
+   SET last_seq = %(user_seq)s + 1, session_id = %(session_id)s, last_turn_at = %(at)s
+ WHERE thread_id = %(thread_id)s AND EXISTS (SELECT 1 FROM turns)
+"""
+
+
 async def write_pair(connection: AsyncConnection[Any], pair: PairToWrite, idle: timedelta) -> bool:
-    """Append ``pair`` to its thread inside the caller's transaction; False if already there."""
-    await connection.execute(
-        "INSERT INTO conversation_threads (thread_id) VALUES (%s) ON CONFLICT DO NOTHING",
-        (pair.thread_id,),
-    )
+    """Append ``pair`` to its thread inside the caller's transaction; False if already there.
+
+    Two statements (lock the thread, then append if new), since every round trip of a write
+    is spent inside the group commit that other events wait on."""
     async with connection.cursor(row_factory=dict_row) as cursor:
-        await cursor.execute(
-            "SELECT last_seq, session_id, last_turn_at FROM conversation_threads"
-            " WHERE thread_id = %s FOR UPDATE",
-            (pair.thread_id,),
-        )
+        await cursor.execute(_LOCK_THREAD, {"thread_id": pair.thread_id})
         thread = await cursor.fetchone()
-        await cursor.execute(
-            "SELECT 1 FROM conversation_turns WHERE source_event = %s", (pair.source_event,)
-        )
-        if await cursor.fetchone() is not None:
-            return False
     assert thread is not None
     session = thread["session_id"]
     if thread["last_turn_at"] is None or pair.at - thread["last_turn_at"] > idle:
         session += 1
     seq = thread["last_seq"]
-    pair_index = seq // 2 + 1
-    rows = [
-        (seq + 1, "user", pair.user_text, pair.user_vector),
-        (seq + 2, "assistant", pair.assistant_text, pair.assistant_vector),
-    ]
-    async with connection.cursor() as cursor:
-        await cursor.executemany(
-            "INSERT INTO conversation_turns (thread_id, seq, user_id, session_id, pair_index,"
-            " role, content, created_at, source_event, embedding)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s::vector)",
-            [
-                (
-                    pair.thread_id,
-                    number,
-                    pair.user_id,
-                    session,
-                    pair_index,
-                    role,
-                    text,
-                    pair.at,
-                    pair.source_event,
-                    None if vector is None else str(vector),
-                )
-                for number, role, text, vector in rows
-            ],
-        )
-    await connection.execute(
-        "UPDATE conversation_threads SET last_seq = %s, session_id = %s, last_turn_at = %s"
-        " WHERE thread_id = %s",
-        (seq + 2, session, pair.at, pair.thread_id),
+    appended = await connection.execute(
+        _APPEND_PAIR,
+        {
+            "thread_id": pair.thread_id,
+            "user_id": pair.user_id,
+            "session_id": session,
+            "pair_index": seq // 2 + 1,
+            "at": pair.at,
+            "source_event": pair.source_event,
+            "user_seq": seq + 1,
+            "user_text": pair.user_text,
+            "assistant_text": pair.assistant_text,
+            "user_vector": _vector_text(pair.user_vector),
+            "assistant_vector": _vector_text(pair.assistant_vector),
+        },
     )
-    return True
+    return appended.rowcount == 1
+
+
+def _vector_text(vector: list[float] | None) -> str | None:
+    return None if vector is None else str(vector)
 
 
 async def read_window(
