@@ -30,6 +30,7 @@ from llm_bot.memory.group_commit import GroupCommitter
 from llm_bot.memory.migrate import migrate
 from llm_bot.memory.wiring import MemoryServices, memory_services
 from llm_bot.settings import Settings
+from llm_bot.telemetry.loop_lag import watch_loop_lag
 from llm_bot.transport.clients import subscriber_client
 from llm_bot.transport.handler import Committer, EventHandler
 from llm_bot.transport.publisher import Publisher
@@ -113,6 +114,8 @@ class Worker:
         health = HealthServer(self.readiness, settings.port, registry=self._metrics_registry)
         await health.start()
         resources.push_async_callback(health.close)
+        lag_probe = asyncio.create_task(watch_loop_lag(), name="loop-lag")
+        resources.push_async_callback(cancel_and_wait, lag_probe)
         client = subscriber_client(settings.pubsub_emulator_host)
         path = client.subscription_path(
             settings.google_cloud_project, prefixed(settings.subscription, settings.bus_prefix)
@@ -190,6 +193,12 @@ class Worker:
         if self._subscriber is None:
             raise WorkerError("worker not started")
         return self._subscriber
+
+
+async def cancel_and_wait(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 def install_signal_handlers(stop: asyncio.Event) -> None:

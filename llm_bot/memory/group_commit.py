@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -91,6 +92,7 @@ class GroupCommitter:
 
     async def _commit_batch(self, batch: list[tuple[Work, asyncio.Future[None]]]) -> None:
         failures: dict[int, BaseException] = {}
+        began = time.perf_counter()
         try:
             async for attempt in AsyncRetrying(
                 retry=retry_if_exception_type(TRANSIENT),
@@ -106,6 +108,8 @@ class GroupCommitter:
             failures = {index: error for index in range(len(batch))}
         self.transactions += 1
         self.committed += len(batch) - len(failures)
+        metrics.commit_duration.record(time.perf_counter() - began)
+        metrics.commit_batch_size.record(len(batch))
         for index, (_, done) in enumerate(batch):
             if done.done():
                 continue

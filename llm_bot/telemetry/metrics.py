@@ -21,28 +21,65 @@ from llm_bot.telemetry.traces import SERVICE_NAME
 
 _meter = metrics.get_meter("llm_bot")
 
+# Bucket boundaries: the SDK's defaults (0, 5, 10, 25, ...) are made for milliseconds, and would
+# put every duration in seconds into the first bucket, leaving quantiles meaningless.
+SECONDS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+SIMILARITY = tuple(round(0.1 * step, 1) for step in range(-2, 11))
+BATCH = (1, 2, 4, 8, 16, 32, 64, 128)
+
 events = _meter.create_counter("llmbot_events", description="events by outcome")
 event_duration = _meter.create_histogram(
-    "llmbot_event_duration", unit="s", description="receipt to ack, per event"
+    "llmbot_event_duration",
+    unit="s",
+    description="receipt to ack, per event",
+    explicit_bucket_boundaries_advisory=SECONDS,
 )
 stage_duration = _meter.create_histogram(
     "llmbot_stage_duration",
     unit="s",
     description="time per stage (graph node, claim, commit, publish, mark)",
+    explicit_bucket_boundaries_advisory=SECONDS,
 )
 queue_lag = _meter.create_histogram(
-    "llmbot_queue_lag", unit="s", description="publish time to start of processing"
+    "llmbot_queue_lag",
+    unit="s",
+    description="publish time to start of processing",
+    explicit_bucket_boundaries_advisory=SECONDS,
 )
 in_flight = _meter.create_up_down_counter("llmbot_in_flight", description="events being handled")
 model_tokens = _meter.create_counter("llmbot_model_tokens", description="tokens by direction")
 memory_retrieval_duration = _meter.create_histogram(
-    "llmbot_memory_retrieval_duration", unit="s", description="memory retrieval per event"
+    "llmbot_memory_retrieval_duration",
+    unit="s",
+    description="memory retrieval per event",
+    explicit_bucket_boundaries_advisory=SECONDS,
 )
 memory_retrievals = _meter.create_counter("llmbot_memory_retrievals", description="retrievals")
 memory_hits = _meter.create_counter("llmbot_memory_hits", description="hits by kind")
-memory_score = _meter.create_histogram("llmbot_memory_score", description="similarity of hits")
+memory_score = _meter.create_histogram(
+    "llmbot_memory_score",
+    description="similarity of hits",
+    explicit_bucket_boundaries_advisory=SIMILARITY,
+)
 context_tokens = _meter.create_histogram(
     "llmbot_context_tokens", description="tokens of each context part per event"
+)
+commit_duration = _meter.create_histogram(
+    "llmbot_commit_duration",
+    unit="s",
+    description="one group-commit transaction",
+    explicit_bucket_boundaries_advisory=SECONDS,
+)
+commit_batch_size = _meter.create_histogram(
+    "llmbot_commit_batch_size",
+    description="events' writes sharing one transaction",
+    explicit_bucket_boundaries_advisory=BATCH,
+)
+loop_lag = _meter.create_histogram(
+    "llmbot_event_loop_lag",
+    unit="s",
+    description="how late the event loop runs a due callback",
+    explicit_bucket_boundaries_advisory=SECONDS,
 )
 retries = _meter.create_counter("llmbot_retries", description="retries by dependency")
 deadletters = _meter.create_counter("llmbot_deadletters", description="dead-lettered by reason")

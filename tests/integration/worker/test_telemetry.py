@@ -67,8 +67,10 @@ async def test_one_event_is_one_span_tree_in_the_publishers_trace_and_metrics_fo
         (message,) = await egress.take(1)
         url = f"http://127.0.0.1:{settings.port}/metrics"
         exposition = await asyncio.to_thread(fetch, url)
-        for _ in range(50):  # the count is added just after the ack that follows the publish
-            if "llmbot_events_total" in exposition:
+        # The count is added just after the ack that follows the publish; the loop-lag probe
+        # reports every quarter second.
+        for _ in range(50):
+            if "llmbot_events_total" in exposition and "llmbot_event_loop_lag" in exposition:
                 break
             await asyncio.sleep(0.1)
             exposition = await asyncio.to_thread(fetch, url)
@@ -113,6 +115,13 @@ async def test_one_event_is_one_span_tree_in_the_publishers_trace_and_metrics_fo
         ("llmbot_memory_retrieval_duration_seconds_bucket", ""),
         ("llmbot_memory_retrievals_total", ""),
         ("llmbot_context_tokens_bucket", 'part="window"'),
+        ("llmbot_stage_duration_seconds_bucket", 'stage="claim"'),
+        ("llmbot_stage_duration_seconds_bucket", 'stage="mark"'),
+        ("llmbot_commit_duration_seconds_bucket", ""),
+        ("llmbot_commit_batch_size_bucket", ""),
+        ("llmbot_event_loop_lag_seconds_bucket", ""),
+        # Durations in seconds get sub-second buckets, so their quantiles mean something.
+        ("llmbot_event_duration_seconds_bucket", 'le="0.005"'),
     ]
     lines = exposition.splitlines()
     for name, label in expected:

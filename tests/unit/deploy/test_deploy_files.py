@@ -41,6 +41,9 @@ METRICS = {
     "llmbot_context_tokens",
     "llmbot_retries_total",
     "llmbot_deadletters_total",
+    "llmbot_commit_duration_seconds",
+    "llmbot_commit_batch_size",
+    "llmbot_event_loop_lag_seconds",
 }
 
 SCHEMA_HEADER = """\
