@@ -43,6 +43,9 @@ class Settings(BaseSettings):
     max_message_bytes: Count = Field(1_048_576, alias="LLM_BOT_MAX_MESSAGE_BYTES")
     ordering: bool = Field(False, alias="LLM_BOT_ORDERING")
     shutdown_grace_s: Annotated[float, Field(gt=0)] = Field(8.0, alias="LLM_BOT_SHUTDOWN_GRACE_S")
+    lease_extension_s: Annotated[int, Field(ge=10, le=600)] = Field(
+        10, alias="LLM_BOT_LEASE_EXTENSION_S"
+    )
     port: Annotated[int, Field(ge=1, le=65535)] = Field(8080, alias="PORT")
     max_delivery_attempts: Count = Field(5, alias="LLM_BOT_MAX_DELIVERY_ATTEMPTS")
     event_deadline_ms: Millis = Field(120_000, alias="LLM_BOT_EVENT_DEADLINE_MS")

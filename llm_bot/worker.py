@@ -121,7 +121,12 @@ class Worker:
             settings.google_cloud_project, prefixed(settings.subscription, settings.bus_prefix)
         )
         self._subscriber = StreamingSubscriber(
-            client, path, handler.handle, settings.max_in_flight, settings.max_message_bytes
+            client,
+            path,
+            handler.handle,
+            settings.max_in_flight,
+            settings.max_message_bytes,
+            settings.lease_extension_s,
         )
         resources.push_async_callback(asyncio.to_thread, self._subscriber.close)
         self._subscriber.start()

@@ -18,7 +18,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from llm_bot.graph.build_candidate import build_candidate
 from llm_bot.graph.call_model import after_model, call_model
-from llm_bot.graph.ingest_prompt import has_prompt, ingest_prompt
+from llm_bot.graph.ingest_prompt import after_ingest, ingest_prompt
 from llm_bot.graph.reducer import MessageLimits
 from llm_bot.graph.retrieve_memories import retrieve_memories
 from llm_bot.graph.run_tools import run_tools
@@ -36,9 +36,7 @@ def build_graph(limits: MessageLimits) -> StateGraph[GraphState, GraphContext, A
     graph.add_node("tools", traced_stage("tools")(run_tools))
     graph.add_node("build_candidate", traced_stage("build_candidate")(build_candidate))
     graph.add_edge(START, "ingest_prompt")
-    graph.add_conditional_edges(
-        "ingest_prompt", lambda s: "retrieve_memories" if has_prompt(s) else END
-    )
+    graph.add_conditional_edges("ingest_prompt", after_ingest)
     graph.add_edge("retrieve_memories", "call_model")
     graph.add_conditional_edges("call_model", after_model)
     graph.add_edge("tools", "call_model")

@@ -32,5 +32,6 @@ async def call_model(state: GraphState, runtime: Runtime[GraphContext]) -> dict[
     }
 
 
-def after_model(state: GraphState) -> Literal["tools", "build_candidate"]:
+async def after_model(state: GraphState) -> Literal["tools", "build_candidate"]:
+    """Async although it awaits nothing: LangGraph runs a plain function in a thread pool."""
     return "tools" if state.get("pending_calls") else "build_candidate"

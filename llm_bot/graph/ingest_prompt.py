@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from langgraph.graph import END
+
 from llm_bot.events.identity import thread_id_of, user_id_of
 from llm_bot.events.models import AnnotationV1, InternalEventV2
 from llm_bot.graph.state import GraphState
@@ -43,5 +45,6 @@ async def ingest_prompt(state: GraphState) -> dict[str, Any]:
     }
 
 
-def has_prompt(state: GraphState) -> bool:
-    return bool(state.get("combined_prompt"))
+async def after_ingest(state: GraphState) -> str:
+    """Async although it awaits nothing: LangGraph runs a plain function in a thread pool."""
+    return "retrieve_memories" if state.get("combined_prompt") else END

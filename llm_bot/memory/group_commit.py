@@ -76,19 +76,33 @@ class GroupCommitter:
 
     async def _run(self) -> None:
         while True:
-            batch = [await self._queue.get()]
-            deadline = asyncio.get_running_loop().time() + self._max_delay_s
-            while len(batch) < self._max_batch:
-                left = deadline - asyncio.get_running_loop().time()
-                try:
-                    batch.append(await asyncio.wait_for(self._queue.get(), max(left, 0)))
-                except TimeoutError:
-                    break
+            batch = await self._next_batch()
             try:
                 await self._commit_batch(batch)
             finally:
                 for _ in batch:
                     self._queue.task_done()
+
+    async def _next_batch(self) -> list[tuple[Work, asyncio.Future[None]]]:
+        """Everything already queued (up to the batch size) goes at once; only an empty queue
+        is waited on, until the delay is up. (A waiting ``get`` takes a turn of the event loop,
+        and a busy loop's turns outlast the delay: waiting for items that are already there
+        would send batches of one or two while the queue grows.)"""
+        batch = [await self._queue.get()]
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._max_delay_s
+        while len(batch) < self._max_batch:
+            if not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+                continue
+            left = deadline - loop.time()
+            if left <= 0:
+                break
+            try:
+                batch.append(await asyncio.wait_for(self._queue.get(), left))
+            except TimeoutError:
+                break
+        return batch
 
     async def _commit_batch(self, batch: list[tuple[Work, asyncio.Future[None]]]) -> None:
         failures: dict[int, BaseException] = {}

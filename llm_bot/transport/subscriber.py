@@ -28,9 +28,6 @@ from google.cloud.pubsub_v1.subscriber.message import Message
 
 logger = logging.getLogger(__name__)
 
-# The shortest extension Pub/Sub accepts.
-LEASE_EXTENSION_S = 10
-
 _UNARY_TIMEOUT_S = 5.0
 _STOP_TIMEOUT_S = 10.0
 
@@ -72,6 +69,7 @@ class StreamingSubscriber:
         handler: Handler,
         max_in_flight: int,
         max_message_bytes: int,
+        lease_extension_s: int,
     ) -> None:
         self._client = client
         self._path = subscription_path
@@ -80,8 +78,9 @@ class StreamingSubscriber:
             max_messages=max_in_flight,
             max_bytes=max_in_flight * max_message_bytes,
             # Extend leases in short steps: if this process dies, Pub/Sub hands its messages
-            # to another instance within about this long, not after a long extension.
-            max_duration_per_lease_extension=LEASE_EXTENSION_S,
+            # to another instance within about this long, not after a long extension. It is
+            # also the stream's ack deadline, so a message must be read within it.
+            max_duration_per_lease_extension=lease_extension_s,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._future: StreamingPullFuture | None = None
