@@ -211,11 +211,13 @@ def measure_service(
         for n in range(config.workers)
     ]
     try:
-        publish_all(bus.clients.publisher, bus.topology.input_topic, backlog)
         tap.start()
         xid_before = current_xid(url)
         for worker in workers:
             worker.start(ready_timeout_s=120)
+        # Published once every worker listens: the emulator hands a backlog that is already
+        # there to the first stream that connects, whatever its flow control asks for.
+        publish_all(bus.clients.publisher, bus.topology.input_topic, backlog)
         ids = [e.correlation_id for e in backlog]
         tap.wait_for(ids, config.timeout_s, progress, f"{label}, service backlog")
         rate = drain_rate([tap.times[i] for i in ids])
