@@ -92,6 +92,7 @@ class LocalModelServer(LocalService):
         self.latency_ms: float = 0.0  # of generation calls: embeddings answer at once
         self._port = port
         self._lock = threading.Lock()
+        self._generation = 0  # bumped by reset()
         self._requests: list[RecordedRequest] = []
         self._turns: deque[Reply] = deque()
         self._always: tuple[str, JsonObject] | None = None
@@ -224,6 +225,7 @@ class LocalModelServer(LocalService):
 
     def reset(self) -> None:
         with self._lock:
+            self._generation += 1
             self._requests.clear()
             self._turns.clear()
             self._always = None
@@ -256,8 +258,11 @@ class LocalModelServer(LocalService):
                 hangs, failures = self._hangs[kind], self._failures[kind]
                 hang = hangs.popleft() if hangs else 0.0
                 failure = failures.popleft() if failures else None
+                generation = self._generation
             latency = self.latency_ms / 1000 if kind == "generation" else 0.0
-            if self._stopping.wait(hang + latency):
+            if self._stopping.wait(hang + latency) or generation != self._generation:
+                # Stopping, or reset while this request waited: its client gave up long ago,
+                # and it must not take a reply scripted for the next test.
                 return None
             if failure is not None:
                 return _error(*failure)
