@@ -27,32 +27,23 @@ SECONDS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 1
 SIMILARITY = tuple(round(0.1 * step, 1) for step in range(-2, 11))
 BATCH = (1, 2, 4, 8, 16, 32, 64, 128)
 
+
+def _seconds_histogram(name: str, description: str) -> metrics.Histogram:
+    return _meter.create_histogram(
+        name, unit="s", description=description, explicit_bucket_boundaries_advisory=SECONDS
+    )
+
+
 events = _meter.create_counter("llmbot_events", description="events by outcome")
-event_duration = _meter.create_histogram(
-    "llmbot_event_duration",
-    unit="s",
-    description="receipt to ack, per event",
-    explicit_bucket_boundaries_advisory=SECONDS,
+event_duration = _seconds_histogram("llmbot_event_duration", "receipt to ack, per event")
+stage_duration = _seconds_histogram(
+    "llmbot_stage_duration", "time per stage (graph node, claim, commit, publish, mark)"
 )
-stage_duration = _meter.create_histogram(
-    "llmbot_stage_duration",
-    unit="s",
-    description="time per stage (graph node, claim, commit, publish, mark)",
-    explicit_bucket_boundaries_advisory=SECONDS,
-)
-queue_lag = _meter.create_histogram(
-    "llmbot_queue_lag",
-    unit="s",
-    description="publish time to start of processing",
-    explicit_bucket_boundaries_advisory=SECONDS,
-)
+queue_lag = _seconds_histogram("llmbot_queue_lag", "publish time to start of processing")
 in_flight = _meter.create_up_down_counter("llmbot_in_flight", description="events being handled")
 model_tokens = _meter.create_counter("llmbot_model_tokens", description="tokens by direction")
-memory_retrieval_duration = _meter.create_histogram(
-    "llmbot_memory_retrieval_duration",
-    unit="s",
-    description="memory retrieval per event",
-    explicit_bucket_boundaries_advisory=SECONDS,
+memory_retrieval_duration = _seconds_histogram(
+    "llmbot_memory_retrieval_duration", "memory retrieval per event"
 )
 memory_retrievals = _meter.create_counter("llmbot_memory_retrievals", description="retrievals")
 memory_hits = _meter.create_counter("llmbot_memory_hits", description="hits by kind")
@@ -64,22 +55,14 @@ memory_score = _meter.create_histogram(
 context_tokens = _meter.create_histogram(
     "llmbot_context_tokens", description="tokens of each context part per event"
 )
-commit_duration = _meter.create_histogram(
-    "llmbot_commit_duration",
-    unit="s",
-    description="one group-commit transaction",
-    explicit_bucket_boundaries_advisory=SECONDS,
-)
+commit_duration = _seconds_histogram("llmbot_commit_duration", "one group-commit transaction")
 commit_batch_size = _meter.create_histogram(
     "llmbot_commit_batch_size",
     description="events' writes sharing one transaction",
     explicit_bucket_boundaries_advisory=BATCH,
 )
-loop_lag = _meter.create_histogram(
-    "llmbot_event_loop_lag",
-    unit="s",
-    description="how late the event loop runs a due callback",
-    explicit_bucket_boundaries_advisory=SECONDS,
+loop_lag = _seconds_histogram(
+    "llmbot_event_loop_lag", "how late the event loop runs a due callback"
 )
 retries = _meter.create_counter("llmbot_retries", description="retries by dependency")
 deadletters = _meter.create_counter("llmbot_deadletters", description="dead-lettered by reason")

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 import pytest
 
 from llm_bot.llm.embedding_batch import BatchingEmbedder
-from llm_bot.llm.embeddings import EmbeddingError
+from llm_bot.llm.embeddings import EmbeddingError, OpenAIEmbedder
 from llm_bot.testing.openai_server import EMBEDDINGS_PATH, LocalModelServer
 
 from .conftest import server_embedder
@@ -15,9 +16,12 @@ from .conftest import server_embedder
 TEXTS = ["I am vegetarian", "my time zone is CET", "call me Ada", "I like thrillers"]
 
 
-@pytest.fixture(autouse=True)
-def fresh_server(embedding_server: LocalModelServer) -> None:
+@pytest.fixture
+async def inner(embedding_server: LocalModelServer) -> AsyncIterator[OpenAIEmbedder]:
     embedding_server.reset()
+    embedder = server_embedder(embedding_server)
+    yield embedder
+    await embedder.close()
 
 
 def embedding_requests(server: LocalModelServer) -> int:
@@ -25,9 +29,8 @@ def embedding_requests(server: LocalModelServer) -> int:
 
 
 async def test_concurrent_callers_share_one_request_and_get_their_own_vectors(
-    embedding_server: LocalModelServer,
+    embedding_server: LocalModelServer, inner: OpenAIEmbedder
 ) -> None:
-    inner = server_embedder(embedding_server)
     alone = [(await inner.embed([text]))[0] for text in TEXTS]
     embedding_server.reset()
     batching = BatchingEmbedder(inner, max_wait_s=0.05)
@@ -39,24 +42,22 @@ async def test_concurrent_callers_share_one_request_and_get_their_own_vectors(
     assert embedding_requests(embedding_server) == 1
     assert [r[0] for r in results[:4]] == alone
     assert results[4] == alone[:2]
-    await inner.close()
 
 
-async def test_a_full_batch_goes_out_without_waiting(embedding_server: LocalModelServer) -> None:
-    inner = server_embedder(embedding_server)
+async def test_a_full_batch_goes_out_without_waiting(
+    embedding_server: LocalModelServer, inner: OpenAIEmbedder
+) -> None:
     batching = BatchingEmbedder(inner, max_wait_s=60, max_batch=2)
 
     vectors = await asyncio.wait_for(batching.embed(TEXTS[:2]), timeout=10)
 
     assert len(vectors) == 2
     assert embedding_requests(embedding_server) == 1
-    await inner.close()
 
 
 async def test_a_failed_request_fails_every_caller_in_it_and_the_next_batch_works(
-    embedding_server: LocalModelServer,
+    embedding_server: LocalModelServer, inner: OpenAIEmbedder
 ) -> None:
-    inner = server_embedder(embedding_server)
     batching = BatchingEmbedder(inner, max_wait_s=0.05)
     embedding_server.fail_next(3, status=500, kind="embeddings")  # the embedder tries 3 times
 
@@ -66,13 +67,11 @@ async def test_a_failed_request_fails_every_caller_in_it_and_the_next_batch_work
 
     assert all(isinstance(outcome, EmbeddingError) for outcome in outcomes)
     assert len(await batching.embed(["after the outage"])) == 1
-    await inner.close()
 
 
 async def test_a_caller_that_gives_up_does_not_disturb_the_others(
-    embedding_server: LocalModelServer,
+    embedding_server: LocalModelServer, inner: OpenAIEmbedder
 ) -> None:
-    inner = server_embedder(embedding_server)
     batching = BatchingEmbedder(inner, max_wait_s=0.05)
 
     # The impatient caller's timeout falls before the batch's wait is over (timers run in order).
@@ -86,4 +85,3 @@ async def test_a_caller_that_gives_up_does_not_disturb_the_others(
     assert isinstance(patient, list)
     assert len(patient) == 1
     assert embedding_requests(embedding_server) == 1
-    await inner.close()
