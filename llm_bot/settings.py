@@ -53,7 +53,9 @@ class Settings(BaseSettings):
     # --- database --------------------------------------------------------------------------
     database_url: SecretStr | None = Field(None, alias="DATABASE_URL")
     commit_max_batch: Count = Field(32, alias="LLM_BOT_COMMIT_MAX_BATCH")
-    commit_max_delay_ms: Annotated[int, Field(ge=0)] = Field(20, alias="LLM_BOT_COMMIT_MAX_DELAY_MS")
+    commit_max_delay_ms: Annotated[int, Field(ge=0)] = Field(
+        20, alias="LLM_BOT_COMMIT_MAX_DELAY_MS"
+    )
 
     # --- model -----------------------------------------------------------------------------
     openai_base_url: str | None = Field(None, alias="OPENAI_BASE_URL")
