@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -71,9 +70,8 @@ class ConversationMemory:
         self._clock = clock
 
     async def retrieve(self, user_id: str, thread_id: str, query: str) -> RecalledContext:
-        began = time.perf_counter()
-        context = await self._retrieve(user_id, thread_id, query)
-        metrics.memory_retrieval_duration.record(time.perf_counter() - began)
+        with metrics.timed(metrics.memory_retrieval_duration):
+            context = await self._retrieve(user_id, thread_id, query)
         metrics.memory_retrievals.add(1)
         return context
 

@@ -14,9 +14,8 @@ from datetime import datetime
 from typing import Any
 
 from psycopg import AsyncConnection
-from psycopg.rows import dict_row
 
-from llm_bot.memory.search import OR_TERMS, SearchMode, rrf
+from llm_bot.memory.search import OR_TERMS, SearchMode, best, fused_candidates, rrf
 
 _RECALL_SQL = f"""
 WITH query AS (SELECT {OR_TERMS} AS terms),
@@ -73,18 +72,11 @@ async def recall_turns(
 ) -> list[RecalledTurn]:
     """The ``limit`` most relevant turns above ``threshold``, outside ``exclude``, best first
     (context assembly puts the ones it keeps back in time order)."""
-    parameters = {
-        "text": text,
-        "vector": str(vector),
-        "user": user_id,
-        "pool": max(limit * 4, 20) + len(exclude),
-        "use_dense": mode != "lexical",
-        "use_lexical": mode != "dense",
-    }
-    async with connection.cursor(row_factory=dict_row) as cursor:
-        await cursor.execute(_RECALL_SQL, parameters)
-        rows = await cursor.fetchall()
-    turns = [
+    pool = max(limit * 4, 20) + len(exclude)
+    rows = await fused_candidates(
+        connection, _RECALL_SQL, {"user": user_id}, text, vector, pool, mode
+    )
+    turns = (
         RecalledTurn(
             row["thread_id"],
             row["seq"],
@@ -96,5 +88,5 @@ async def recall_turns(
         )
         for row in rows
         if float(row["similarity"]) >= threshold and (row["thread_id"], row["seq"]) not in exclude
-    ]
-    return sorted(turns, key=lambda t: (-t.fused_score, -t.similarity))[:limit]
+    )
+    return best(turns, limit)

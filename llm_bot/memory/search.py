@@ -12,9 +12,10 @@ full-text search, and one statement with one query embedding beats two round tri
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, TypeVar
 
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
@@ -77,6 +78,46 @@ def rrf(*ranks: int | None) -> float:
     return sum(1.0 / (RRF_K + rank) for rank in ranks if rank is not None)
 
 
+class Ranked(Protocol):
+    @property
+    def fused_score(self) -> float: ...
+
+    @property
+    def similarity(self) -> float: ...
+
+
+R = TypeVar("R", bound=Ranked)
+
+
+async def fused_candidates(
+    connection: AsyncConnection[Any],
+    sql: str,
+    scope: dict[str, str],
+    text: str,
+    vector: list[float],
+    pool: int,
+    mode: SearchMode,
+) -> list[dict[str, Any]]:
+    """Rows of a hybrid statement (memories or recall) with their dense and lexical ranks;
+    ``scope`` names whose rows it may read (a namespace, a user)."""
+    parameters = {
+        **scope,
+        "text": text,
+        "vector": str(vector),
+        "pool": pool,
+        "use_dense": mode != "lexical",
+        "use_lexical": mode != "dense",
+    }
+    async with connection.cursor(row_factory=dict_row) as cursor:
+        await cursor.execute(sql, parameters)
+        return await cursor.fetchall()
+
+
+def best(hits: Iterable[R], limit: int) -> list[R]:
+    """By fused rank, then similarity."""
+    return sorted(hits, key=lambda hit: (-hit.fused_score, -hit.similarity))[:limit]
+
+
 async def hybrid_search(
     connection: AsyncConnection[Any],
     prefix: str,
@@ -88,18 +129,10 @@ async def hybrid_search(
     mode: SearchMode = "hybrid",
 ) -> list[MemoryHit]:
     """The ``limit`` best hits at or above ``threshold``: by fused rank, then similarity."""
-    parameters = {
-        "text": text,
-        "vector": str(vector),
-        "prefix": prefix,
-        "pool": max(limit * 4, 20),
-        "use_dense": mode != "lexical",
-        "use_lexical": mode != "dense",
-    }
-    async with connection.cursor(row_factory=dict_row) as cursor:
-        await cursor.execute(_HYBRID_SQL, parameters)
-        rows = await cursor.fetchall()
-    hits = [
+    rows = await fused_candidates(
+        connection, _HYBRID_SQL, {"prefix": prefix}, text, vector, max(limit * 4, 20), mode
+    )
+    hits = (
         MemoryHit(
             key=row["key"],
             content=row["value"].get("content", ""),
@@ -111,6 +144,5 @@ async def hybrid_search(
         )
         for row in rows
         if float(row["similarity"]) >= threshold
-    ]
-    hits.sort(key=lambda hit: (-hit.fused_score, -hit.similarity))
-    return hits[:limit]
+    )
+    return best(hits, limit)

@@ -8,8 +8,10 @@ so modules record without being handed anything; :func:`setup_metrics` decides w
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Mapping, Sequence
 
 from opentelemetry import metrics
 from opentelemetry.sdk.metrics import MeterProvider
@@ -66,6 +68,18 @@ loop_lag = _seconds_histogram(
 )
 retries = _meter.create_counter("llmbot_retries", description="retries by dependency")
 deadletters = _meter.create_counter("llmbot_deadletters", description="dead-lettered by reason")
+
+
+@contextlib.contextmanager
+def timed(
+    histogram: metrics.Histogram, attributes: Mapping[str, str] | None = None
+) -> Iterator[None]:
+    """Record how long the block took, in seconds, also when it raises."""
+    began = time.perf_counter()
+    try:
+        yield
+    finally:
+        histogram.record(time.perf_counter() - began, attributes)
 
 
 def setup_metrics(

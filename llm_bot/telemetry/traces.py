@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import time
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from typing import Any, TextIO, TypeVar
 
@@ -96,12 +95,11 @@ def traced_stage(stage: str) -> Callable[[F], F]:
     def decorate(function: F) -> F:
         @functools.wraps(function)  # keeps the signature LangGraph inspects for injection
         async def wrapper(*args: Any, **kwargs: Any) -> Any:
-            began = time.perf_counter()
-            with tracer.start_as_current_span(f"graph.node {stage}", attributes={"stage": stage}):
-                try:
-                    return await function(*args, **kwargs)
-                finally:
-                    metrics.stage_duration.record(time.perf_counter() - began, {"stage": stage})
+            with (
+                metrics.timed(metrics.stage_duration, {"stage": stage}),
+                tracer.start_as_current_span(f"graph.node {stage}", attributes={"stage": stage}),
+            ):
+                return await function(*args, **kwargs)
 
         return wrapper  # type: ignore[return-value]
 

@@ -162,11 +162,10 @@ class EventHandler:
     async def _process(self, delivery: Delivery, event: InternalEventV2) -> str:
         settings = self._settings
         limit_s = deadline_s(event, settings.event_deadline_ms)
-        claim_began = time.perf_counter()
-        claimed = await records.claim_or_wait(
-            self._committer.group.commit, records.key_of(event), limit_s + LEASE_MARGIN_S
-        )
-        metrics.stage_duration.record(time.perf_counter() - claim_began, {"stage": "claim"})
+        with metrics.timed(metrics.stage_duration, {"stage": "claim"}):
+            claimed = await records.claim_or_wait(
+                self._committer.group.commit, records.key_of(event), limit_s + LEASE_MARGIN_S
+            )
         if isinstance(claimed, records.Published):
             self._counts["duplicates"] += 1
             return "duplicate"
@@ -189,9 +188,8 @@ class EventHandler:
                     "messaging.destination.name": output.topic,
                 }
             )
-            commit_began = time.perf_counter()
-            await self._committer.commit(claimed, output, event, result)
-            metrics.stage_duration.record(time.perf_counter() - commit_began, {"stage": "commit"})
+            with metrics.timed(metrics.stage_duration, {"stage": "commit"}):
+                await self._committer.commit(claimed, output, event, result)
             await self._publish(claimed.key, output)
         self._counts[f"outcome_{result.outcome}"] += 1
         return result.outcome
@@ -224,23 +222,21 @@ class EventHandler:
         return record_failure(event.model_copy(deep=True), self._context, code, message, retryable)
 
     async def _publish(self, key: records.EventKey, output: records.StoredOutput) -> None:
-        publish_began = time.perf_counter()
-        await self._publisher.publish(
-            output.topic, output.data, output.attributes, output.ordering_key
-        )
-        mark_began = time.perf_counter()
-        metrics.stage_duration.record(mark_began - publish_began, {"stage": "publish"})
+        with metrics.timed(metrics.stage_duration, {"stage": "publish"}):
+            await self._publisher.publish(
+                output.topic, output.data, output.attributes, output.ordering_key
+            )
 
         async def mark(connection: AsyncConnection[Any]) -> None:
             await records.mark_published(connection, key)
 
-        try:
-            await self._committer.group.commit(mark)
-        except Exception as error:
-            # Acking is still right: unmarked, only a *new* copy of the event would publish
-            # the stored output again, and that copy is identical.
-            logger.warning("could not record a confirmed publish: %s", error)
-        metrics.stage_duration.record(time.perf_counter() - mark_began, {"stage": "mark"})
+        with metrics.timed(metrics.stage_duration, {"stage": "mark"}):
+            try:
+                await self._committer.group.commit(mark)
+            except Exception as error:
+                # Acking is still right: unmarked, only a *new* copy of the event would publish
+                # the stored output again, and that copy is identical.
+                logger.warning("could not record a confirmed publish: %s", error)
 
     async def _release(self, claim: records.Claim) -> None:
         try:

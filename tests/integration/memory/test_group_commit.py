@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import psycopg
@@ -26,6 +27,15 @@ async def pool(fresh_database_url: str) -> AsyncIterator[AsyncConnectionPool[Any
         yield opened
 
 
+@asynccontextmanager
+async def running(committer: GroupCommitter) -> AsyncIterator[GroupCommitter]:
+    committer.start()
+    try:
+        yield committer
+    finally:
+        await committer.close()
+
+
 def insert(n: int) -> Callable[[AsyncConnection[Any]], Awaitable[None]]:
     async def work(connection: AsyncConnection[Any]) -> None:
         await connection.execute("INSERT INTO writes VALUES (%s)", (n,))
@@ -43,15 +53,11 @@ async def count(url: str) -> int:
 async def test_concurrent_commits_share_transactions_and_are_durable_on_return(
     pool: AsyncConnectionPool[Any], fresh_database_url: str
 ) -> None:
-    committer = GroupCommitter(pool, max_batch=16, max_delay_s=0.05)
-    committer.start()
-    try:
+    async with running(GroupCommitter(pool, max_batch=16, max_delay_s=0.05)) as committer:
         await asyncio.gather(*(committer.commit(insert(n)) for n in range(64)))
         assert await count(fresh_database_url) == 64
         await committer.commit(insert(1000))
         assert await count(fresh_database_url) == 65  # visible to another session at once
-    finally:
-        await committer.close()
     assert committer.committed == 65
     assert committer.transactions < 65 / 2
 
@@ -59,14 +65,10 @@ async def test_concurrent_commits_share_transactions_and_are_durable_on_return(
 async def test_one_failing_event_fails_alone(
     pool: AsyncConnectionPool[Any], fresh_database_url: str
 ) -> None:
-    committer = GroupCommitter(pool, max_batch=8, max_delay_s=0.05)
-    committer.start()
-    try:
+    async with running(GroupCommitter(pool, max_batch=8, max_delay_s=0.05)) as committer:
         results = await asyncio.gather(
             *(committer.commit(insert(n)) for n in (1, 2, 2, 3)), return_exceptions=True
         )
-    finally:
-        await committer.close()
     failures = [r for r in results if isinstance(r, BaseException)]
     assert len(failures) == 1
     assert isinstance(failures[0], psycopg.errors.UniqueViolation)
@@ -85,11 +87,7 @@ async def test_a_transient_error_retries_the_batch(
             raise psycopg.OperationalError("connection dropped")
         await connection.execute("INSERT INTO writes VALUES (7)")
 
-    committer = GroupCommitter(pool, max_batch=4, max_delay_s=0.0)
-    committer.start()
-    try:
+    async with running(GroupCommitter(pool, max_batch=4, max_delay_s=0.0)) as committer:
         await committer.commit(flaky)
-    finally:
-        await committer.close()
     assert attempts == 2
     assert await count(fresh_database_url) == 1
