@@ -159,8 +159,8 @@ async def test_trace_context_rides_along_and_nothing_secret_is_added(bus: Bus) -
         bus.publish(data, {**attributes, "traceparent": traceparent, "secret": "x"})
         (message,) = await egress.take(1)
 
-    assert dict(message.attributes) == {
-        "type": "egress.deliver.v1",
-        "correlationId": event.correlation_id,
-        "traceparent": traceparent,
-    }
+    outgoing = dict(message.attributes)
+    # Same trace; the span id is the producer span's when a tracer provider is installed
+    # (another test module installs the process-wide one), the caller's otherwise.
+    assert outgoing.pop("traceparent").split("-")[1] == traceparent.split("-")[1]
+    assert outgoing == {"type": "egress.deliver.v1", "correlationId": event.correlation_id}
