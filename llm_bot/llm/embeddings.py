@@ -26,6 +26,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from llm_bot.llm import openai_format
 from llm_bot.settings import Settings
 
 BATCH_SIZE = 64
@@ -76,7 +77,9 @@ class OpenAIEmbedder:
         return vectors
 
     async def _embed_batch(self, batch: list[str]) -> list[list[float]]:
-        extra: dict[str, Any] = {"dimensions": self._dimensions} if self._dimensions else {}
+        body: dict[str, Any] = {"model": self.model, "input": batch, "encoding_format": "base64"}
+        if self._dimensions:
+            body["dimensions"] = self._dimensions
         try:
             async for attempt in AsyncRetrying(
                 retry=retry_if_exception_type(TRANSIENT),
@@ -85,13 +88,24 @@ class OpenAIEmbedder:
                 reraise=True,
             ):
                 with attempt:
-                    response = await self._client.embeddings.create(
-                        model=self.model, input=batch, **extra
+                    # The raw door, as for chat (llm_bot.llm.client): the same request without
+                    # the client's transform and model construction around it.
+                    raw = await self._client.post(
+                        "/embeddings",
+                        body=body,
+                        cast_to=bytes,
+                        options=openai_format.RAW_REQUEST_OPTIONS,
                     )
+            vectors = openai_format.parse_embeddings(raw)
         except openai.OpenAIError as error:
             raise EmbeddingError(f"embeddings endpoint failed: {type(error).__name__}") from None
-        ordered = sorted(response.data, key=lambda item: item.index)
-        return [normalised(item.embedding) for item in ordered]
+        except ValueError as error:
+            raise EmbeddingError(str(error)) from None
+        if len(vectors) != len(batch):
+            raise EmbeddingError(
+                f"embeddings endpoint sent {len(vectors)} vectors for {len(batch)} texts"
+            )
+        return [normalised(vector) for vector in vectors]
 
     async def close(self) -> None:
         await self._client.close()

@@ -8,15 +8,23 @@ only implement the simple form still work.
 
 from __future__ import annotations
 
+import base64
+import json
+import struct
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
+
+import openai
 
 from llm_bot.llm import errors
 from llm_bot.llm.messages import ChatMessage, ModelReply, TokenUsage, ToolCall, ToolSpec
 
 if TYPE_CHECKING:
-    from openai.types.chat import ChatCompletion
     from openai.types.responses import Response
+
+# What the client's own ``create`` methods send with a request, for the raw ``post`` door: the
+# API key as a bearer token.
+RAW_REQUEST_OPTIONS: openai.RequestOptions = {"security": {"bearer_auth": True}}
 
 
 def chat_request(messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]) -> dict[str, Any]:
@@ -55,20 +63,30 @@ def _chat_message(message: ChatMessage) -> dict[str, Any]:
     return {"role": message.role, "content": message.content}
 
 
-def parse_chat_reply(completion: ChatCompletion) -> ModelReply:
-    if not completion.choices:
-        raise errors.ModelRequestInvalid("model answered with no choices")
-    choice = completion.choices[0]
-    if choice.finish_reason == "content_filter" or choice.message.refusal:
-        raise errors.ModelRefused("model declined to answer (refusal or content filter)")
-    calls = tuple(
-        ToolCall(call.id, call.function.name, call.function.arguments)
-        for call in choice.message.tool_calls or ()
-        if call.type == "function"
-    )
-    usage = completion.usage
-    tokens = TokenUsage(usage.prompt_tokens, usage.completion_tokens) if usage else TokenUsage()
-    return ModelReply(choice.message.content or "", calls, tokens, completion.model)
+def parse_chat_reply(body: Any) -> ModelReply:
+    """A Chat Completions reply from its JSON, read as leniently as the ``openai`` client's own
+    models (missing optional fields are fine), but without building them: that model
+    construction cost as much CPU as the rest of the request."""
+    try:
+        choices = body.get("choices") or ()
+        if not choices:
+            raise errors.ModelRequestInvalid("model answered with no choices")
+        choice = choices[0]
+        message = choice.get("message") or {}
+        if choice.get("finish_reason") == "content_filter" or message.get("refusal"):
+            raise errors.ModelRefused("model declined to answer (refusal or content filter)")
+        calls = tuple(
+            ToolCall(call["id"], call["function"]["name"], call["function"]["arguments"])
+            for call in message.get("tool_calls") or ()
+            if call.get("type", "function") == "function"
+        )
+        usage = body.get("usage") or {}
+        tokens = TokenUsage(usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0)
+        return ModelReply(message.get("content") or "", calls, tokens, body.get("model") or "")
+    except (AttributeError, KeyError, TypeError, IndexError):
+        raise errors.ModelRequestInvalid(
+            "model answered in a shape that is not a chat completion"
+        ) from None
 
 
 def responses_request(messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]) -> dict[str, Any]:
@@ -105,3 +123,21 @@ def parse_responses_reply(response: Response) -> ModelReply:
     usage = response.usage
     tokens = TokenUsage(usage.input_tokens, usage.output_tokens) if usage else TokenUsage()
     return ModelReply(response.output_text, calls, tokens, response.model)
+
+
+def parse_embeddings(raw: bytes) -> list[list[float]]:
+    """Vectors of an ``/embeddings`` reply in input order; each as base64 little-endian float32
+    (what we ask for: a quarter of the bytes to read) or as a JSON list from endpoints that
+    ignore ``encoding_format``."""
+    try:
+        items = sorted(json.loads(raw)["data"], key=lambda item: item["index"])
+        return [_vector(item["embedding"]) for item in items]
+    except (ValueError, KeyError, TypeError, struct.error) as error:
+        raise ValueError(f"embeddings reply is not readable: {type(error).__name__}") from None
+
+
+def _vector(embedding: str | list[float]) -> list[float]:
+    if isinstance(embedding, str):
+        packed = base64.b64decode(embedding)
+        return list(struct.unpack(f"<{len(packed) // 4}f", packed))
+    return embedding

@@ -6,7 +6,10 @@ task takes up to ``LLM_BOT_COMMIT_MAX_BATCH`` of them, waiting at most
 event's work fails (say, a lost claim), the batch is rolled back and run again with a savepoint
 per event, so that failure fails that event alone.
 An event's ``commit`` returns only after the transaction holding its writes has committed,
-so acking after it is safe. Transient database errors (connection lost, deadlock,
+so acking after it is safe. Bookkeeping that nothing waits for (the "published" mark) is
+``defer``-red instead: it rides along with the next batch, or goes alone once
+``DEFERRED_MAX_WAIT_S`` passed without one, so it costs neither a wait nor, under any load, a
+transaction of its own. Transient database errors (connection lost, deadlock,
 serialization failure) retry the whole batch with jittered backoff (tenacity); if they
 persist, every event of the batch gets the error and is nacked.
 """
@@ -41,6 +44,9 @@ TRANSIENT = (
     PoolTimeout,
 )
 ATTEMPTS = 4
+DEFERRED_MAX_WAIT_S = 0.5
+
+Item = tuple[Work, "asyncio.Future[None] | None"]  # no future: deferred, nobody waits
 
 
 class GroupCommitter:
@@ -48,8 +54,9 @@ class GroupCommitter:
         self._pool = pool
         self._max_batch = max_batch
         self._max_delay_s = max_delay_s
-        self._queue: asyncio.Queue[tuple[Work, asyncio.Future[None]]] = asyncio.Queue()
+        self._queue: asyncio.Queue[Item] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
+        self._deferred = 0  # deferred items not yet through a batch
         self.transactions = 0
         self.committed = 0
 
@@ -57,9 +64,11 @@ class GroupCommitter:
         self._task = asyncio.create_task(self._run(), name="group-commit")
 
     async def close(self) -> None:
-        """Commit what is queued, then stop."""
+        """Commit what is queued (deferred work too, at once), then stop."""
         if self._task is None:
             return
+        if self._deferred:
+            await self.commit(_nothing)  # a waited-for item does not let deferred work linger
         await self._queue.join()
         self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -73,6 +82,14 @@ class GroupCommitter:
         await self._queue.put((work, done))
         await done
 
+    def defer(self, work: Work) -> None:
+        """Queue ``work`` for a coming transaction without waiting for it; a failure is logged
+        (deferred work must be safe to lose, as after a crash)."""
+        if self._task is None:
+            raise RuntimeError("group committer not started")
+        self._deferred += 1
+        self._queue.put_nowait((work, None))
+
     async def _run(self) -> None:
         while True:
             batch = await self._next_batch()
@@ -82,28 +99,37 @@ class GroupCommitter:
                 for _ in batch:
                     self._queue.task_done()
 
-    async def _next_batch(self) -> list[tuple[Work, asyncio.Future[None]]]:
+    async def _next_batch(self) -> list[Item]:
         """Everything already queued (up to the batch size) goes at once; only an empty queue
         is waited on, until the delay is up. (A waiting ``get`` takes a turn of the event loop,
         and a busy loop's turns outlast the delay: waiting for items that are already there
-        would send batches of one or two while the queue grows.)"""
+        would send batches of one or two while the queue grows.) Deferred work alone waits
+        longer, for company that someone waits on."""
         batch = [await self._queue.get()]
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._max_delay_s
+        deadline = loop.time() + self._wait_for(batch[0])
         while len(batch) < self._max_batch:
             if not self._queue.empty():
-                batch.append(self._queue.get_nowait())
+                item = self._queue.get_nowait()
+                batch.append(item)
+                deadline = min(deadline, loop.time() + self._wait_for(item))
                 continue
             left = deadline - loop.time()
             if left <= 0:
                 break
             try:
-                batch.append(await asyncio.wait_for(self._queue.get(), left))
+                item = await asyncio.wait_for(self._queue.get(), left)
             except TimeoutError:
                 break
+            batch.append(item)
+            deadline = min(deadline, loop.time() + self._wait_for(item))
         return batch
 
-    async def _commit_batch(self, batch: list[tuple[Work, asyncio.Future[None]]]) -> None:
+    def _wait_for(self, item: Item) -> float:
+        """How long ``item`` may wait for the batch to fill."""
+        return self._max_delay_s if item[1] is not None else DEFERRED_MAX_WAIT_S
+
+    async def _commit_batch(self, batch: list[Item]) -> None:
         failures: dict[int, BaseException] = {}
         with metrics.timed(metrics.commit_duration):
             try:
@@ -123,16 +149,18 @@ class GroupCommitter:
         self.committed += len(batch) - len(failures)
         metrics.commit_batch_size.record(len(batch))
         for index, (_, done) in enumerate(batch):
-            if done.done():
+            if done is None:
+                self._deferred -= 1
+                if index in failures:
+                    logger.warning("deferred write failed: %s", failures[index])
+            elif done.done():
                 continue
-            if index in failures:
+            elif index in failures:
                 done.set_exception(failures[index])
             else:
                 done.set_result(None)
 
-    async def _transaction(
-        self, batch: list[tuple[Work, asyncio.Future[None]]]
-    ) -> dict[int, BaseException]:
+    async def _transaction(self, batch: list[Item]) -> dict[int, BaseException]:
         """The batch in one transaction; a failure that is the work's own (not the database's)
         rolls it back and reruns it with a savepoint per event, so only that event fails.
         Savepoints cost two round trips per event, so the common, failure-free batch runs
@@ -152,7 +180,7 @@ class GroupCommitter:
 
     @staticmethod
     async def _isolated(
-        connection: AsyncConnection[Any], batch: list[tuple[Work, asyncio.Future[None]]]
+        connection: AsyncConnection[Any], batch: list[Item]
     ) -> dict[int, BaseException]:
         failures: dict[int, BaseException] = {}
         async with connection.transaction():
@@ -165,3 +193,7 @@ class GroupCommitter:
                 except Exception as error:
                     failures[index] = error
         return failures
+
+
+async def _nothing(connection: AsyncConnection[Any]) -> None:
+    """The work of the flush that ``close`` waits on."""

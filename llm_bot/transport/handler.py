@@ -6,8 +6,8 @@ confirmed the publish. A crash anywhere in between leaves a state that the next 
 resolves without a second model call (see :mod:`llm_bot.memory.processed_events`).
 
 Every write goes through the group committer, so events arriving together share transactions:
-the claim, the stored output and the "published" mark of one event each wait for their
-(shared) transaction, since each must be durable before the next step.
+the claim and the stored output of one event each wait for their (shared) transaction, since
+each must be durable before the next step; the "published" mark rides along with a later one.
 """
 
 from __future__ import annotations
@@ -230,13 +230,9 @@ class EventHandler:
         async def mark(connection: AsyncConnection[Any]) -> None:
             await records.mark_published(connection, key)
 
-        with metrics.timed(metrics.stage_duration, {"stage": "mark"}):
-            try:
-                await self._committer.group.commit(mark)
-            except Exception as error:
-                # Acking is still right: unmarked, only a *new* copy of the event would publish
-                # the stored output again, and that copy is identical.
-                logger.warning("could not record a confirmed publish: %s", error)
+        # Acking need not wait for the mark: unmarked (a crash may lose it), the row only makes
+        # a *new* copy of the event publish the stored output again, and that copy is identical.
+        self._committer.group.defer(mark)
 
     async def _release(self, claim: records.Claim) -> None:
         try:

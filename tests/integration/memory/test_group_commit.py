@@ -91,3 +91,32 @@ async def test_a_transient_error_retries_the_batch(
         await committer.commit(flaky)
     assert attempts == 2
     assert await count(fresh_database_url) == 1
+
+
+async def test_deferred_work_rides_along_with_the_next_commit(
+    pool: AsyncConnectionPool[Any], fresh_database_url: str
+) -> None:
+    async with running(GroupCommitter(pool, max_batch=8, max_delay_s=0.01)) as committer:
+        committer.defer(insert(1))
+        await committer.commit(insert(2))
+        assert await count(fresh_database_url) == 2
+        assert committer.transactions == 1
+
+
+async def test_close_commits_deferred_work_at_once(
+    pool: AsyncConnectionPool[Any], fresh_database_url: str
+) -> None:
+    async with running(GroupCommitter(pool, max_batch=8, max_delay_s=0.01)) as committer:
+        committer.defer(insert(1))
+    assert await count(fresh_database_url) == 1
+
+
+async def test_failed_deferred_work_is_logged_and_fails_nobody_else(
+    pool: AsyncConnectionPool[Any], fresh_database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with running(GroupCommitter(pool, max_batch=8, max_delay_s=0.01)) as committer:
+        committer.defer(insert(1))
+        committer.defer(insert(1))
+        await committer.commit(insert(2))
+    assert await count(fresh_database_url) == 2
+    assert "deferred write failed" in caplog.text

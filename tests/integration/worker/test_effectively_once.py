@@ -61,9 +61,10 @@ async def test_a_stored_but_unconfirmed_output_is_published_again_without_the_mo
         # The emulator may first hand the message to the stream the previous worker closed;
         # it comes back after the 10 s ack deadline, so allow for that.
         (message,) = await egress.take(1, timeout_s=60)
-        # The ack follows the commit of the "published" mark; only then is a copy a duplicate.
         await wait_until(lambda: worker.counts["acked"] == 1, 30, "the republication acked")
-        bus.publish_event(event)  # a later copy: confirmed now, so acked without publishing
+        # A later copy waits on the republication's claim until its "published" mark (which
+        # trails the ack) is committed, then is acked without publishing.
+        bus.publish_event(event)
         await wait_until(lambda: worker.counts["duplicates"] == 1, 30, "the copy acked")
         assert await egress.drain() == []
 

@@ -116,7 +116,6 @@ async def test_one_event_is_one_span_tree_in_the_publishers_trace_and_metrics_fo
         ("llmbot_memory_retrievals_total", ""),
         ("llmbot_context_tokens_bucket", 'part="window"'),
         ("llmbot_stage_duration_seconds_bucket", 'stage="claim"'),
-        ("llmbot_stage_duration_seconds_bucket", 'stage="mark"'),
         ("llmbot_commit_duration_seconds_bucket", ""),
         ("llmbot_commit_batch_size_bucket", ""),
         ("llmbot_event_loop_lag_seconds_bucket", ""),
