@@ -134,7 +134,7 @@ class ConversationMemory:
         messages += [
             ChatMessage("user" if t.role == "user" else "assistant", t.content) for t in window
         ]
-        logger.info("context assembled", extra={"contextTokens": used})
+        logger.debug("context assembled", extra={"contextTokens": used})  # also a metric
         _record(memories, recalled, window, used)
         stats = {
             "memoriesFound": len(parts.memories),
