@@ -5,6 +5,12 @@ task takes up to ``LLM_BOT_COMMIT_MAX_BATCH`` of them, waiting at most
 ``LLM_BOT_COMMIT_MAX_DELAY_MS`` for the batch to fill, and runs them in one transaction. If one
 event's work fails (say, a lost claim), the batch is rolled back and run again with a savepoint
 per event, so that failure fails that event alone.
+
+The works of a batch run interleaved on one connection in pipeline mode: each sends its next
+statement without waiting for the others' results, so a batch costs about as many round trips
+as its longest work has statements, not the sum of all of them (each round trip also waits for
+a turn of a busy event loop). Works name the rows they touch by ``keys``; works that share a
+key run one after another in the order they came, since one may read what the other wrote.
 An event's ``commit`` returns only after the transaction holding its writes has committed,
 so acking after it is safe. Bookkeeping that nothing waits for (the "published" mark) is
 ``defer``-red instead: it rides along with the next batch, or goes alone once
@@ -19,7 +25,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -46,7 +53,12 @@ TRANSIENT = (
 ATTEMPTS = 4
 DEFERRED_MAX_WAIT_S = 0.5
 
-Item = tuple[Work, "asyncio.Future[None] | None"]  # no future: deferred, nobody waits
+
+@dataclass(frozen=True)
+class Item:
+    work: Work
+    keys: Collection[str]
+    done: asyncio.Future[None] | None  # None: deferred, nobody waits
 
 
 class GroupCommitter:
@@ -68,27 +80,29 @@ class GroupCommitter:
         if self._task is None:
             return
         if self._deferred:
-            await self.commit(_nothing)  # a waited-for item does not let deferred work linger
+            await self.commit(_nothing, ())  # a waited-for item does not let deferred work linger
         await self._queue.join()
         self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
 
-    async def commit(self, work: Work) -> None:
-        """Run ``work`` in a (shared) transaction; returns once that transaction committed."""
+    async def commit(self, work: Work, keys: Collection[str]) -> None:
+        """Run ``work`` in a (shared) transaction; returns once that transaction committed.
+        ``keys`` name what it reads and writes (a thread, a user, an event): works of a batch
+        with a key in common run in order, the rest interleaved."""
         if self._task is None:
             raise RuntimeError("group committer not started")
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        await self._queue.put((work, done))
+        await self._queue.put(Item(work, keys, done))
         await done
 
-    def defer(self, work: Work) -> None:
+    def defer(self, work: Work, keys: Collection[str]) -> None:
         """Queue ``work`` for a coming transaction without waiting for it; a failure is logged
         (deferred work must be safe to lose, as after a crash)."""
         if self._task is None:
             raise RuntimeError("group committer not started")
         self._deferred += 1
-        self._queue.put_nowait((work, None))
+        self._queue.put_nowait(Item(work, keys, None))
 
     async def _run(self) -> None:
         while True:
@@ -127,7 +141,7 @@ class GroupCommitter:
 
     def _wait_for(self, item: Item) -> float:
         """How long ``item`` may wait for the batch to fill."""
-        return self._max_delay_s if item[1] is not None else DEFERRED_MAX_WAIT_S
+        return self._max_delay_s if item.done is not None else DEFERRED_MAX_WAIT_S
 
     async def _commit_batch(self, batch: list[Item]) -> None:
         failures: dict[int, BaseException] = {}
@@ -148,7 +162,8 @@ class GroupCommitter:
         self.transactions += 1
         self.committed += len(batch) - len(failures)
         metrics.commit_batch_size.record(len(batch))
-        for index, (_, done) in enumerate(batch):
+        for index, item in enumerate(batch):
+            done = item.done
             if done is None:
                 self._deferred -= 1
                 if index in failures:
@@ -167,9 +182,14 @@ class GroupCommitter:
         without them."""
         async with self._pool.connection() as connection:
             try:
-                async with connection.transaction():
-                    for work, _ in batch:
-                        await work(connection)
+                async with connection.pipeline(), connection.transaction():
+                    outcomes = await asyncio.gather(
+                        *(_in_order(connection, chain) for chain in chains(batch)),
+                        return_exceptions=True,  # every work is done before the rollback
+                    )
+                    for outcome in outcomes:
+                        if isinstance(outcome, BaseException):
+                            raise outcome
             except TRANSIENT:
                 raise
             except Exception as error:
@@ -184,15 +204,43 @@ class GroupCommitter:
     ) -> dict[int, BaseException]:
         failures: dict[int, BaseException] = {}
         async with connection.transaction():
-            for index, (work, _) in enumerate(batch):
+            for index, item in enumerate(batch):
                 try:
                     async with connection.transaction():  # a savepoint per event
-                        await work(connection)
+                        await item.work(connection)
                 except TRANSIENT:
                     raise
                 except Exception as error:
                     failures[index] = error
         return failures
+
+
+def chains(batch: list[Item]) -> list[list[Work]]:
+    """The batch's works grouped so that works sharing a key (directly or through others) are
+    in one chain, in the order they came; chains have no key in common."""
+    root = list(range(len(batch)))
+
+    def find(index: int) -> int:
+        while root[index] != index:
+            index = root[index]
+        return index
+
+    first_with: dict[str, int] = {}
+    for index, item in enumerate(batch):
+        for key in item.keys:
+            if key in first_with:
+                root[find(index)] = find(first_with[key])
+            else:
+                first_with[key] = index
+    grouped: dict[int, list[Work]] = {}
+    for index, item in enumerate(batch):
+        grouped.setdefault(find(index), []).append(item.work)
+    return list(grouped.values())
+
+
+async def _in_order(connection: AsyncConnection[Any], works: list[Work]) -> None:
+    for work in works:
+        await work(connection)
 
 
 async def _nothing(connection: AsyncConnection[Any]) -> None:

@@ -67,6 +67,7 @@ WITH turns AS (
 UPDATE conversation_threads
    SET last_seq = %(user_seq)s + 1, session_id = %(session_id)s, last_turn_at = %(at)s
  WHERE thread_id = %(thread_id)s AND EXISTS (SELECT 1 FROM turns)
+RETURNING 1
 """
 
 
@@ -99,7 +100,7 @@ async def write_pair(connection: AsyncConnection[Any], pair: PairToWrite, idle: 
             "assistant_vector": _vector_text(pair.assistant_vector),
         },
     )
-    return appended.rowcount == 1
+    return await appended.fetchone() is not None  # not rowcount: see store_output
 
 
 def _vector_text(vector: list[float] | None) -> str | None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 from uuid import UUID, uuid4
@@ -35,8 +35,9 @@ POLL_INTERVAL_S = 0.2
 
 Outcome = Literal["OK", "SKIP", "ERROR"]
 AnyConnection = AsyncConnection[Any]
-# Runs a piece of work in a transaction and returns once that transaction has committed.
-Transact = Callable[[Callable[[AnyConnection], Awaitable[None]]], Awaitable[None]]
+# Runs a piece of work, touching what the keys name, in a transaction and returns once that
+# transaction has committed.
+Transact = Callable[[Callable[[AnyConnection], Awaitable[None]], Collection[str]], Awaitable[None]]
 
 
 class ClaimLost(RuntimeError):
@@ -86,6 +87,11 @@ class _Held:
     lease_left_s: float
 
 
+def row_key(key: EventKey) -> str:
+    """The event's row, as the group committer's keys name it."""
+    return f"processed_events {key.correlation_id} {key.step}"
+
+
 def key_of(event: InternalEventV2) -> EventKey:
     """The current (first PENDING) step by position and id: a slip may visit llm-bot twice."""
     for index, step in enumerate(event.routing.slip):
@@ -115,6 +121,7 @@ UPDATE processed_events
        output_attributes = %(attributes)s, ordering_key = %(ordering_key)s,
        stored_at = clock_timestamp()
  WHERE correlation_id = %(correlation_id)s AND step_key = %(step)s AND claim_token = %(token)s
+RETURNING 1
 """
 
 # Whoever confirmed a publish may record it, even if its lease was taken over meanwhile.
@@ -178,7 +185,7 @@ async def _claim_once(transact: Transact, key: EventKey, lease_s: float) -> Clai
     async def attempt(connection: AnyConnection) -> None:
         outcome[:] = [await try_claim(connection, key, lease_s)]  # a retried batch redoes it
 
-    await transact(attempt)
+    await transact(attempt, (row_key(key),))
     return outcome[0]
 
 
@@ -193,8 +200,9 @@ async def store_output(connection: AnyConnection, claim: Claim, output: StoredOu
         "attributes": Jsonb(dict(output.attributes)),
         "ordering_key": output.ordering_key,
     }
-    cursor = await connection.execute(_STORE, params)
-    if cursor.rowcount != 1:
+    # A fetched row, not ``rowcount``: in pipeline mode (the group commit) that is only known
+    # once the result has been fetched.
+    if await (await connection.execute(_STORE, params)).fetchone() is None:
         raise ClaimLost(f"event {claim.key.correlation_id} was taken over by another instance")
 
 

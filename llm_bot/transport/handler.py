@@ -104,7 +104,10 @@ class Committer:
             if memory and turn and pair:
                 await memory.apply(connection, turn, pair)
 
-        await self.group.commit(work)
+        keys = [records.row_key(claim.key)]
+        if turn is not None:  # the history pair reads its thread; notes and memories, the user's
+            keys += [f"thread {turn.thread_id}", f"user {turn.user_id}"]
+        await self.group.commit(work, keys)
 
 
 class EventHandler:
@@ -232,7 +235,7 @@ class EventHandler:
 
         # Acking need not wait for the mark: unmarked (a crash may lose it), the row only makes
         # a *new* copy of the event publish the stored output again, and that copy is identical.
-        self._committer.group.defer(mark)
+        self._committer.group.defer(mark, (records.row_key(key),))
 
     async def _release(self, claim: records.Claim) -> None:
         try:

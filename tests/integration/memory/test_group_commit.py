@@ -12,7 +12,7 @@ import pytest
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from llm_bot.memory.group_commit import GroupCommitter
+from llm_bot.memory.group_commit import GroupCommitter, Item, chains
 
 pytestmark = pytest.mark.integration
 
@@ -54,9 +54,9 @@ async def test_concurrent_commits_share_transactions_and_are_durable_on_return(
     pool: AsyncConnectionPool[Any], fresh_database_url: str
 ) -> None:
     async with running(GroupCommitter(pool, max_batch=16, max_delay_s=0.05)) as committer:
-        await asyncio.gather(*(committer.commit(insert(n)) for n in range(64)))
+        await asyncio.gather(*(committer.commit(insert(n), ()) for n in range(64)))
         assert await count(fresh_database_url) == 64
-        await committer.commit(insert(1000))
+        await committer.commit(insert(1000), ())
         assert await count(fresh_database_url) == 65  # visible to another session at once
     assert committer.committed == 65
     assert committer.transactions < 65 / 2
@@ -67,7 +67,7 @@ async def test_one_failing_event_fails_alone(
 ) -> None:
     async with running(GroupCommitter(pool, max_batch=8, max_delay_s=0.05)) as committer:
         results = await asyncio.gather(
-            *(committer.commit(insert(n)) for n in (1, 2, 2, 3)), return_exceptions=True
+            *(committer.commit(insert(n), ()) for n in (1, 2, 2, 3)), return_exceptions=True
         )
     failures = [r for r in results if isinstance(r, BaseException)]
     assert len(failures) == 1
@@ -88,7 +88,7 @@ async def test_a_transient_error_retries_the_batch(
         await connection.execute("INSERT INTO writes VALUES (7)")
 
     async with running(GroupCommitter(pool, max_batch=4, max_delay_s=0.0)) as committer:
-        await committer.commit(flaky)
+        await committer.commit(flaky, ())
     assert attempts == 2
     assert await count(fresh_database_url) == 1
 
@@ -97,8 +97,8 @@ async def test_deferred_work_rides_along_with_the_next_commit(
     pool: AsyncConnectionPool[Any], fresh_database_url: str
 ) -> None:
     async with running(GroupCommitter(pool, max_batch=8, max_delay_s=0.01)) as committer:
-        committer.defer(insert(1))
-        await committer.commit(insert(2))
+        committer.defer(insert(1), ())
+        await committer.commit(insert(2), ())
         assert await count(fresh_database_url) == 2
         assert committer.transactions == 1
 
@@ -107,7 +107,7 @@ async def test_close_commits_deferred_work_at_once(
     pool: AsyncConnectionPool[Any], fresh_database_url: str
 ) -> None:
     async with running(GroupCommitter(pool, max_batch=8, max_delay_s=0.01)) as committer:
-        committer.defer(insert(1))
+        committer.defer(insert(1), ())
     assert await count(fresh_database_url) == 1
 
 
@@ -115,8 +115,37 @@ async def test_failed_deferred_work_is_logged_and_fails_nobody_else(
     pool: AsyncConnectionPool[Any], fresh_database_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     async with running(GroupCommitter(pool, max_batch=8, max_delay_s=0.01)) as committer:
-        committer.defer(insert(1))
-        committer.defer(insert(1))
-        await committer.commit(insert(2))
+        committer.defer(insert(1), ())
+        committer.defer(insert(1), ())
+        await committer.commit(insert(2), ())
     assert await count(fresh_database_url) == 2
     assert "deferred write failed" in caplog.text
+
+
+async def test_works_sharing_a_key_run_in_order_and_the_rest_interleaved(
+    pool: AsyncConnectionPool[Any], fresh_database_url: str
+) -> None:
+    """Each ``next_after`` reads the highest row and writes the one after it: interleaved,
+    two of them would read the same row and collide; in order they follow each other."""
+
+    async def next_after(connection: AsyncConnection[Any]) -> None:
+        cursor = await connection.execute("SELECT coalesce(max(n), 0) FROM writes WHERE n < 100")
+        row = await cursor.fetchone()
+        assert row is not None
+        await connection.execute("INSERT INTO writes VALUES (%s)", (row[0] + 1,))
+
+    async with running(GroupCommitter(pool, max_batch=16, max_delay_s=0.05)) as committer:
+        await asyncio.gather(
+            *(committer.commit(next_after, ["counter"]) for _ in range(5)),
+            *(committer.commit(insert(100 + n), [f"row {n}"]) for n in range(5)),
+        )
+    assert await count(fresh_database_url) == 10
+    assert committer.transactions == 1  # no collision made the batch run again
+
+
+def test_chains_join_works_through_shared_keys_and_keep_their_order() -> None:
+    works = [insert(n) for n in range(5)]
+    keys = [["a"], ["b"], ["c", "a"], ["d"], ["b", "c"]]
+    batch = [Item(work, key, None) for work, key in zip(works, keys, strict=True)]
+    grouped = chains(batch)
+    assert sorted(grouped, key=len) == [[works[3]], [works[0], works[1], works[2], works[4]]]
