@@ -17,6 +17,8 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
+from llm_bot.memory.vectors import vector_param
+
 
 @dataclass(frozen=True)
 class Turn:
@@ -57,9 +59,9 @@ WITH turns AS (
     INSERT INTO conversation_turns (thread_id, seq, user_id, session_id, pair_index, role,
                                     content, created_at, source_event, embedding)
     SELECT %(thread_id)s, t.seq, %(user_id)s, %(session_id)s, %(pair_index)s, t.role,
-           t.content, %(at)s, %(source_event)s, t.embedding::vector
-      FROM (VALUES (%(user_seq)s::bigint, 'user', %(user_text)s, %(user_vector)s::text),
-                   (%(user_seq)s + 1, 'assistant', %(assistant_text)s, %(assistant_vector)s::text)
+           t.content, %(at)s, %(source_event)s, t.embedding
+      FROM (VALUES (%(user_seq)s::bigint, 'user', %(user_text)s, %(user_vector)s::vector),
+                   (%(user_seq)s + 1, 'assistant', %(assistant_text)s, %(assistant_vector)s::vector)
            ) AS t (seq, role, content, embedding)
      WHERE NOT EXISTS (SELECT 1 FROM conversation_turns WHERE source_event = %(source_event)s)
     RETURNING 1
@@ -96,15 +98,11 @@ async def write_pair(connection: AsyncConnection[Any], pair: PairToWrite, idle: 
             "user_seq": seq + 1,
             "user_text": pair.user_text,
             "assistant_text": pair.assistant_text,
-            "user_vector": _vector_text(pair.user_vector),
-            "assistant_vector": _vector_text(pair.assistant_vector),
+            "user_vector": vector_param(pair.user_vector),
+            "assistant_vector": vector_param(pair.assistant_vector),
         },
     )
     return await appended.fetchone() is not None  # not rowcount: see store_output
-
-
-def _vector_text(vector: list[float] | None) -> str | None:
-    return None if vector is None else str(vector)
 
 
 async def read_window(

@@ -20,6 +20,8 @@ from typing import Any, Literal, Protocol, TypeVar
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
+from llm_bot.memory.vectors import vector_param
+
 RRF_K = 60
 SearchMode = Literal["hybrid", "dense", "lexical"]
 
@@ -103,7 +105,7 @@ async def fused_candidates(
     parameters = {
         **scope,
         "text": text,
-        "vector": str(vector),
+        "vector": vector_param(vector),
         "pool": pool,
         "use_dense": mode != "lexical",
         "use_lexical": mode != "dense",
