@@ -35,11 +35,13 @@ def command_run(args: argparse.Namespace, settings: Settings) -> int:
     try:
         return asyncio.run(run_worker(settings, metrics_registry=setup_metrics()))
     finally:
-        tracing.shutdown()  # flushes the spans still batched
+        if tracing is not None:
+            tracing.shutdown()  # flushes the spans still batched
 
 
-def start_telemetry(settings: Settings) -> TracerProvider:
-    """JSON logs on stdout (secrets masked), traces to OTLP when ``OTEL_*`` says so."""
+def start_telemetry(settings: Settings) -> TracerProvider | None:
+    """JSON logs on stdout (secrets masked), traces to OTLP when ``OTEL_*`` says so (the
+    provider to flush at exit; None when traces go nowhere)."""
     secrets = [s.get_secret_value() for s in (settings.openai_api_key, settings.database_url) if s]
     password = (
         urlsplit(settings.database_url.get_secret_value()).password

@@ -47,7 +47,7 @@ class Embedder(Protocol):
 
 
 def normalised(vector: Sequence[float]) -> list[float]:
-    norm = math.sqrt(sum(x * x for x in vector)) or 1.0
+    norm = math.hypot(*vector) or 1.0
     return [x / norm for x in vector]
 
 

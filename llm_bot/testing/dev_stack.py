@@ -133,7 +133,8 @@ def run_dev_stack(settings: Settings, data_dir: str, services_only: bool) -> int
                 tracing = setup_tracing(console=console)
                 print(f"# traces: {traces}; metrics: http://127.0.0.1:{settings.port}/metrics")
                 asyncio.run(_serve_with_demo(load_settings(), stack, setup_metrics()))
-                tracing.shutdown()  # flushes the spans still batched
+                if tracing is not None:  # always, with a console
+                    tracing.shutdown()  # flushes the spans still batched
     print("# local stack stopped", file=sys.stderr)
     return 0
 
