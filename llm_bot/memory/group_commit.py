@@ -2,22 +2,23 @@
 
 Each event hands in its writes as a function of a connection and waits; a single committer
 task takes up to ``LLM_BOT_COMMIT_MAX_BATCH`` of them, waiting at most
-``LLM_BOT_COMMIT_MAX_DELAY_MS`` for the batch to fill, and runs them in one transaction. If one
-event's work fails (say, a lost claim), the batch is rolled back and run again with a savepoint
-per event, so that failure fails that event alone.
+``LLM_BOT_COMMIT_MAX_DELAY_MS`` for the batch to fill, and runs them in one transaction. An
+event's ``commit`` returns only after the transaction holding its writes has committed, so
+acking after it is safe. Bookkeeping that nothing waits for (the "published" mark) is
+``defer``-red instead: it rides along with the next batch, or goes alone once
+``DEFERRED_MAX_WAIT_S`` passed without one, so it costs neither a wait nor, under any load, a
+transaction of its own.
 
 The works of a batch run interleaved on one connection in pipeline mode: each sends its next
 statement without waiting for the others' results, so a batch costs about as many round trips
 as its longest work has statements, not the sum of all of them (each round trip also waits for
 a turn of a busy event loop). Works name the rows they touch by ``keys``; works that share a
 key run one after another in the order they came, since one may read what the other wrote.
-An event's ``commit`` returns only after the transaction holding its writes has committed,
-so acking after it is safe. Bookkeeping that nothing waits for (the "published" mark) is
-``defer``-red instead: it rides along with the next batch, or goes alone once
-``DEFERRED_MAX_WAIT_S`` passed without one, so it costs neither a wait nor, under any load, a
-transaction of its own. Transient database errors (connection lost, deadlock,
-serialization failure) retry the whole batch with jittered backoff (tenacity); if they
-persist, every event of the batch gets the error and is nacked.
+
+If one event's work fails (say, a lost claim), the batch is rolled back and run again with a
+savepoint per event, so that failure fails that event alone. Transient database errors
+(connection lost, deadlock, serialization failure) retry the whole batch with jittered backoff
+(tenacity); if they persist, every event of the batch gets the error and is nacked.
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ DEFERRED_MAX_WAIT_S = 0.5
 
 @dataclass(frozen=True)
 class Item:
+    """A work waiting in the queue, with the keys of what it touches."""
+
     work: Work
     keys: Collection[str]
     done: asyncio.Future[None] | None  # None: deferred, nobody waits

@@ -3,12 +3,16 @@ isolated per user, and never a reason to fail an event."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import logging
 from datetime import timedelta
 from pathlib import Path
 
+import psycopg
 import pytest
+from psycopg_pool import AsyncConnectionPool
 
 from llm_bot.clock import utc_now
 from llm_bot.events.builder import prompt_event
@@ -21,6 +25,7 @@ from llm_bot.llm.client import ModelClient
 from llm_bot.llm.embeddings import CachingEmbedder
 from llm_bot.memory.commit import MemoryCommit, source_of, turn_of
 from llm_bot.memory.context import ContextLimits, ConversationMemory
+from llm_bot.memory.group_commit import GroupCommitter
 from llm_bot.memory.migrate import migrate
 from llm_bot.memory.store import MemoryStore, StoreOptions
 from llm_bot.memory.tools import UpsertMemoryTool
@@ -90,6 +95,56 @@ async def test_a_fact_told_in_one_thread_reaches_the_model_in_another_but_not_fo
     )
     assert "vegetarian and never eats meat" not in context_sent(chat_server)
     assert "Relevant memories:" not in context_sent(chat_server)
+
+
+async def test_events_committed_together_keep_every_memory_note_and_turn(
+    memory_store: MemoryStore, model: ModelClient, fresh_database_url: str
+) -> None:
+    """The worker's path: the writes of several events in one pipelined group commit, two of
+    them in the same thread (their history pairs must follow each other)."""
+    context = context_for(memory_store, model)
+    told = [("ada", "lobby", "cello"), ("bo", "lobby", "tuba"), ("cy", "den", "harp")]
+    results = []
+    for user, thread, instrument in told:
+        save = json.dumps({"content": f"{user} plays the {instrument}"})
+        event = said(user, thread, f"remember [[tool:upsertMemory {save}]]")
+        results.append((event, await process_event(GRAPH, context, event)))
+    commit = MemoryCommit(memory_store, "llm-bot", timedelta(hours=6))
+    turns = [turn_of(result, source_of(event), utc_now()) for event, result in results]
+    pairs = [await commit.prepare(turn) for turn in turns if turn is not None]
+    async with AsyncConnectionPool(
+        fresh_database_url, min_size=1, max_size=2, kwargs={"autocommit": True}
+    ) as pool:
+        committer = GroupCommitter(pool, max_batch=8, max_delay_s=0.05)
+        committer.start()
+        try:
+            await asyncio.gather(
+                *(
+                    committer.commit(
+                        functools.partial(commit.apply, turn=turn, pair=pair),
+                        [f"thread {turn.thread_id}", f"user {turn.user_id}"],
+                    )
+                    for turn, pair in zip(turns, pairs, strict=True)
+                    if turn is not None
+                )
+            )
+        finally:
+            await committer.close()
+    assert committer.transactions == 1
+    for user, _, instrument in told:
+        hits = await memory_store.for_user(user).search(
+            f"what does {user} play?", limit=3, threshold=0.0
+        )
+        assert [hit.content for hit in hits] == [f"{user} plays the {instrument}"]
+    async with await psycopg.AsyncConnection.connect(fresh_database_url) as connection:
+        cursor = await connection.execute(
+            "SELECT thread_id, array_agg(seq ORDER BY seq) FROM conversation_turns GROUP BY 1"
+        )
+        seqs = dict(await cursor.fetchall())
+    lobby, den = turns[0], turns[2]
+    assert lobby is not None
+    assert den is not None
+    assert seqs == {lobby.thread_id: [1, 2, 3, 4], den.thread_id: [1, 2]}
 
 
 async def test_an_invalid_memory_goes_back_to_the_model_and_the_event_succeeds(
