@@ -1,7 +1,9 @@
 """Streaming pull into one asyncio event loop.
 
-google-cloud-pubsub calls back on its own threads; the callback only hands the message to the
-loop (``call_soon_threadsafe``), where it becomes a task. So the graph, the database pool and
+google-cloud-pubsub reads the stream on its own threads and hands each message to a scheduler;
+ours puts the callback straight on the event loop (``call_soon_threadsafe``), where the
+message becomes a task, instead of first passing it through the client's thread pool (one
+more thread to wake and hand the GIL to, per message). So the graph, the database pool and
 the publisher are used from one thread, and ``FlowControl`` (``LLM_BOT_MAX_IN_FLIGHT``) bounds
 how many tasks exist at once.
 
@@ -16,7 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
+import queue
 from collections.abc import Callable, Coroutine, Mapping
 from datetime import datetime
 from typing import Any
@@ -25,6 +29,7 @@ from google.api_core.exceptions import GoogleAPICallError
 from google.cloud import pubsub_v1
 from google.cloud.pubsub_v1.subscriber.futures import StreamingPullFuture
 from google.cloud.pubsub_v1.subscriber.message import Message
+from google.cloud.pubsub_v1.subscriber.scheduler import Scheduler
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +64,30 @@ class PulledMessage:
 
 
 Handler = Callable[[PulledMessage], Coroutine[Any, Any, None]]
+
+
+class LoopScheduler(Scheduler):  # type: ignore[misc]  # the client library is untyped
+    """Runs the client's message callbacks on an event loop."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._queue: queue.Queue[Any] = queue.Queue()  # the client's own requests (acks...)
+
+    @property
+    def queue(self) -> queue.Queue[Any]:
+        return self._queue
+
+    def schedule(self, callback: Callable[..., None], *args: Any, **kwargs: Any) -> None:
+        try:
+            self._loop.call_soon_threadsafe(functools.partial(callback, *args, **kwargs))
+        except RuntimeError:  # the loop is gone: give the message back
+            for message in args:
+                if isinstance(message, Message):
+                    message.nack()
+
+    def shutdown(self, await_msg_callbacks: bool = False) -> list[Message]:
+        """Nothing is held here: what reached the loop is settled by the subscriber's stop."""
+        return []
 
 
 class StreamingSubscriber:
@@ -101,7 +130,10 @@ class StreamingSubscriber:
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._future = self._client.subscribe(
-            self._path, callback=self._on_message, flow_control=self._flow_control
+            self._path,
+            callback=self._accept,
+            flow_control=self._flow_control,
+            scheduler=LoopScheduler(self._loop),
         )
         self.streaming = True
         self._future.add_done_callback(self._on_stream_end)
@@ -113,14 +145,6 @@ class StreamingSubscriber:
             return None
         error: BaseException | None = future.exception()
         return error
-
-    def _on_message(self, message: Message) -> None:
-        """Runs on a client thread: hand over, never work here."""
-        assert self._loop is not None
-        try:
-            self._loop.call_soon_threadsafe(self._accept, message)
-        except RuntimeError:  # the loop is gone: give the message back
-            message.nack()
 
     def _on_stream_end(self, _: object) -> None:
         assert self._loop is not None
