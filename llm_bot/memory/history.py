@@ -69,15 +69,15 @@ WITH turns AS (
 UPDATE conversation_threads
    SET last_seq = %(user_seq)s + 1, session_id = %(session_id)s, last_turn_at = %(at)s
  WHERE thread_id = %(thread_id)s AND EXISTS (SELECT 1 FROM turns)
-RETURNING 1
 """
 
 
-async def write_pair(connection: AsyncConnection[Any], pair: PairToWrite, idle: timedelta) -> bool:
-    """Append ``pair`` to its thread inside the caller's transaction; False if already there.
+async def write_pair(connection: AsyncConnection[Any], pair: PairToWrite, idle: timedelta) -> None:
+    """Append ``pair`` to its thread inside the caller's transaction, unless it is there.
 
     Two statements (lock the thread, then append if new), since every round trip of a write
-    is spent inside the group commit that other events wait on."""
+    is spent inside the group commit that other events wait on; the append's result is not
+    read, so in the group commit's pipeline it goes out with the event's next statement."""
     async with connection.cursor(row_factory=dict_row) as cursor:
         await cursor.execute(_LOCK_THREAD, {"thread_id": pair.thread_id})
         thread = await cursor.fetchone()
@@ -86,7 +86,7 @@ async def write_pair(connection: AsyncConnection[Any], pair: PairToWrite, idle: 
     if thread["last_turn_at"] is None or pair.at - thread["last_turn_at"] > idle:
         session += 1
     seq = thread["last_seq"]
-    appended = await connection.execute(
+    await connection.execute(
         _APPEND_PAIR,
         {
             "thread_id": pair.thread_id,
@@ -102,7 +102,6 @@ async def write_pair(connection: AsyncConnection[Any], pair: PairToWrite, idle: 
             "assistant_vector": vector_param(pair.assistant_vector),
         },
     )
-    return await appended.fetchone() is not None  # not rowcount: see store_output
 
 
 async def read_window(

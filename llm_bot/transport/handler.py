@@ -100,9 +100,11 @@ class Committer:
         pair = await memory.prepare(turn) if memory and turn else None
 
         async def work(connection: AsyncConnection[Any]) -> None:
-            await records.store_output(connection, claim, output)
+            # The memory writes first: the history pair's append then goes out in one round
+            # trip with the output's store, whose row is read (see GroupCommitter).
             if memory and turn and pair:
                 await memory.apply(connection, turn, pair)
+            await records.store_output(connection, claim, output)
 
         keys = [records.row_key(claim.key)]
         if turn is not None:  # the history pair reads its thread; notes and memories, the user's
