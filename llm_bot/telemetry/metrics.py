@@ -39,7 +39,7 @@ def _seconds_histogram(name: str, description: str) -> metrics.Histogram:
 events = _meter.create_counter("llmbot_events", description="events by outcome")
 event_duration = _seconds_histogram("llmbot_event_duration", "receipt to ack, per event")
 stage_duration = _seconds_histogram(
-    "llmbot_stage_duration", "time per stage (graph node, claim, commit, publish, mark)"
+    "llmbot_stage_duration", "time per stage (graph node, claim, commit, publish)"
 )
 queue_lag = _seconds_histogram("llmbot_queue_lag", "publish time to start of processing")
 in_flight = _meter.create_up_down_counter("llmbot_in_flight", description="events being handled")
