@@ -73,16 +73,31 @@ def advance(event: InternalEventV2, now: str, with_prefix: str = "") -> NextHop:
     """
     step = current_step(event)
     if step is not None:
-        if not step.next_topic:
-            raise RoutingError(f"routing.slip step {step.id!r} is PENDING but has no nextTopic")
+        topic = next_topic_of(step)
         step.attempt = (step.attempt or 0) + 1
         step.started_at = now
-        return NextHop(topic=prefixed(step.next_topic, with_prefix), is_egress=False)
+        return NextHop(topic=prefixed(topic, with_prefix), is_egress=False)
     event.type = EGRESS_EVENT_TYPE
     best = select_best_candidate(event.candidates or [])
     if best is not None:
         best.status = "selected"
     return NextHop(topic=prefixed(event.egress.destination, with_prefix), is_egress=True)
+
+
+def check_route(event: InternalEventV2) -> None:
+    """Raise :class:`RoutingError` now if :func:`advance` would, once the current step is
+    closed, so a broken slip is dead-lettered before it costs a model call."""
+    pending = (step for step in event.routing.slip if step.status == "PENDING")
+    next(pending, None)  # the current step, which this stage closes
+    following = next(pending, None)
+    if following is not None:
+        next_topic_of(following)
+
+
+def next_topic_of(step: RoutingStep) -> str:
+    if not step.next_topic:
+        raise RoutingError(f"routing.slip step {step.id!r} is PENDING but has no nextTopic")
+    return step.next_topic
 
 
 def prefixed(topic: str, prefix: str) -> str:

@@ -28,7 +28,7 @@ from llm_bot.llm import errors, openai_format
 from llm_bot.llm.messages import ChatMessage, ModelReply, ToolSpec
 from llm_bot.settings import Settings
 from llm_bot.telemetry import metrics
-from llm_bot.telemetry.traces import tracer
+from llm_bot.telemetry.traces import child_span
 
 logger = logging.getLogger(__name__)
 
@@ -78,9 +78,7 @@ class ModelClient:
             "gen_ai.provider.name": "openai",
             "gen_ai.request.model": self.model,
         }
-        with tracer.start_as_current_span(
-            f"chat {self.model}", kind=SpanKind.CLIENT, attributes=attributes
-        ) as span:
+        with child_span(f"chat {self.model}", kind=SpanKind.CLIENT, attributes=attributes) as span:
             reply = await self._complete(messages, tools)
             span.set_attributes(
                 {

@@ -26,7 +26,7 @@ from llm_bot.memory.search import MemoryHit
 from llm_bot.memory.store import MemoryStore
 from llm_bot.memory.validation import approx_tokens
 from llm_bot.telemetry import metrics
-from llm_bot.telemetry.traces import tracer
+from llm_bot.telemetry.traces import child_span
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -239,7 +239,7 @@ async def _degrade(
     part: str, work: Awaitable[T], fallback: T, user_id: str, failed: list[str]
 ) -> T:
     try:
-        with tracer.start_as_current_span(f"memory.{part}", attributes={"memory.part": part}):
+        with child_span(f"memory.{part}", attributes={"memory.part": part}):
             return await work
     except Exception as error:  # one part failing costs that part only
         logger.warning(

@@ -90,6 +90,20 @@ def consumer_span(
         yield span
 
 
+def child_span(name: str, **options: Any) -> contextlib.AbstractContextManager[Span]:
+    """A span under the current one, made current; or, when the current span is not recorded
+    (no tracer provider, or the trace sampled out), the current span itself.
+
+    Children of an unrecorded span are not recorded either (the SDK's samplers follow the
+    parent), so nothing is lost; the incoming context stays current and is what the next stage
+    receives. Creating the unrecorded spans anyway cost ~2% of the worker's CPU: an event has a
+    dozen of them."""
+    current = trace.get_current_span()
+    if not current.is_recording():
+        return contextlib.nullcontext(current)
+    return tracer.start_as_current_span(name, **options)
+
+
 def current_trace_id() -> str | None:
     context = trace.get_current_span().get_span_context()
     return f"{context.trace_id:032x}" if context.is_valid else None
@@ -104,7 +118,7 @@ def traced_stage(stage: str) -> Callable[[F], F]:
         async def wrapper(*args: Any, **kwargs: Any) -> Any:
             with (
                 metrics.timed(metrics.stage_duration, {"stage": stage}),
-                tracer.start_as_current_span(f"graph.node {stage}", attributes={"stage": stage}),
+                child_span(f"graph.node {stage}", attributes={"stage": stage}),
             ):
                 return await function(*args, **kwargs)
 

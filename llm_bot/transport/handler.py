@@ -27,7 +27,7 @@ from llm_bot.clock import iso_timestamp, utc_now
 from llm_bot.events.codec import decode, encode
 from llm_bot.events.identity import thread_id_of, user_id_of
 from llm_bot.events.models import InternalEventV2
-from llm_bot.events.routing import advance, complete_current_step, current_step, prefixed
+from llm_bot.events.routing import advance, check_route, current_step, prefixed
 from llm_bot.graph.builder import LlmBotGraph
 from llm_bot.graph.process import ProcessResult, process_event, record_failure
 from llm_bot.graph.state import GraphContext
@@ -37,7 +37,7 @@ from llm_bot.memory.group_commit import GroupCommitter
 from llm_bot.settings import Settings
 from llm_bot.telemetry import metrics
 from llm_bot.telemetry.logs import event_ids
-from llm_bot.telemetry.traces import consumer_span, current_trace_id, inject, tracer
+from llm_bot.telemetry.traces import child_span, consumer_span, current_trace_id, inject
 from llm_bot.transport.ack import Delivery, RetryLater, dead_letter_attributes, settle
 from llm_bot.transport.publisher import Publisher
 
@@ -46,14 +46,6 @@ logger = logging.getLogger(__name__)
 # How long a claim outlives the event's deadline: room to commit the output before another
 # instance may take the event over.
 LEASE_MARGIN_S = 5.0
-
-
-def check_route(event: InternalEventV2) -> None:
-    """Raise :class:`RoutingError` now if the slip cannot be followed after our step, so a
-    broken slip is dead-lettered before it costs a model call."""
-    trial = event.model_copy(deep=True)
-    complete_current_step(trial, "OK", "")
-    advance(trial, "")
 
 
 def deadline_s(event: InternalEventV2, default_ms: int) -> float:
@@ -183,7 +175,7 @@ class EventHandler:
         except (RetryLater, asyncio.CancelledError):  # cancelled: shutdown hands it back
             await self._release(claimed)
             raise
-        with tracer.start_as_current_span("send", kind=SpanKind.PRODUCER) as span:
+        with child_span("send", kind=SpanKind.PRODUCER) as span:
             output = output_of(result, settings)  # carries this span's context onwards
             span.update_name(f"send {output.topic}")
             span.set_attributes(

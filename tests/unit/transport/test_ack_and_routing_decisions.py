@@ -7,7 +7,7 @@ import asyncio
 import json
 import random
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import psycopg
@@ -16,7 +16,7 @@ import pytest
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.codec import InvalidEvent
 from llm_bot.events.models import InternalEventV2
-from llm_bot.events.routing import RoutingError
+from llm_bot.events.routing import RoutingError, advance, check_route, complete_current_step
 from llm_bot.graph.process import ProcessResult
 from llm_bot.memory.processed_events import NO_STEP, ClaimBusy, key_of
 from llm_bot.settings import Settings
@@ -29,7 +29,7 @@ from llm_bot.transport.ack import (
     retry_delay_s,
     settle,
 )
-from llm_bot.transport.handler import attempts_exhausted, check_route, deadline_s, output_of
+from llm_bot.transport.handler import attempts_exhausted, deadline_s, output_of
 from llm_bot.transport.publisher import PublishFailed
 
 
@@ -150,9 +150,42 @@ def test_a_slip_whose_next_pending_step_has_no_topic_is_refused_before_processin
     broken = event_with_slip(
         {"id": "llm-bot", "status": "PENDING"}, {"id": "tts", "status": "PENDING"}
     )
+    before = broken.model_dump()
     with pytest.raises(RoutingError, match="'tts' is PENDING but has no nextTopic"):
         check_route(broken)
+    assert broken.model_dump() == before  # checked, not advanced
     check_route(event_with_slip({"id": "llm-bot", "status": "PENDING"}))
+
+
+@pytest.mark.parametrize(
+    "slip",
+    [
+        [{"id": "llm-bot", "status": "PENDING"}, {"id": "tts", "status": "PENDING"}],
+        [{"id": "llm-bot", "status": "OK"}, {"id": "tts", "status": "PENDING"}],
+        [{"id": "llm-bot", "status": "PENDING"}, {"id": "tts", "status": "SKIP"}],
+        [
+            {"id": "llm-bot", "status": "PENDING"},
+            {"id": "tts", "status": "PENDING", "nextTopic": "internal.tts.v1"},
+            {"id": "mod", "status": "PENDING"},
+        ],
+        [],
+    ],
+)
+def test_the_route_check_refuses_exactly_the_slips_that_advancing_would(
+    slip: list[dict[str, Any]],
+) -> None:
+    def advance_after_closing(event: InternalEventV2) -> None:
+        complete_current_step(event, "OK", "")
+        advance(event, "")
+
+    def refused(check: Callable[[InternalEventV2], None]) -> bool:
+        try:
+            check(event_with_slip(*slip))
+        except RoutingError:
+            return True
+        return False
+
+    assert refused(check_route) == refused(advance_after_closing)
 
 
 def test_the_deadline_is_the_producers_when_set() -> None:
