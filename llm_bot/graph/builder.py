@@ -6,7 +6,10 @@
                               │
                        build_candidate ─► END
 
-No checkpointer: thread history is ours, one write per turn (DESIGN §4).
+No checkpointer: thread history is ours, one write per turn (DESIGN §4). The two nodes that
+choose the way on (``ingest_prompt``, ``call_model``) say so in the ``Command`` they return
+(LangGraph's routing from inside a node) rather than through conditional edges, whose routers
+LangGraph runs as runnables of their own, with callbacks: ~0.35 ms of CPU per event.
 """
 
 from __future__ import annotations
@@ -17,8 +20,8 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
 from llm_bot.graph.build_candidate import build_candidate
-from llm_bot.graph.call_model import after_model, call_model
-from llm_bot.graph.ingest_prompt import after_ingest, ingest_prompt
+from llm_bot.graph.call_model import call_model
+from llm_bot.graph.ingest_prompt import ingest_prompt
 from llm_bot.graph.reducer import MessageLimits
 from llm_bot.graph.retrieve_memories import retrieve_memories
 from llm_bot.graph.run_tools import run_tools
@@ -36,9 +39,7 @@ def build_graph(limits: MessageLimits) -> StateGraph[GraphState, GraphContext, A
     graph.add_node("tools", traced_stage("tools")(run_tools))
     graph.add_node("build_candidate", traced_stage("build_candidate")(build_candidate))
     graph.add_edge(START, "ingest_prompt")
-    graph.add_conditional_edges("ingest_prompt", after_ingest)
     graph.add_edge("retrieve_memories", "call_model")
-    graph.add_conditional_edges("call_model", after_model)
     graph.add_edge("tools", "call_model")
     graph.add_edge("build_candidate", END)
     return graph

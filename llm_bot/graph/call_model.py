@@ -1,4 +1,5 @@
-"""Node ``call_model`` and the edge after it: one model turn, tools offered within the bound.
+"""Node ``call_model``: one model turn, tools offered within the bound; on to the tools when
+the model called any, else to ``build_candidate``.
 
 The context sent is the system prompt, then what memory recalled, then this run's messages.
 Once ``max_tool_rounds`` rounds of tool calls have run, the model is called without tools, so
@@ -7,15 +8,18 @@ it has to answer in text: a model that keeps calling tools still ends with a rep
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from langgraph.runtime import Runtime
+from langgraph.types import Command
 
 from llm_bot.graph.state import GraphContext, GraphState
 from llm_bot.llm.messages import ChatMessage
 
 
-async def call_model(state: GraphState, runtime: Runtime[GraphContext]) -> dict[str, Any]:
+async def call_model(
+    state: GraphState, runtime: Runtime[GraphContext]
+) -> Command[Literal["tools", "build_candidate"]]:
     context = runtime.context
     system = [ChatMessage("system", context.system_prompt)] if context.system_prompt else []
     recalled = list(state["recalled"].messages) if "recalled" in state else []
@@ -23,15 +27,11 @@ async def call_model(state: GraphState, runtime: Runtime[GraphContext]) -> dict[
     specs = [tool.spec for tool in context.tools] if tools_allowed else []
     reply = await context.model.complete([*system, *recalled, *state["messages"]], specs)
     calls = reply.tool_calls if specs else ()  # calls to tools we did not offer are ignored
-    return {
+    update: GraphState = {
         "messages": [ChatMessage("assistant", reply.text, calls)],
         "pending_calls": calls,
         "usage": reply.usage,
         "model_name": reply.model,
         "llm_text": reply.text,
     }
-
-
-async def after_model(state: GraphState) -> Literal["tools", "build_candidate"]:
-    """Async although it awaits nothing: LangGraph runs a plain function in a thread pool."""
-    return "tools" if state.get("pending_calls") else "build_candidate"
+    return Command(update=update, goto="tools" if calls else "build_candidate")

@@ -1,10 +1,11 @@
-"""Node ``ingest_prompt``: the event's prompt annotations become this run's user messages."""
+"""Node ``ingest_prompt``: the event's prompt annotations become this run's user messages; an
+event without any ends the run here."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Literal
 
-from langgraph.graph import END
+from langgraph.types import Command
 
 from llm_bot.events.identity import thread_id_of, user_id_of
 from llm_bot.events.models import AnnotationV1, InternalEventV2
@@ -31,11 +32,13 @@ def _text_of(annotation: AnnotationV1) -> str | None:
     return text if isinstance(text, str) else None
 
 
-async def ingest_prompt(state: GraphState) -> dict[str, Any]:
+async def ingest_prompt(state: GraphState) -> Command[Literal["retrieve_memories", "__end__"]]:
     event = state["event"]
     texts = prompt_texts(event)
+    if not texts:
+        return Command(goto="__end__")  # LangGraph's END
     user_id = user_id_of(event)
-    return {
+    update: GraphState = {
         "user_id": user_id,
         "writes": RunWrites(user_id),
         "thread_id": thread_id_of(event),
@@ -43,8 +46,4 @@ async def ingest_prompt(state: GraphState) -> dict[str, Any]:
         "combined_prompt": "\n".join(texts),
         "tool_rounds": 0,
     }
-
-
-async def after_ingest(state: GraphState) -> str:
-    """Async although it awaits nothing: LangGraph runs a plain function in a thread pool."""
-    return "retrieve_memories" if state.get("combined_prompt") else END
+    return Command(update=update, goto="retrieve_memories")
