@@ -29,6 +29,7 @@ from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
 from llm_bot.events.models import InternalEventV2
+from llm_bot.memory.group_commit import Work
 
 NO_STEP = "none"
 POLL_INTERVAL_S = 0.2
@@ -37,7 +38,7 @@ Outcome = Literal["OK", "SKIP", "ERROR"]
 AnyConnection = AsyncConnection[Any]
 # Runs a piece of work, touching what the keys name, in a transaction and returns once that
 # transaction has committed.
-Transact = Callable[[Callable[[AnyConnection], Awaitable[None]], Collection[str]], Awaitable[None]]
+Transact = Callable[[Work, Collection[str]], Awaitable[None]]
 
 
 class ClaimLost(RuntimeError):
@@ -126,9 +127,11 @@ RETURNING 1
 
 # Whoever confirmed a publish may record it, even if its lease was taken over meanwhile.
 _MARK_PUBLISHED = """
-UPDATE processed_events
+UPDATE processed_events AS p
    SET published = true, published_at = clock_timestamp(), claim_token = NULL
- WHERE correlation_id = %(correlation_id)s AND step_key = %(step)s AND output_data IS NOT NULL
+  FROM unnest(%(correlation_ids)s::text[], %(steps)s::text[]) AS k(correlation_id, step_key)
+ WHERE p.correlation_id = k.correlation_id AND p.step_key = k.step_key
+   AND p.output_data IS NOT NULL
 """
 
 _RELEASE = """
@@ -206,8 +209,37 @@ async def store_output(connection: AnyConnection, claim: Claim, output: StoredOu
         raise ClaimLost(f"event {claim.key.correlation_id} was taken over by another instance")
 
 
-async def mark_published(connection: AnyConnection, key: EventKey) -> None:
-    await connection.execute(_MARK_PUBLISHED, _key_params(key))
+async def mark_published(connection: AnyConnection, keys: Collection[EventKey]) -> None:
+    correlation_ids = [key.correlation_id for key in keys]
+    steps = [key.step for key in keys]
+    await connection.execute(_MARK_PUBLISHED, {"correlation_ids": correlation_ids, "steps": steps})
+
+
+class PublishedMarks:
+    """The "published" marks of confirmed outputs, many rows per statement.
+
+    Nothing waits for a mark (see the handler), so it is deferred to a coming transaction, and
+    the keys confirmed until that transaction runs share its one statement, instead of a
+    statement per event. A mark names no keys for the committer's ordering: a copy of the
+    event claimed in the same transaction ends as a duplicate whether it runs before the mark
+    (it then waits a poll interval) or after it."""
+
+    def __init__(self, defer: Callable[[Work, Collection[str]], None]) -> None:
+        self._defer = defer
+        self._gathering: list[EventKey] | None = None
+
+    def add(self, key: EventKey) -> None:
+        if self._gathering is None:
+            keys: list[EventKey] = []
+            self._gathering = keys
+
+            async def write(connection: AnyConnection) -> None:
+                if self._gathering is keys:  # keys confirmed from now on go to the next write
+                    self._gathering = None
+                await mark_published(connection, keys)  # the same keys if the batch is rerun
+
+            self._defer(write, ())
+        self._gathering.append(key)
 
 
 async def release(connection: AnyConnection, claim: Claim) -> None:

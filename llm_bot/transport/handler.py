@@ -122,6 +122,7 @@ class EventHandler:
         self._publisher = publisher
         self._counts = counts
         self._committer = committer
+        self._marks = records.PublishedMarks(committer.group.defer)
 
     async def handle(self, delivery: Delivery) -> None:
         """One consumer span and one ``llmbot_events`` count per delivery, however it ends."""
@@ -223,13 +224,9 @@ class EventHandler:
             await self._publisher.publish(
                 output.topic, output.data, output.attributes, output.ordering_key
             )
-
-        async def mark(connection: AsyncConnection[Any]) -> None:
-            await records.mark_published(connection, key)
-
         # Acking need not wait for the mark: unmarked (a crash may lose it), the row only makes
         # a *new* copy of the event publish the stored output again, and that copy is identical.
-        self._committer.group.defer(mark, (records.row_key(key),))
+        self._marks.add(key)
 
     async def _release(self, claim: records.Claim) -> None:
         try:
