@@ -1,4 +1,4 @@
-""" "Published" marks: the keys confirmed until the deferred write runs share its one statement,
+"""The "published" marks: the keys confirmed until the deferred write runs share its one statement,
 and a batch that is rolled back and rerun still marks them all."""
 
 from __future__ import annotations
