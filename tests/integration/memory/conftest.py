@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 
 import openai
 import pytest
+from psycopg_pool import AsyncConnectionPool
 
 from llm_bot.llm.client import ModelClient
 from llm_bot.llm.embeddings import CachingEmbedder, OpenAIEmbedder
+from llm_bot.memory.group_commit import GroupCommitter
 from llm_bot.memory.migrate import migrate
 from llm_bot.memory.store import MemoryStore, StoreOptions
 from llm_bot.testing.openai_server import LocalModelServer
@@ -52,3 +55,19 @@ async def model(chat_server: LocalModelServer) -> AsyncIterator[ModelClient]:
     )
     yield ModelClient(client, "local-test-model", deadline_s=5)
     await client.close()
+
+
+@asynccontextmanager
+async def running_committer(
+    url: str, max_batch: int, max_delay_s: float
+) -> AsyncIterator[GroupCommitter]:
+    """A group committer on a small pool of its own; on the way out it commits what is queued."""
+    async with AsyncConnectionPool(
+        url, min_size=1, max_size=2, kwargs={"autocommit": True}
+    ) as pool:
+        committer = GroupCommitter(pool, max_batch, max_delay_s)
+        committer.start()
+        try:
+            yield committer
+        finally:
+            await committer.close()

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from psycopg_pool import AsyncConnectionPool
 
 from llm_bot.clock import utc_now
 from llm_bot.events.builder import prompt_event
@@ -25,14 +24,13 @@ from llm_bot.llm.client import ModelClient
 from llm_bot.llm.embeddings import CachingEmbedder
 from llm_bot.memory.commit import MemoryCommit, source_of, turn_of
 from llm_bot.memory.context import ContextLimits, ConversationMemory
-from llm_bot.memory.group_commit import GroupCommitter
 from llm_bot.memory.migrate import migrate
 from llm_bot.memory.store import MemoryStore, StoreOptions
 from llm_bot.memory.tools import UpsertMemoryTool
 from llm_bot.testing.embedded_postgres import EmbeddedPostgres
 from llm_bot.testing.openai_server import LocalModelServer
 
-from .conftest import server_embedder
+from .conftest import running_committer, server_embedder
 
 pytestmark = pytest.mark.integration
 GRAPH = compile_graph(MessageLimits())
@@ -112,24 +110,17 @@ async def test_events_committed_together_keep_every_memory_note_and_turn(
     commit = MemoryCommit(memory_store, "llm-bot", timedelta(hours=6))
     turns = [turn_of(result, source_of(event), utc_now()) for event, result in results]
     pairs = [await commit.prepare(turn) for turn in turns if turn is not None]
-    async with AsyncConnectionPool(
-        fresh_database_url, min_size=1, max_size=2, kwargs={"autocommit": True}
-    ) as pool:
-        committer = GroupCommitter(pool, max_batch=8, max_delay_s=0.05)
-        committer.start()
-        try:
-            await asyncio.gather(
-                *(
-                    committer.commit(
-                        functools.partial(commit.apply, turn=turn, pair=pair),
-                        [f"thread {turn.thread_id}", f"user {turn.user_id}"],
-                    )
-                    for turn, pair in zip(turns, pairs, strict=True)
-                    if turn is not None
+    async with running_committer(fresh_database_url, max_batch=8, max_delay_s=0.05) as committer:
+        await asyncio.gather(
+            *(
+                committer.commit(
+                    functools.partial(commit.apply, turn=turn, pair=pair),
+                    [f"thread {turn.thread_id}", f"user {turn.user_id}"],
                 )
+                for turn, pair in zip(turns, pairs, strict=True)
+                if turn is not None
             )
-        finally:
-            await committer.close()
+        )
     assert committer.transactions == 1
     for user, _, instrument in told:
         hits = await memory_store.for_user(user).search(

@@ -10,7 +10,6 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import AsyncConnection
-from psycopg_pool import AsyncConnectionPool
 
 from llm_bot.memory.group_commit import GroupCommitter, Work
 from llm_bot.memory.migrate import migrate
@@ -23,6 +22,8 @@ from llm_bot.memory.processed_events import (
     try_claim,
 )
 
+from .conftest import running_committer
+
 pytestmark = pytest.mark.integration
 OUTPUT = StoredOutput("internal.egress.v1", b"{}", {}, "", "OK")
 
@@ -30,15 +31,8 @@ OUTPUT = StoredOutput("internal.egress.v1", b"{}", {}, "", "OK")
 @pytest.fixture
 async def committer(fresh_database_url: str) -> AsyncIterator[GroupCommitter]:
     await asyncio.to_thread(migrate, fresh_database_url)
-    async with AsyncConnectionPool(
-        fresh_database_url, min_size=1, max_size=2, kwargs={"autocommit": True}
-    ) as pool:
-        group = GroupCommitter(pool, max_batch=16, max_delay_s=0.01)
-        group.start()
-        try:
-            yield group
-        finally:
-            await group.close()
+    async with running_committer(fresh_database_url, max_batch=16, max_delay_s=0.01) as group:
+        yield group
 
 
 async def stored_keys(url: str, count: int) -> list[EventKey]:
