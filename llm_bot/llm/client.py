@@ -10,7 +10,6 @@ worker whether a redelivery can help.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Sequence
 
@@ -130,13 +129,7 @@ class ModelClient:
             cast_to=bytes,
             options=openai_format.RAW_REQUEST_OPTIONS,
         )
-        try:
-            body = json.loads(raw)
-        except ValueError:
-            raise errors.ModelRequestInvalid(
-                "model answered with something that is not JSON"
-            ) from None
-        return openai_format.parse_chat_reply(body)
+        return openai_format.parse_chat_reply(raw)
 
 
 def classify(error: openai.OpenAIError) -> errors.ModelError:

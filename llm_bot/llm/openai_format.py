@@ -63,10 +63,14 @@ def _chat_message(message: ChatMessage) -> dict[str, Any]:
     return {"role": message.role, "content": message.content}
 
 
-def parse_chat_reply(body: Any) -> ModelReply:
+def parse_chat_reply(raw: bytes) -> ModelReply:
     """A Chat Completions reply from its JSON, read as leniently as the ``openai`` client's own
     models (missing optional fields are fine), but without building them: that model
     construction cost as much CPU as the rest of the request."""
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        raise errors.ModelRequestInvalid("model answered with something that is not JSON") from None
     try:
         choices = body.get("choices") or ()
         if not choices:

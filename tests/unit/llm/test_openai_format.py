@@ -14,14 +14,15 @@ from llm_bot.llm.messages import TokenUsage, ToolCall
 from llm_bot.llm.openai_format import parse_chat_reply, parse_embeddings
 
 
-def completion(message: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    return {
+def completion(message: dict[str, Any], **extra: Any) -> bytes:
+    body = {
         "id": "chatcmpl-1",
         "object": "chat.completion",
         "model": "gpt-test",
         "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
         **extra,
     }
+    return json.dumps(body).encode()
 
 
 def test_text_and_usage_are_read() -> None:
@@ -48,12 +49,18 @@ def test_a_refusal_is_refused() -> None:
 
 
 @pytest.mark.parametrize(
-    "body",
-    [{"choices": []}, {"choices": [{"message": {"tool_calls": [{"id": "x"}]}}]}, [], "text"],
+    "raw",
+    [
+        b'{"choices": []}',
+        b'{"choices": [{"message": {"tool_calls": [{"id": "x"}]}}]}',
+        b"[]",
+        b'"text"',
+        b"{not json",
+    ],
 )
-def test_a_reply_that_is_not_a_chat_completion_is_an_invalid_request(body: Any) -> None:
+def test_a_reply_that_is_not_a_chat_completion_is_an_invalid_request(raw: bytes) -> None:
     with pytest.raises(errors.ModelRequestInvalid):
-        parse_chat_reply(body)
+        parse_chat_reply(raw)
 
 
 def test_embeddings_come_back_in_input_order_from_base64_or_lists() -> None:
