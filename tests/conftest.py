@@ -7,8 +7,8 @@ from uuid import uuid4
 
 import pytest
 
-from llm_bot.testing.embedded_postgres import EmbeddedPostgres
-from llm_bot.testing.pubsub_emulator import PubSubEmulator
+from llm_bot.local.embedded_postgres import EmbeddedPostgres
+from llm_bot.local.pubsub_emulator import PubSubEmulator
 
 
 @pytest.fixture(scope="session")

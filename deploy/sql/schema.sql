@@ -1,6 +1,6 @@
 -- llm-bot schema for a managed Postgres >= 15 with pgvector (Cloud SQL, AlloyDB, ...).
 --
--- Generated from llm_bot/memory/migrations/*.sql, in order; `llm-bot migrate` applies the same
+-- Generated from llm_bot/db/migrations/*.sql, in order; `llm-bot migrate` applies the same
 -- files (deploy/deploy.sh runs it as a Cloud Run job), so prefer that. This file is for review
 -- and for applying by hand: psql "$DATABASE_URL" --single-transaction -f deploy/sql/schema.sql
 -- It records each file in schema_migrations like `llm-bot migrate` does, so the two mix.
@@ -12,7 +12,7 @@
 --
 -- Not here: the long-term memory tables of LangGraph's PostgresStore (store, store_vectors and
 -- their migrations table). The service creates them at start with PostgresStore.setup(), at
--- the embedding model's dimension (llm_bot/memory/store_schema.py), so they are not fixed in SQL.
+-- the embedding model's dimension (llm_bot/db/store_schema.py), so they are not fixed in SQL.
 
 CREATE TABLE IF NOT EXISTS schema_migrations (
     version integer PRIMARY KEY,
@@ -26,7 +26,7 @@ CREATE EXTENSION IF NOT EXISTS vector;
 INSERT INTO schema_migrations (version, name) VALUES (1, '0001_extensions.sql') ON CONFLICT DO NOTHING;
 
 -- ==== 0002_processed_events.sql ====
--- The effectively-once record (llm_bot/memory/processed_events.py): one row per event and
+-- The effectively-once record (llm_bot/db/processed_events.py): one row per event and
 -- routing step, claimed with a lease before the graph runs, then holding the exact output.
 CREATE TABLE IF NOT EXISTS processed_events (
     correlation_id    text        NOT NULL,

@@ -22,7 +22,7 @@ from pgvector.psycopg import register_vector_async
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
-from llm_bot.memory.migrate import migrate
+from llm_bot.db.migrate import migrate
 from llm_bot.memory.namespaces import namespace_text, user_namespace
 from llm_bot.memory.recall import recall_turns
 from llm_bot.memory.schemas import scratch_schema

@@ -33,11 +33,11 @@ from llm_bot.bench.load import (
     percentiles_ms,
     publish_all,
 )
-from llm_bot.memory.migrate import migrate
-from llm_bot.testing.embedded_postgres import EmbeddedPostgres
-from llm_bot.testing.openai_server import CHAT_PATH, EMBEDDINGS_PATH, LocalModelServer
-from llm_bot.testing.pubsub_emulator import PubSubEmulator
-from llm_bot.testing.worker_harness import Bus, WorkerProcess, model_environment
+from llm_bot.db.migrate import migrate
+from llm_bot.devstack.worker_harness import Bus, WorkerProcess, model_environment
+from llm_bot.local.embedded_postgres import EmbeddedPostgres
+from llm_bot.local.openai_server import CHAT_PATH, EMBEDDINGS_PATH, LocalModelServer
+from llm_bot.local.pubsub_emulator import PubSubEmulator
 
 EGRESS_TAP_MAX_MESSAGES = 1000
 BENCH_LEASE_EXTENSION_S = 60

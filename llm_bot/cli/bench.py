@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from llm_bot.bench.retrieval import LatencyReport, run_recall_bench, run_retrieval_bench
-from llm_bot.cli_support import database_for_measurements
+from llm_bot.cli.support import database_for_measurements
 from llm_bot.settings import Settings
 
 if TYPE_CHECKING:  # the service bench pulls in the whole local stack: load it when run

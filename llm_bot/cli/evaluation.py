@@ -11,10 +11,10 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from llm_bot.cli_support import UsageError, database_for_measurements
-from llm_bot.llm.embeddings import embedder_from_settings
-from llm_bot.memory.calibration import calibrate, load_pairs, plot_calibration
-from llm_bot.memory.eval_retrieval import (
+from llm_bot.cli.support import UsageError, database_for_measurements
+from llm_bot.db.migrate import migrate
+from llm_bot.evaluation.calibration import calibrate, load_pairs, plot_calibration
+from llm_bot.evaluation.retrieval import (
     ModeReport,
     evaluate_mode,
     load_corpus,
@@ -23,7 +23,7 @@ from llm_bot.memory.eval_retrieval import (
     pairs_of,
     plot_reports,
 )
-from llm_bot.memory.migrate import migrate
+from llm_bot.llm.embeddings import embedder_from_settings
 from llm_bot.memory.schemas import scratch_schema
 from llm_bot.memory.search import SearchMode
 from llm_bot.memory.wiring import open_memory_store

@@ -15,13 +15,13 @@ from collections.abc import Callable, Sequence
 import psycopg
 from psycopg_pool import PoolTimeout
 
-from llm_bot.bench_cli import add_bench_commands
-from llm_bot.cli_support import EXIT_USAGE, OneLineParser, UsageError, require_database_url
-from llm_bot.eval_cli import add_eval_commands
+from llm_bot.cli.bench import add_bench_commands
+from llm_bot.cli.evaluation import add_eval_commands
+from llm_bot.cli.memories import add_memory_commands
+from llm_bot.cli.support import EXIT_USAGE, OneLineParser, UsageError, require_database_url
+from llm_bot.cli.worker import add_worker_commands
 from llm_bot.events.routing import DEFAULT_EGRESS_TOPIC
-from llm_bot.memory.admin_cli import add_memory_commands
 from llm_bot.settings import Settings, SettingsError, load_settings
-from llm_bot.worker_cli import add_worker_commands
 
 
 def command_schema(args: argparse.Namespace, settings: Settings) -> int:
@@ -39,7 +39,7 @@ def command_schema(args: argparse.Namespace, settings: Settings) -> int:
 
 def command_migrate(args: argparse.Namespace, settings: Settings) -> int:
     """Create or upgrade the schema; running it again changes nothing."""
-    from llm_bot.memory.migrate import migrate
+    from llm_bot.db.migrate import migrate
 
     applied = migrate(require_database_url(settings))
     print(f"applied {len(applied)} migration(s): {', '.join(applied) or 'schema already current'}")
@@ -48,15 +48,15 @@ def command_migrate(args: argparse.Namespace, settings: Settings) -> int:
 
 def command_dev(args: argparse.Namespace, settings: Settings) -> int:
     """Run the local stack (and, once it exists, the worker) until interrupted."""
-    from llm_bot.testing.dev_stack import run_dev_stack
+    from llm_bot.devstack.stack import run_dev_stack
 
     return run_dev_stack(settings, data_dir=args.data_dir, services_only=args.services_only)
 
 
 def command_send(args: argparse.Namespace, settings: Settings) -> int:
     """Send one prompt and print the candidate that comes back (or why none did)."""
+    from llm_bot.devstack.send import NoAnswer, SendRequest, run_locally, send_and_wait
     from llm_bot.events.builder import prompt_event
-    from llm_bot.send import NoAnswer, SendRequest, run_locally, send_and_wait
 
     event = prompt_event(
         args.text, user=args.user, thread=args.thread, egress_topic=DEFAULT_EGRESS_TOPIC
@@ -155,7 +155,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -16,9 +16,9 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from llm_bot.cli_support import UsageError, require_database_url
+from llm_bot.cli.support import UsageError, require_database_url
+from llm_bot.db.store_schema import DimensionMismatch, drop_vectors
 from llm_bot.memory.store import MemoryStore
-from llm_bot.memory.store_schema import DimensionMismatch, drop_vectors
 from llm_bot.memory.validation import InvalidMemory, validate_memory
 from llm_bot.memory.wiring import open_memory_store
 from llm_bot.settings import Settings

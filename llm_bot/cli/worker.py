@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from opentelemetry.sdk.trace import TracerProvider
 
-from llm_bot.cli_support import require_database_url
+from llm_bot.cli.support import require_database_url
 from llm_bot.settings import Settings
 from llm_bot.telemetry.logs import configure_json_logging
 from llm_bot.telemetry.metrics import setup_metrics

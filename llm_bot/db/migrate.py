@@ -28,7 +28,7 @@ class Migration:
 
 def available_migrations() -> list[Migration]:
     """The migrations shipped in the package, ordered by their numeric prefix."""
-    folder = resources.files("llm_bot.memory") / "migrations"
+    folder = resources.files("llm_bot.db") / "migrations"
     found = []
     for entry in folder.iterdir():
         if entry.name.endswith(".sql"):

@@ -28,8 +28,8 @@ from uuid import UUID, uuid4
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
+from llm_bot.db.group_commit import Work
 from llm_bot.events.models import InternalEventV2
-from llm_bot.memory.group_commit import Work
 
 NO_STEP = "none"
 POLL_INTERVAL_S = 0.2
@@ -245,3 +245,9 @@ class PublishedMarks:
 async def release(connection: AnyConnection, claim: Claim) -> None:
     """Give the event up before storing anything, so a redelivery can claim it at once."""
     await connection.execute(_RELEASE, {**_key_params(claim.key), "token": claim.token})
+
+
+def source_of(event: InternalEventV2) -> str:
+    """The incoming event and step, named as the processed-event record names them."""
+    key = key_of(event)
+    return f"{key.correlation_id}:{key.step}"

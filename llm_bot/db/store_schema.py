@@ -15,7 +15,7 @@ from langgraph.store.postgres import AsyncPostgresStore
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from llm_bot.memory.migrate import MIGRATION_LOCK_ID
+from llm_bot.db.migrate import MIGRATION_LOCK_ID
 
 
 class DimensionMismatch(RuntimeError):

@@ -19,16 +19,16 @@ from google.api_core.exceptions import DeadlineExceeded
 from google.cloud import pubsub_v1
 
 from llm_bot.clock import utc_now
+from llm_bot.db.processed_events import source_of
 from llm_bot.events.codec import decode, encode, to_document
 from llm_bot.events.models import InternalEventV2
 from llm_bot.events.routing import prefixed
 from llm_bot.graph.assembly import context_from_settings, graph_from_settings
-from llm_bot.graph.process import process_event
+from llm_bot.graph.process import process_event, turn_of
 from llm_bot.llm.client import ModelClient
-from llm_bot.memory.commit import source_of, turn_of
+from llm_bot.local.openai_server import LocalModelServer
 from llm_bot.memory.wiring import memory_services
 from llm_bot.settings import Settings
-from llm_bot.testing.openai_server import LocalModelServer
 
 
 class NoAnswer(TimeoutError):

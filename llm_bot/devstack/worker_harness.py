@@ -26,13 +26,13 @@ from prometheus_client import CollectorRegistry
 
 from llm_bot.events.codec import encode
 from llm_bot.events.models import InternalEventV2
-from llm_bot.settings import Settings
-from llm_bot.testing.openai_server import LocalModelServer
-from llm_bot.testing.pubsub_emulator import (
+from llm_bot.local.openai_server import LocalModelServer
+from llm_bot.local.pubsub_emulator import (
     PubSubClients,
     PubSubEmulator,
     free_loopback_port,
 )
+from llm_bot.settings import Settings
 from llm_bot.transport.clients import publisher_client, subscriber_client
 from llm_bot.worker import Worker
 

@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from llm_bot.memory.calibration import ThresholdRow, threshold_table
+from llm_bot.evaluation.calibration import ThresholdRow, threshold_table
 from llm_bot.memory.commit import MemoryCommit, TurnOutcome
 from llm_bot.memory.recall import recall_turns
 from llm_bot.memory.search import SearchMode

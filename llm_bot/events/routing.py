@@ -1,9 +1,9 @@
 """Routing-slip logic: close llm-bot's step and decide where the event goes next.
 
 The slip is the platform's only coordination mechanism between stages, so the rules here are
-the BitBrat ones (DESIGN §3): the current step is the first ``PENDING`` one; after it, the event
-goes to the next ``PENDING`` step's ``nextTopic``, or, when none is left, to the egress
-destination with the best candidate selected.
+the BitBrat ones (docs/architecture.md, events): the current step is the first ``PENDING`` one;
+after it, the event goes to the next ``PENDING`` step's ``nextTopic``, or, when none is left, to the
+egress destination with the best candidate selected.
 """
 
 from __future__ import annotations

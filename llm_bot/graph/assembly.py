@@ -12,8 +12,8 @@ from llm_bot.graph.builder import LlmBotGraph, compile_graph
 from llm_bot.graph.reducer import MessageLimits
 from llm_bot.graph.state import ChatModel, GraphContext
 from llm_bot.graph.system_prompt import resolve_system_prompt
-from llm_bot.graph.tools import Tool
 from llm_bot.memory.retrieval import MemoryRetriever, NoMemory
+from llm_bot.memory.tools import Tool
 from llm_bot.settings import Settings
 
 

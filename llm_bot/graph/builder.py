@@ -6,8 +6,8 @@
                               │
                        build_candidate ─► END
 
-No checkpointer: thread history is ours, one write per turn (DESIGN §4). The two nodes that
-choose the way on (``ingest_prompt``, ``call_model``) say so in the ``Command`` they return
+No checkpointer: thread history is ours, one write per turn (docs/architecture.md). The two nodes
+that choose the way on (``ingest_prompt``, ``call_model``) say so in the ``Command`` they return
 (LangGraph's routing from inside a node) rather than through conditional edges, whose routers
 LangGraph runs as runnables of their own, with callbacks: ~0.35 ms of CPU per event.
 """

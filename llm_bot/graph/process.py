@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal
 
 from llm_bot.clock import iso_timestamp
+from llm_bot.events.identity import thread_id_of, user_id_of
 from llm_bot.events.models import CandidateV1, ErrorEntryV1, InternalEventV2, StepError
 from llm_bot.events.routing import complete_current_step
 from llm_bot.graph.builder import LlmBotGraph
 from llm_bot.graph.state import GraphContext
 from llm_bot.llm.errors import ModelError
+from llm_bot.memory.commit import TurnOutcome
 from llm_bot.memory.run_writes import RunWrites
 
 logger = logging.getLogger(__name__)
@@ -81,3 +84,20 @@ def record_failure(
     event.errors = [*(event.errors or []), entry]
     complete_current_step(event, "ERROR", now, error)
     return ProcessResult("ERROR", event, error=error)
+
+
+def turn_of(result: ProcessResult, source_event: str, now: datetime) -> TurnOutcome | None:
+    """The turn an OK result adds to history (SKIP and ERROR add none). ``source_event``
+    identifies the incoming event and step, as the processed-event record does."""
+    if result.outcome != "OK" or result.candidate is None:
+        return None
+    event = result.event
+    return TurnOutcome(
+        source_event=source_event,
+        thread_id=thread_id_of(event),
+        user_id=user_id_of(event),
+        prompt=result.prompt,
+        reply=result.candidate.text or "",
+        at=now,
+        writes=result.writes,
+    )

@@ -25,7 +25,7 @@ async def retrieve_memories(state: GraphState, runtime: Runtime[GraphContext]) -
             recalled = await context.memory.retrieve(
                 state["user_id"], state["thread_id"], state["combined_prompt"]
             )
-    except Exception as error:  # degrade, never fail: DESIGN §4
+    except Exception as error:  # degrade, never fail: docs/memory.md, Retrieval
         cause = "timeout" if isinstance(error, TimeoutError) else f"{type(error).__name__}: {error}"
         logger.warning(
             "memory retrieval failed, continuing without memories",

@@ -16,10 +16,10 @@ from typing import Annotated, Protocol, TypedDict, cast
 from llm_bot.clock import utc_now
 from llm_bot.events.models import CandidateV1, InternalEventV2
 from llm_bot.graph.reducer import MessageLimits, reduce_messages
-from llm_bot.graph.tools import Tool
 from llm_bot.llm.messages import ChatMessage, ModelReply, TokenUsage, ToolCall, ToolSpec
 from llm_bot.memory.retrieval import MemoryRetriever, NoMemory, RecalledContext
 from llm_bot.memory.run_writes import RunWrites
+from llm_bot.memory.tools import Tool
 
 
 class ChatModel(Protocol):

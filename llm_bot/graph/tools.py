@@ -11,18 +11,12 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from typing import Any, Protocol
 
-from llm_bot.llm.messages import ChatMessage, ToolCall, ToolSpec
+from llm_bot.llm.messages import ChatMessage, ToolCall
 from llm_bot.memory.run_writes import RunWrites
+from llm_bot.memory.tools import Tool
 
 logger = logging.getLogger(__name__)
-
-
-class Tool(Protocol):
-    spec: ToolSpec
-
-    async def run(self, arguments: dict[str, Any], run: RunWrites) -> str: ...
 
 
 async def run_tool_calls(

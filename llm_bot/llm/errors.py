@@ -1,7 +1,7 @@
 """What can go wrong with a model call, sorted by what the worker should do about it.
 
-The class decides ack versus nack (DESIGN §5): a retryable error nacks the message so the
-subscription's retry policy backs off; a permanent one closes the step as ERROR. Messages are
+The class decides ack versus nack (README, Failure handling): a retryable error nacks the message so
+the subscription's retry policy backs off; a permanent one closes the step as ERROR. Messages are
 written for the event's ``errors[]``: they never carry keys, URLs with credentials or traces.
 """
 

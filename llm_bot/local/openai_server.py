@@ -21,9 +21,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal, Self
 from urllib.parse import urlsplit
 
-from llm_bot.testing import openai_payloads as payloads
-from llm_bot.testing.lifecycle import LocalService
-from llm_bot.testing.openai_payloads import Conversation, JsonObject, Reply, ToolCall
+from llm_bot.local import openai_payloads as payloads
+from llm_bot.local.lifecycle import LocalService
+from llm_bot.local.openai_payloads import Conversation, JsonObject, Reply, ToolCall
 
 logger = logging.getLogger(__name__)
 

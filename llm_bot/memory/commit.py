@@ -15,13 +15,9 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from llm_bot.events.identity import thread_id_of, user_id_of
-from llm_bot.events.models import InternalEventV2
-from llm_bot.graph.process import ProcessResult
 from llm_bot.memory.history import PairToWrite, write_pair
 from llm_bot.memory.namespaces import user_namespace
 from llm_bot.memory.notes_store import write_notes
-from llm_bot.memory.processed_events import key_of
 from llm_bot.memory.run_writes import RunWrites
 from llm_bot.memory.store import MemoryStore, memory_value
 
@@ -39,23 +35,6 @@ class TurnOutcome:
     reply: str
     at: datetime
     writes: RunWrites | None
-
-
-def turn_of(result: ProcessResult, source_event: str, now: datetime) -> TurnOutcome | None:
-    """The turn an OK result adds to history (SKIP and ERROR add none). ``source_event``
-    identifies the incoming event and step, as the processed-event record does."""
-    if result.outcome != "OK" or result.candidate is None:
-        return None
-    event = result.event
-    return TurnOutcome(
-        source_event=source_event,
-        thread_id=thread_id_of(event),
-        user_id=user_id_of(event),
-        prompt=result.prompt,
-        reply=result.candidate.text or "",
-        at=now,
-        writes=result.writes,
-    )
 
 
 class MemoryCommit:
@@ -104,9 +83,3 @@ class MemoryCommit:
         pair = await self.prepare(turn)
         async with self._memory.connection() as connection, connection.transaction():
             await self.apply(connection, turn, pair)
-
-
-def source_of(event: InternalEventV2) -> str:
-    """The incoming event and step, named as the processed-event record names them."""
-    key = key_of(event)
-    return f"{key.correlation_id}:{key.step}"

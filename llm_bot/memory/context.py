@@ -1,4 +1,4 @@
-"""Context assembly: what the model sees of the past, in DESIGN §4's order, within a budget.
+"""Context assembly: what the model sees of the past, in this order, within a budget.
 
 Order in the request: system prompt, notes, relevant memories, recalled older messages (in
 time order, with dates), the thread's window, then this run's messages. Priority when the

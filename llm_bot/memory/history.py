@@ -17,7 +17,7 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
-from llm_bot.memory.vectors import vector_param
+from llm_bot.db.vectors import vector_param
 
 
 @dataclass(frozen=True)

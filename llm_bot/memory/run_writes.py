@@ -2,8 +2,8 @@
 
 Tools do not write to the database while the graph runs: they record what they decided here,
 and the worker applies it in the transaction that also holds the history pair and the
-processed-event record (DESIGN §4: one write transaction per event). A run that fails or is
-retried therefore leaves nothing behind, and a redelivered event cannot write twice.
+processed-event record (one write transaction per event, docs/architecture.md). A run that fails or
+is retried therefore leaves nothing behind, and a redelivered event cannot write twice.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from typing import Any, Literal, Protocol, TypeVar
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
-from llm_bot.memory.vectors import vector_param
+from llm_bot.db.vectors import vector_param
 
 RRF_K = 60
 SearchMode = Literal["hybrid", "dense", "lexical"]

@@ -22,10 +22,10 @@ from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
+from llm_bot.db.store_schema import ensure_schema
 from llm_bot.llm.embeddings import Embedder
 from llm_bot.memory.namespaces import MEMORIES, namespace_text, user_namespace
 from llm_bot.memory.search import MemoryHit, SearchMode, hybrid_search
-from llm_bot.memory.store_schema import ensure_schema
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""``upsertMemory``: the model saves or updates a lasting fact about the user.
+"""The tools the model may call on memory, and ``upsertMemory``: save or update a lasting fact.
 
 The model supplies only ``content``, optional flat ``metadata`` and, to update, a ``key`` it was
 shown; the user comes from the graph (see :mod:`llm_bot.graph.tools`). A rule broken by the
@@ -9,7 +9,7 @@ run's :class:`RunWrites` and applied at the event's commit.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Protocol
 
 from llm_bot.llm.messages import ToolSpec
 from llm_bot.memory.run_writes import MemoryPut, RunWrites
@@ -21,6 +21,16 @@ from llm_bot.memory.validation import (
 )
 
 logger = logging.getLogger(__name__)
+
+
+class Tool(Protocol):
+    """What the graph's tool runner (:mod:`llm_bot.graph.tools`) calls: every tool we offer
+    the model reads or writes memory, so the protocol lives with them."""
+
+    spec: ToolSpec
+
+    async def run(self, arguments: dict[str, Any], run: RunWrites) -> str: ...
+
 
 UPSERT_MEMORY = ToolSpec(
     name="upsertMemory",

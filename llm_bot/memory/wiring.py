@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from llm_bot.clock import utc_now
-from llm_bot.graph.tools import Tool
 from llm_bot.llm.embedding_batch import BatchingEmbedder
 from llm_bot.llm.embeddings import CachingEmbedder, embedder_from_settings
 from llm_bot.memory.commit import MemoryCommit
@@ -20,7 +19,7 @@ from llm_bot.memory.context import ContextLimits, ConversationMemory
 from llm_bot.memory.notes_store import ManageNotesTool
 from llm_bot.memory.retrieval import MemoryRetriever, NoMemory
 from llm_bot.memory.store import MemoryStore, StoreOptions
-from llm_bot.memory.tools import UpsertMemoryTool
+from llm_bot.memory.tools import Tool, UpsertMemoryTool
 from llm_bot.settings import Settings
 
 

@@ -16,10 +16,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from opentelemetry import metrics
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
-from opentelemetry.sdk.resources import Resource
 from prometheus_client import CollectorRegistry
 
-from llm_bot.telemetry.traces import SERVICE_NAME
+from llm_bot.telemetry.resource import service_resource
 
 _meter = metrics.get_meter("llm_bot")
 
@@ -101,7 +100,7 @@ def setup_metrics(
         all_readers.append(PeriodicExportingMetricReader(OTLPMetricExporter()))
     provider = MeterProvider(
         metric_readers=all_readers,
-        resource=Resource.create({"service.name": SERVICE_NAME}),
+        resource=service_resource(),
     )
     metrics.set_meter_provider(provider)
     return registry

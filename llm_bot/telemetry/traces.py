@@ -16,13 +16,13 @@ from typing import Any, TextIO, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
 from opentelemetry.trace import Span, SpanKind
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-SERVICE_NAME = "llm-bot"
+from llm_bot.telemetry.resource import service_resource
+
 GOOGLE_TRACEPARENT = "googclient_traceparent"
 _PROPAGATOR = TraceContextTextMapPropagator()
 F = TypeVar("F", bound=Callable[..., Any])
@@ -52,7 +52,7 @@ def setup_tracing(
             processor = BatchSpanProcessor(ConsoleSpanExporter(out=console))
         else:
             return None
-    provider = TracerProvider(resource=Resource.create({"service.name": SERVICE_NAME}))
+    provider = TracerProvider(resource=service_resource())
     provider.add_span_processor(processor)
     trace.set_tracer_provider(provider)
     return provider

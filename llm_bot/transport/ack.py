@@ -26,9 +26,9 @@ from typing import Protocol
 
 import psycopg
 
+from llm_bot.db.processed_events import ClaimBusy, ClaimLost
 from llm_bot.events.codec import InvalidEvent
 from llm_bot.events.routing import RoutingError
-from llm_bot.memory.processed_events import ClaimBusy, ClaimLost
 from llm_bot.transport.publisher import PublishFailed
 
 logger = logging.getLogger(__name__)

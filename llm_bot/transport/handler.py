@@ -1,9 +1,9 @@
 """One message, start to settle: decode, claim, run the graph, commit, publish, ack.
 
-The order is what makes the output effectively-once (DESIGN §2, §5): the output is committed
-to ``processed_events`` before it is published, and the message is acked only once Pub/Sub
-confirmed the publish. A crash anywhere in between leaves a state that the next delivery
-resolves without a second model call (see :mod:`llm_bot.memory.processed_events`).
+The order is what makes the output effectively-once (README, Failure handling): the output is
+committed to ``processed_events`` before it is published, and the message is acked only once Pub/Sub
+confirmed the publish. A crash anywhere in between leaves a state that the next delivery resolves
+without a second model call (see :mod:`llm_bot.db.processed_events`).
 
 Every write goes through the group committer, so events arriving together share transactions:
 the claim and the stored output of one event each wait for their (shared) transaction, since
@@ -24,16 +24,17 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from llm_bot.clock import iso_timestamp, utc_now
+from llm_bot.db import processed_events
+from llm_bot.db.group_commit import GroupCommitter
+from llm_bot.db.processed_events import source_of
 from llm_bot.events.codec import decode, encode
 from llm_bot.events.identity import thread_id_of, user_id_of
 from llm_bot.events.models import InternalEventV2
 from llm_bot.events.routing import advance, check_route, current_step, prefixed
 from llm_bot.graph.builder import LlmBotGraph
-from llm_bot.graph.process import ProcessResult, process_event, record_failure
+from llm_bot.graph.process import ProcessResult, process_event, record_failure, turn_of
 from llm_bot.graph.state import GraphContext
-from llm_bot.memory import processed_events as records
-from llm_bot.memory.commit import MemoryCommit, source_of, turn_of
-from llm_bot.memory.group_commit import GroupCommitter
+from llm_bot.memory.commit import MemoryCommit
 from llm_bot.settings import Settings
 from llm_bot.telemetry import metrics
 from llm_bot.telemetry.logs import event_ids
@@ -62,15 +63,16 @@ def attempts_exhausted(delivery_attempt: int, event: InternalEventV2, limit: int
     return delivery_attempt >= limit
 
 
-def output_of(result: ProcessResult, settings: Settings) -> records.StoredOutput:
-    """Route the processed event (DESIGN §3) and serialize it exactly as it will be published,
-    with the current trace context in its attributes so the next stage continues the trace."""
+def output_of(result: ProcessResult, settings: Settings) -> processed_events.StoredOutput:
+    """Route the processed event (:func:`llm_bot.events.routing.advance`) and serialize it exactly
+    as it will be published, with the current trace context in its attributes so the next stage
+    continues the trace."""
     event = result.event
     hop = advance(event, iso_timestamp(utc_now()), with_prefix=settings.bus_prefix)
     data, attributes = encode(event)
     inject(attributes)
     ordering_key = thread_id_of(event) if settings.ordering else ""
-    return records.StoredOutput(hop.topic, data, attributes, ordering_key, result.outcome)
+    return processed_events.StoredOutput(hop.topic, data, attributes, ordering_key, result.outcome)
 
 
 @dataclass(frozen=True)
@@ -82,8 +84,8 @@ class Committer:
 
     async def commit(
         self,
-        claim: records.Claim,
-        output: records.StoredOutput,
+        claim: processed_events.Claim,
+        output: processed_events.StoredOutput,
         event: InternalEventV2,
         result: ProcessResult,
     ) -> None:
@@ -96,9 +98,9 @@ class Committer:
             # trip with the output's store, whose row is read (see GroupCommitter).
             if memory and turn and pair:
                 await memory.apply(connection, turn, pair)
-            await records.store_output(connection, claim, output)
+            await processed_events.store_output(connection, claim, output)
 
-        keys = [records.row_key(claim.key)]
+        keys = [processed_events.row_key(claim.key)]
         if turn is not None:  # the history pair reads its thread; notes and memories, the user's
             keys += [f"thread {turn.thread_id}", f"user {turn.user_id}"]
         await self.group.commit(work, keys)
@@ -122,7 +124,7 @@ class EventHandler:
         self._publisher = publisher
         self._counts = counts
         self._committer = committer
-        self._marks = records.PublishedMarks(committer.group.defer)
+        self._marks = processed_events.PublishedMarks(committer.group.defer)
 
     async def handle(self, delivery: Delivery) -> None:
         """One consumer span and one ``llmbot_events`` count per delivery, however it ends."""
@@ -161,10 +163,12 @@ class EventHandler:
         settings = self._settings
         limit_s = deadline_s(event, settings.event_deadline_ms)
         with metrics.timed(metrics.stage_duration, {"stage": "claim"}):
-            claimed = await records.claim_or_wait(
-                self._committer.group.commit, records.key_of(event), limit_s + LEASE_MARGIN_S
+            claimed = await processed_events.claim_or_wait(
+                self._committer.group.commit,
+                processed_events.key_of(event),
+                limit_s + LEASE_MARGIN_S,
             )
-        if isinstance(claimed, records.Published):
+        if isinstance(claimed, processed_events.Published):
             self._counts["duplicates"] += 1
             return "duplicate"
         if claimed.stored is not None:
@@ -219,7 +223,9 @@ class EventHandler:
             code, message, retryable = "INTERNAL", "llm-bot failed unexpectedly", True
         return record_failure(event.model_copy(deep=True), self._context, code, message, retryable)
 
-    async def _publish(self, key: records.EventKey, output: records.StoredOutput) -> None:
+    async def _publish(
+        self, key: processed_events.EventKey, output: processed_events.StoredOutput
+    ) -> None:
         with metrics.timed(metrics.stage_duration, {"stage": "publish"}):
             await self._publisher.publish(
                 output.topic, output.data, output.attributes, output.ordering_key
@@ -228,10 +234,10 @@ class EventHandler:
         # a *new* copy of the event publish the stored output again, and that copy is identical.
         self._marks.add(key)
 
-    async def _release(self, claim: records.Claim) -> None:
+    async def _release(self, claim: processed_events.Claim) -> None:
         try:
             async with self._pool.connection() as connection:
-                await records.release(connection, claim)
+                await processed_events.release(connection, claim)
         except Exception as error:  # the lease expires by itself
             logger.warning("could not release a claim: %s", error)
 

@@ -22,12 +22,11 @@ from typing import Any, Self
 from prometheus_client import CollectorRegistry
 from psycopg_pool import AsyncConnectionPool
 
+from llm_bot.db.group_commit import GroupCommitter
+from llm_bot.db.migrate import migrate
 from llm_bot.events.routing import prefixed
 from llm_bot.graph.assembly import context_from_settings, graph_from_settings
-from llm_bot.health import HealthServer
 from llm_bot.llm.client import ModelClient
-from llm_bot.memory.group_commit import GroupCommitter
-from llm_bot.memory.migrate import migrate
 from llm_bot.memory.wiring import MemoryServices, memory_services
 from llm_bot.settings import Settings
 from llm_bot.telemetry.loop_lag import watch_loop_lag
@@ -35,6 +34,7 @@ from llm_bot.transport.clients import subscriber_client
 from llm_bot.transport.handler import Committer, EventHandler
 from llm_bot.transport.publisher import Publisher
 from llm_bot.transport.subscriber import StreamingSubscriber
+from llm_bot.worker.health import HealthServer
 
 logger = logging.getLogger(__name__)
 

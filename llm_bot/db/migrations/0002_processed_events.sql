@@ -1,4 +1,4 @@
--- The effectively-once record (llm_bot/memory/processed_events.py): one row per event and
+-- The effectively-once record (llm_bot/db/processed_events.py): one row per event and
 -- routing step, claimed with a lease before the graph runs, then holding the exact output.
 CREATE TABLE IF NOT EXISTS processed_events (
     correlation_id    text        NOT NULL,

@@ -9,8 +9,8 @@ import psycopg
 import pytest
 
 from llm_bot.cli import main
-from llm_bot.memory.migrate import migrate
-from llm_bot.testing.openai_server import LocalModelServer
+from llm_bot.db.migrate import migrate
+from llm_bot.local.openai_server import LocalModelServer
 
 pytestmark = pytest.mark.integration
 

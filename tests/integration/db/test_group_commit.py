@@ -12,7 +12,7 @@ import pytest
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from llm_bot.memory.group_commit import GroupCommitter, Item, chains
+from llm_bot.db.group_commit import GroupCommitter, Item, chains
 
 pytestmark = pytest.mark.integration
 

@@ -6,7 +6,7 @@ import psycopg
 import pytest
 
 from llm_bot.cli import main
-from llm_bot.memory.migrate import available_migrations
+from llm_bot.db.migrate import available_migrations
 
 pytestmark = pytest.mark.integration
 

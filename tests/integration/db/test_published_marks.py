@@ -11,9 +11,9 @@ import psycopg
 import pytest
 from psycopg import AsyncConnection
 
-from llm_bot.memory.group_commit import GroupCommitter, Work
-from llm_bot.memory.migrate import migrate
-from llm_bot.memory.processed_events import (
+from llm_bot.db.group_commit import GroupCommitter, Work
+from llm_bot.db.migrate import migrate
+from llm_bot.db.processed_events import (
     Claim,
     EventKey,
     PublishedMarks,
@@ -22,7 +22,7 @@ from llm_bot.memory.processed_events import (
     try_claim,
 )
 
-from .conftest import running_committer
+from ..conftest import running_committer
 
 pytestmark = pytest.mark.integration
 OUTPUT = StoredOutput("internal.egress.v1", b"{}", {}, "", "OK")

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from llm_bot.cli import main
-from llm_bot.testing.pubsub_emulator import PubSubEmulator
+from llm_bot.local.pubsub_emulator import PubSubEmulator
 
 pytestmark = pytest.mark.integration
 

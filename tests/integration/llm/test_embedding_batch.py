@@ -9,9 +9,9 @@ import pytest
 
 from llm_bot.llm.embedding_batch import BatchingEmbedder
 from llm_bot.llm.embeddings import EmbeddingError, OpenAIEmbedder
-from llm_bot.testing.openai_server import EMBEDDINGS_PATH, LocalModelServer
+from llm_bot.local.openai_server import EMBEDDINGS_PATH, LocalModelServer
 
-from .conftest import server_embedder
+from ..conftest import server_embedder
 
 TEXTS = ["I am vegetarian", "my time zone is CET", "call me Ada", "I like thrillers"]
 

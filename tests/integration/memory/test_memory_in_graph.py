@@ -14,23 +14,24 @@ import psycopg
 import pytest
 
 from llm_bot.clock import utc_now
+from llm_bot.db.migrate import migrate
+from llm_bot.db.processed_events import source_of
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.models import InternalEventV2
 from llm_bot.graph.builder import compile_graph
-from llm_bot.graph.process import ProcessResult, process_event
+from llm_bot.graph.process import ProcessResult, process_event, turn_of
 from llm_bot.graph.reducer import MessageLimits
 from llm_bot.graph.state import GraphContext
 from llm_bot.llm.client import ModelClient
 from llm_bot.llm.embeddings import CachingEmbedder
-from llm_bot.memory.commit import MemoryCommit, source_of, turn_of
+from llm_bot.local.embedded_postgres import EmbeddedPostgres
+from llm_bot.local.openai_server import LocalModelServer
+from llm_bot.memory.commit import MemoryCommit
 from llm_bot.memory.context import ContextLimits, ConversationMemory
-from llm_bot.memory.migrate import migrate
 from llm_bot.memory.store import MemoryStore, StoreOptions
 from llm_bot.memory.tools import UpsertMemoryTool
-from llm_bot.testing.embedded_postgres import EmbeddedPostgres
-from llm_bot.testing.openai_server import LocalModelServer
 
-from .conftest import running_committer, server_embedder
+from ..conftest import running_committer, server_embedder
 
 pytestmark = pytest.mark.integration
 GRAPH = compile_graph(MessageLimits())

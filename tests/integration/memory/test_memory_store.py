@@ -10,12 +10,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from llm_bot.db.store_schema import DimensionMismatch
 from llm_bot.llm.embeddings import CachingEmbedder
+from llm_bot.local.openai_server import LocalModelServer
 from llm_bot.memory.store import MemoryStore, StoreOptions
-from llm_bot.memory.store_schema import DimensionMismatch
-from llm_bot.testing.openai_server import LocalModelServer
 
-from .conftest import server_embedder
+from ..conftest import server_embedder
 
 pytestmark = pytest.mark.integration
 

@@ -8,9 +8,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from llm_bot.llm.embeddings import CachingEmbedder, LocalEmbedder
+from llm_bot.local.embedded_postgres import EmbeddedPostgres
 from llm_bot.memory.store import MemoryStore, StoreOptions
 from llm_bot.settings import CALIBRATED_THRESHOLDS
-from llm_bot.testing.embedded_postgres import EmbeddedPostgres
 
 pytestmark = pytest.mark.integration
 THRESHOLD = CALIBRATED_THRESHOLDS["local"]

@@ -1,5 +1,5 @@
 """A worker's world per test: unique topics and subscriptions on the session emulator, a fresh
-database and a local model server (see :class:`llm_bot.testing.worker_harness.Bus`)."""
+database and a local model server (see :class:`llm_bot.devstack.worker_harness.Bus`)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from llm_bot.testing.openai_server import LocalModelServer
-from llm_bot.testing.pubsub_emulator import PubSubEmulator
-from llm_bot.testing.worker_harness import Bus, model_environment
+from llm_bot.devstack.worker_harness import Bus, model_environment
+from llm_bot.local.openai_server import LocalModelServer
+from llm_bot.local.pubsub_emulator import PubSubEmulator
 
 
 @pytest.fixture

@@ -13,9 +13,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from llm_bot.devstack.worker_harness import Bus, WorkerProcess, wait_until
 from llm_bot.events.builder import prompt_event
-from llm_bot.testing.openai_server import LocalModelServer
-from llm_bot.testing.worker_harness import Bus, WorkerProcess, wait_until
+from llm_bot.local.openai_server import LocalModelServer
 
 pytestmark = pytest.mark.integration
 

@@ -8,17 +8,17 @@ import json
 import psycopg
 import pytest
 
-from llm_bot.events.builder import prompt_event
-from llm_bot.events.codec import encode
-from llm_bot.memory.processed_events import (
+from llm_bot.db.processed_events import (
     Claim,
     StoredOutput,
     key_of,
     store_output,
     try_claim,
 )
-from llm_bot.testing.openai_server import LocalModelServer
-from llm_bot.testing.worker_harness import Bus, running_worker, wait_until
+from llm_bot.devstack.worker_harness import Bus, running_worker, wait_until
+from llm_bot.events.builder import prompt_event
+from llm_bot.events.codec import encode
+from llm_bot.local.openai_server import LocalModelServer
 
 pytestmark = pytest.mark.integration
 

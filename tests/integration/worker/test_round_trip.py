@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
+from llm_bot.devstack.worker_harness import Bus, running_worker
 from llm_bot.events.codec import encode
 from llm_bot.events.models import InternalEventV2
-from llm_bot.testing.openai_server import LocalModelServer
-from llm_bot.testing.worker_harness import Bus, running_worker
+from llm_bot.local.openai_server import LocalModelServer
 
 pytestmark = pytest.mark.integration
 
-CONTRACTS = Path(__file__).resolve().parents[4] / "shared" / "contracts" / "bitbrat"
+CONTRACTS = Path(__file__).resolve().parents[2] / "fixtures" / "bitbrat"
 EXAMPLES = ["chat-message.json", "dm-message.json"]
 
 

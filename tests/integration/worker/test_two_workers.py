@@ -7,10 +7,10 @@ from collections import Counter, defaultdict
 
 import pytest
 
+from llm_bot.devstack.worker_harness import Bus, running_worker, wait_until
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.identity import thread_id_of
-from llm_bot.testing.openai_server import LocalModelServer
-from llm_bot.testing.worker_harness import Bus, running_worker, wait_until
+from llm_bot.local.openai_server import LocalModelServer
 
 from .conftest import BusFactory
 

@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from llm_bot import bench_cli
+from llm_bot.cli import bench as bench_cli
 from llm_bot.cli import build_parser, main
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from llm_bot.memory.migrate import available_migrations
+from llm_bot.db.migrate import available_migrations
 
 ROOT = Path(__file__).resolve().parents[3]
 DEPLOY = ROOT / "deploy"
@@ -49,7 +49,7 @@ METRICS = {
 SCHEMA_HEADER = """\
 -- llm-bot schema for a managed Postgres >= 15 with pgvector (Cloud SQL, AlloyDB, ...).
 --
--- Generated from llm_bot/memory/migrations/*.sql, in order; `llm-bot migrate` applies the same
+-- Generated from llm_bot/db/migrations/*.sql, in order; `llm-bot migrate` applies the same
 -- files (deploy/deploy.sh runs it as a Cloud Run job), so prefer that. This file is for review
 -- and for applying by hand: psql "$DATABASE_URL" --single-transaction -f deploy/sql/schema.sql
 -- It records each file in schema_migrations like `llm-bot migrate` does, so the two mix.
@@ -61,7 +61,7 @@ SCHEMA_HEADER = """\
 --
 -- Not here: the long-term memory tables of LangGraph's PostgresStore (store, store_vectors and
 -- their migrations table). The service creates them at start with PostgresStore.setup(), at
--- the embedding model's dimension (llm_bot/memory/store_schema.py), so they are not fixed in SQL.
+-- the embedding model's dimension (llm_bot/db/store_schema.py), so they are not fixed in SQL.
 
 CREATE TABLE IF NOT EXISTS schema_migrations (
     version integer PRIMARY KEY,

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from llm_bot.events.codec import InvalidEvent, decode, encode, from_document, to_document
 from llm_bot.events.models import RoutingStatus
 
-CONTRACTS = Path(__file__).resolve().parents[3].parent / "shared" / "contracts" / "bitbrat"
+CONTRACTS = Path(__file__).resolve().parents[2] / "fixtures" / "bitbrat"
 
 
 def example_events() -> list[Path]:

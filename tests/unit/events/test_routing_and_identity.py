@@ -1,4 +1,4 @@
-"""Routing-slip rules and the user/thread id rules of DESIGN §3."""
+"""Routing-slip rules and the user/thread id rules of :mod:`llm_bot.events.identity`."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from llm_bot.events.routing import (
     select_best_candidate,
 )
 
-CONTRACTS = Path(__file__).resolve().parents[3].parent / "shared" / "contracts" / "bitbrat"
+CONTRACTS = Path(__file__).resolve().parents[2] / "fixtures" / "bitbrat"
 NOW = "2026-11-21T12:00:00.000Z"
 
 

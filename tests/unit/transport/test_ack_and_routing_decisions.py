@@ -13,12 +13,12 @@ from typing import Any
 import psycopg
 import pytest
 
+from llm_bot.db.processed_events import NO_STEP, ClaimBusy, key_of
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.codec import InvalidEvent
 from llm_bot.events.models import InternalEventV2
 from llm_bot.events.routing import RoutingError, advance, check_route, complete_current_step
 from llm_bot.graph.process import ProcessResult
-from llm_bot.memory.processed_events import NO_STEP, ClaimBusy, key_of
 from llm_bot.settings import Settings
 from llm_bot.transport.ack import (
     RETRY_MAX_DELAY_S,

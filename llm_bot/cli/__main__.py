@@ -1,0 +1,7 @@
+"""``python -m llm_bot.cli``: the same as the ``llm-bot`` script."""
+
+import sys
+
+from llm_bot.cli.main import main
+
+sys.exit(main())
