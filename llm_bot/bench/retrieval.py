@@ -23,9 +23,9 @@ from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
 from llm_bot.db.migrate import migrate
+from llm_bot.db.schemas import scratch_schema
 from llm_bot.memory.namespaces import namespace_text, user_namespace
 from llm_bot.memory.recall import recall_turns
-from llm_bot.memory.schemas import scratch_schema
 from llm_bot.memory.search import SearchMode, hybrid_search
 from llm_bot.memory.store import MemoryStore, StoreOptions
 

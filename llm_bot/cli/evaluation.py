@@ -13,6 +13,7 @@ from pydantic import SecretStr
 
 from llm_bot.cli.support import UsageError, database_for_measurements
 from llm_bot.db.migrate import migrate
+from llm_bot.db.schemas import scratch_schema
 from llm_bot.evaluation.calibration import calibrate, load_pairs, plot_calibration
 from llm_bot.evaluation.retrieval import (
     ModeReport,
@@ -24,7 +25,6 @@ from llm_bot.evaluation.retrieval import (
     plot_reports,
 )
 from llm_bot.llm.embeddings import embedder_from_settings
-from llm_bot.memory.schemas import scratch_schema
 from llm_bot.memory.search import SearchMode
 from llm_bot.memory.wiring import open_memory_store
 from llm_bot.settings import Settings

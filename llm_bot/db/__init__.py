@@ -1,2 +1,34 @@
 """Postgres plumbing that is not memory: migrations, the group committer, the processed-events
-ledger, the store's schema and the binary vector encoding."""
+ledger, the store's schema, binary vectors and throw-away schemas for measurements."""
+
+from llm_bot.db.group_commit import GroupCommitter, Work
+from llm_bot.db.migrate import migrate
+from llm_bot.db.processed_events import (
+    Claim,
+    EventKey,
+    Published,
+    StoredOutput,
+    claim_or_wait,
+    key_of,
+    source_of,
+)
+from llm_bot.db.schemas import scratch_schema
+from llm_bot.db.store_schema import DimensionMismatch, ensure_schema
+from llm_bot.db.vectors import vector_param
+
+__all__ = [
+    "Claim",
+    "DimensionMismatch",
+    "EventKey",
+    "GroupCommitter",
+    "Published",
+    "StoredOutput",
+    "Work",
+    "claim_or_wait",
+    "ensure_schema",
+    "key_of",
+    "migrate",
+    "scratch_schema",
+    "source_of",
+    "vector_param",
+]

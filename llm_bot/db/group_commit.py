@@ -28,7 +28,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 import psycopg
 from psycopg import AsyncConnection
@@ -65,7 +65,12 @@ class Item:
 
 
 class GroupCommitter:
-    def __init__(self, pool: AsyncConnectionPool[Any], max_batch: int, max_delay_s: float) -> None:
+    """Used as ``async with``: entering starts the committer task, leaving commits what is
+    queued and stops it, so no caller can forget either half."""
+
+    def __init__(
+        self, pool: AsyncConnectionPool[Any], *, max_batch: int, max_delay_s: float
+    ) -> None:
         self._pool = pool
         self._max_batch = max_batch
         self._max_delay_s = max_delay_s
@@ -75,19 +80,24 @@ class GroupCommitter:
         self.transactions = 0
         self.committed = 0
 
-    def start(self) -> None:
+    async def __aenter__(self) -> Self:
         self._task = asyncio.create_task(self._run(), name="group-commit")
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
 
     async def close(self) -> None:
-        """Commit what is queued (deferred work too, at once), then stop."""
+        """Commit what is queued (deferred work too, at once), then stop; again, nothing."""
         if self._task is None:
             return
         if self._deferred:
             await self.commit(_nothing, ())  # a waited-for item does not let deferred work linger
         await self._queue.join()
-        self._task.cancel()
+        task, self._task = self._task, None
+        task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
-            await self._task
+            await task
 
     async def commit(self, work: Work, keys: Collection[str]) -> None:
         """Run ``work`` in a (shared) transaction; returns once that transaction committed.

@@ -22,30 +22,30 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 from uuid import UUID, uuid4
 
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
 from llm_bot.db.group_commit import Work
-from llm_bot.events.models import InternalEventV2
+from llm_bot.errors import TransientError
+from llm_bot.events.models import InternalEventV2, Outcome
 
 NO_STEP = "none"
 POLL_INTERVAL_S = 0.2
 
-Outcome = Literal["OK", "SKIP", "ERROR"]
 AnyConnection = AsyncConnection[Any]
 # Runs a piece of work, touching what the keys name, in a transaction and returns once that
 # transaction has committed.
 Transact = Callable[[Work, Collection[str]], Awaitable[None]]
 
 
-class ClaimLost(RuntimeError):
+class ClaimLost(TransientError):
     """Our lease expired and another holder took the event over: its result wins."""
 
 
-class ClaimBusy(RuntimeError):
+class ClaimBusy(TransientError):
     """Another holder kept the event longer than any lease allows; try again later."""
 
 
@@ -83,7 +83,10 @@ class Published:
 
 
 @dataclass(frozen=True)
-class _Held:
+class Held:
+    """Another holder has the event: done and confirmed (``published``), or with a lease
+    ending in ``lease_left_s``."""
+
     published: bool
     lease_left_s: float
 
@@ -145,7 +148,8 @@ def _key_params(key: EventKey) -> dict[str, Any]:
     return {"correlation_id": key.correlation_id, "step": key.step}
 
 
-async def try_claim(connection: AnyConnection, key: EventKey, lease_s: float) -> Claim | _Held:
+async def try_claim(connection: AnyConnection, key: EventKey, lease_s: float) -> Claim | Held:
+    """Claim ``key`` for ``lease_s`` inside the caller's transaction, or say who holds it."""
     token = uuid4()
     params = {**_key_params(key), "token": token, "lease_s": lease_s}
     row = await (await connection.execute(_CLAIM, params)).fetchone()
@@ -157,8 +161,8 @@ async def try_claim(connection: AnyConnection, key: EventKey, lease_s: float) ->
         return Claim(key, token, stored)
     state = await (await connection.execute(_STATE, _key_params(key))).fetchone()
     if state is None:  # released between our two statements: claim again at once
-        return _Held(published=False, lease_left_s=0.0)
-    return _Held(published=bool(state[0]), lease_left_s=float(state[1]))
+        return Held(published=False, lease_left_s=0.0)
+    return Held(published=bool(state[0]), lease_left_s=float(state[1]))
 
 
 async def claim_or_wait(transact: Transact, key: EventKey, lease_s: float) -> Claim | Published:
@@ -182,8 +186,8 @@ async def claim_or_wait(transact: Transact, key: EventKey, lease_s: float) -> Cl
         await asyncio.sleep(min(POLL_INTERVAL_S, state.lease_left_s))
 
 
-async def _claim_once(transact: Transact, key: EventKey, lease_s: float) -> Claim | _Held:
-    outcome: list[Claim | _Held] = []
+async def _claim_once(transact: Transact, key: EventKey, lease_s: float) -> Claim | Held:
+    outcome: list[Claim | Held] = []
 
     async def attempt(connection: AnyConnection) -> None:
         outcome[:] = [await try_claim(connection, key, lease_s)]  # a retried batch redoes it

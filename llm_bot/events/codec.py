@@ -14,12 +14,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from llm_bot.errors import PermanentError
 from llm_bot.events.models import InternalEventV2
 
 MAX_REPORTED_PROBLEMS = 5
 
 
-class InvalidEvent(ValueError):
+class InvalidEvent(PermanentError):
     """The message is not a valid ``InternalEventV2``; permanent, never worth a retry."""
 
 

@@ -14,6 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 RoutingStatus = Literal["PENDING", "OK", "ERROR", "SKIP"]
+# How a stage closes its step: the statuses other than PENDING.
+Outcome = Literal["OK", "SKIP", "ERROR"]
 CandidateStatus = Literal["proposed", "selected", "superseded", "rejected"]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from llm_bot.errors import PermanentError
 from llm_bot.events.models import (
     CandidateV1,
     InternalEventV2,
@@ -23,7 +24,7 @@ EGRESS_EVENT_TYPE = "egress.deliver.v1"
 DEFAULT_EGRESS_TOPIC = "internal.egress.v1"
 
 
-class RoutingError(ValueError):
+class RoutingError(PermanentError):
     """The slip cannot be followed (e.g. a pending step names no topic): a permanent error."""
 
 

@@ -24,12 +24,12 @@ def graph_from_settings(settings: Settings) -> LlmBotGraph:
 def context_from_settings(
     settings: Settings,
     model: ChatModel,
-    memory: MemoryRetriever | None = None,
+    retriever: MemoryRetriever | None = None,
     tools: Sequence[Tool] = (),
 ) -> GraphContext:
     return GraphContext(
         model=model,
-        memory=memory or NoMemory(),
+        retriever=retriever or NoMemory(),
         tools=tools,
         system_prompt=resolve_system_prompt(settings),
         max_tool_rounds=settings.max_tool_rounds,

@@ -10,11 +10,16 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
 
 from llm_bot.clock import iso_timestamp
 from llm_bot.events.identity import thread_id_of, user_id_of
-from llm_bot.events.models import CandidateV1, ErrorEntryV1, InternalEventV2, StepError
+from llm_bot.events.models import (
+    CandidateV1,
+    ErrorEntryV1,
+    InternalEventV2,
+    Outcome,
+    StepError,
+)
 from llm_bot.events.routing import complete_current_step
 from llm_bot.graph.builder import LlmBotGraph
 from llm_bot.graph.state import GraphContext
@@ -24,7 +29,6 @@ from llm_bot.memory.run_writes import RunWrites
 
 logger = logging.getLogger(__name__)
 
-Outcome = Literal["OK", "SKIP", "ERROR"]
 SOURCE = "llm-bot"
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from llm_bot.graph.state import GraphContext, GraphState
-from llm_bot.memory.retrieval import RecalledContext
+from llm_bot.memory.retrieval import Recollection
 
 logger = logging.getLogger(__name__)
 
@@ -22,7 +22,7 @@ async def retrieve_memories(state: GraphState, runtime: Runtime[GraphContext]) -
     context = runtime.context
     try:
         async with asyncio.timeout(context.retrieval_timeout_s):
-            recalled = await context.memory.retrieve(
+            recalled = await context.retriever.retrieve(
                 state["user_id"], state["thread_id"], state["combined_prompt"]
             )
     except Exception as error:  # degrade, never fail: docs/memory.md, Retrieval
@@ -31,5 +31,5 @@ async def retrieve_memories(state: GraphState, runtime: Runtime[GraphContext]) -
             "memory retrieval failed, continuing without memories",
             extra={"userId": state["user_id"], "cause": cause},
         )
-        recalled = RecalledContext(stats={"retrievalFailed": 1})
+        recalled = Recollection(stats={"retrievalFailed": 1})
     return {"recalled": recalled}

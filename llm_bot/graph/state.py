@@ -17,7 +17,7 @@ from llm_bot.clock import utc_now
 from llm_bot.events.models import CandidateV1, InternalEventV2
 from llm_bot.graph.reducer import MessageLimits, reduce_messages
 from llm_bot.llm.messages import ChatMessage, ModelReply, TokenUsage, ToolCall, ToolSpec
-from llm_bot.memory.retrieval import MemoryRetriever, NoMemory, RecalledContext
+from llm_bot.memory.retrieval import MemoryRetriever, NoMemory, Recollection
 from llm_bot.memory.run_writes import RunWrites
 from llm_bot.memory.tools import Tool
 
@@ -34,7 +34,7 @@ class GraphState(TypedDict, total=False):
     thread_id: str
     messages: list[ChatMessage]  # reducer bound by `bounded_state`
     combined_prompt: str
-    recalled: RecalledContext
+    recalled: Recollection
     pending_calls: tuple[ToolCall, ...]
     tool_rounds: int
     usage: Annotated[TokenUsage, operator.add]
@@ -63,7 +63,7 @@ def bounded_state(limits: MessageLimits) -> type[GraphState]:
 @dataclass(frozen=True)
 class GraphContext:
     model: ChatModel
-    memory: MemoryRetriever = field(default_factory=NoMemory)
+    retriever: MemoryRetriever = field(default_factory=NoMemory)
     tools: Sequence[Tool] = ()
     clock: Callable[[], datetime] = utc_now
     system_prompt: str | None = None

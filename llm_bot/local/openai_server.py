@@ -7,21 +7,18 @@ are scripted. Stdlib only, so it adds nothing to the install.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import socket
-import sys
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal, Self
 from urllib.parse import urlsplit
 
 from llm_bot.local import openai_payloads as payloads
+from llm_bot.local.json_http import Answer, JsonHTTPServer
 from llm_bot.local.lifecycle import LocalService
 from llm_bot.local.openai_payloads import Conversation, JsonObject, Reply, ToolCall
 
@@ -48,16 +45,9 @@ class RecordedRequest:
     time: float
 
 
-@dataclass(frozen=True)
-class _Answer:
-    status: int
-    body: JsonObject
-    headers: tuple[tuple[str, str], ...] = ()
-
-
-def _error(status: int, message: str) -> _Answer:
+def _error(status: int, message: str) -> Answer:
     headers = (("retry-after", "0"),) if status == 429 else ()
-    return _Answer(status, payloads.error_body(status, message), headers)
+    return Answer(status, payloads.error_body(status, message), headers)
 
 
 def _new_call(name: str, arguments: Mapping[str, Any], call_id: str | None = None) -> ToolCall:
@@ -99,7 +89,7 @@ class LocalModelServer(LocalService):
         # Faults per kind of call: a test failing the model usually wants embeddings to work.
         self._failures: dict[CallKind, deque[tuple[int, str]]] = {k: deque() for k in KINDS}
         self._hangs: dict[CallKind, deque[float]] = {k: deque() for k in KINDS}
-        self._httpd: _HTTPServer | None = None
+        self._httpd: JsonHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
         self._routes: dict[tuple[str, str], Callable[[JsonObject | None], JsonObject]] = {
@@ -116,7 +106,11 @@ class LocalModelServer(LocalService):
         if self._httpd is not None:
             raise RuntimeError("LocalModelServer is already running")
         self._stopping = threading.Event()
-        self._httpd = _HTTPServer(("127.0.0.1", self._port), self)
+        self._httpd = JsonHTTPServer(
+            ("127.0.0.1", self._port),
+            self._answer,
+            _error(500, "The local model server failed; see its log."),
+        )
         self._port = self._httpd.server_address[1]
         self._thread = threading.Thread(
             target=self._httpd.serve_forever,
@@ -238,7 +232,7 @@ class LocalModelServer(LocalService):
 
     def _answer(
         self, method: str, target: str, headers: dict[str, str], raw: bytes
-    ) -> _Answer | None:
+    ) -> Answer | None:
         """None means drop the connection without answering (the server is stopping)."""
         path = urlsplit(target).path
         try:
@@ -267,7 +261,7 @@ class LocalModelServer(LocalService):
             if failure is not None:
                 return _error(*failure)
         try:
-            return _Answer(200, route(body))
+            return Answer(200, route(body))
         except payloads.RequestError as exc:
             return _error(exc.status, exc.message)
 
@@ -319,85 +313,3 @@ class LocalModelServer(LocalService):
                 del self._turns[index]
                 return turn
         return None
-
-
-class _HTTPServer(ThreadingHTTPServer):
-    """Tracks live connections so stop() can close keep-alive sockets the client still holds."""
-
-    daemon_threads = True
-
-    def __init__(self, address: tuple[str, int], app: LocalModelServer) -> None:
-        super().__init__(address, _Handler)
-        self.app = app
-        self._connections: set[socket.socket] = set()
-        self._connections_lock = threading.Lock()
-
-    def process_request(
-        self, request: socket.socket | tuple[bytes, socket.socket], client_address: Any
-    ) -> None:
-        if isinstance(request, socket.socket):
-            with self._connections_lock:
-                self._connections.add(request)
-        super().process_request(request, client_address)
-
-    def shutdown_request(self, request: socket.socket | tuple[bytes, socket.socket]) -> None:
-        if isinstance(request, socket.socket):
-            with self._connections_lock:
-                self._connections.discard(request)
-        super().shutdown_request(request)
-
-    def close_connections(self) -> None:
-        with self._connections_lock:
-            connections = list(self._connections)
-        for connection in connections:
-            with contextlib.suppress(OSError):
-                connection.shutdown(socket.SHUT_RDWR)
-
-    def handle_error(
-        self, request: socket.socket | tuple[bytes, socket.socket], client_address: Any
-    ) -> None:
-        """A client that gave up (timeout, test teardown) is normal here, not worth a traceback."""
-        if isinstance(sys.exc_info()[1], ConnectionError | TimeoutError):
-            return
-        logger.exception("local model server failed on a request from %s", client_address)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True  # headers and body go out in two writes; avoid a 40 ms stall
-    server: _HTTPServer
-
-    def do_GET(self) -> None:
-        self._dispatch()
-
-    def do_POST(self) -> None:
-        self._dispatch()
-
-    do_PUT = do_DELETE = do_PATCH = do_POST
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Quiet: test output should show the test's logs, not an access log."""
-
-    def _dispatch(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length > 0 else b""
-        headers = {key.lower(): value for key, value in self.headers.items()}
-        try:
-            answer = self.server.app._answer(self.command, self.path, headers, raw)
-        except Exception:
-            logger.exception("local model server failed on %s %s", self.command, self.path)
-            answer = _error(500, "The local model server failed; see its log.")
-        if answer is None:
-            self.close_connection = True
-            return
-        payload = json.dumps(answer.body).encode()
-        try:
-            self.send_response(answer.status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            for name, value in answer.headers:
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(payload)
-        except (ConnectionError, TimeoutError):
-            self.close_connection = True

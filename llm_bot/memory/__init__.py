@@ -1,1 +1,29 @@
 """Memory layers, all in Postgres: history, semantic store, notes, recall, context assembly."""
+
+from llm_bot.memory.commit import MemoryCommit, TurnOutcome
+from llm_bot.memory.context import ContextLimits, ConversationMemory
+from llm_bot.memory.notes_store import ManageNotesTool
+from llm_bot.memory.retrieval import MemoryRetriever, NoMemory, Recollection
+from llm_bot.memory.run_writes import RunWrites
+from llm_bot.memory.store import MemoryStore, StoreOptions
+from llm_bot.memory.tools import Tool, UpsertMemoryTool
+from llm_bot.memory.wiring import MemoryServices, memory_services, open_memory_store
+
+__all__ = [
+    "ContextLimits",
+    "ConversationMemory",
+    "ManageNotesTool",
+    "MemoryCommit",
+    "MemoryRetriever",
+    "MemoryServices",
+    "MemoryStore",
+    "NoMemory",
+    "Recollection",
+    "RunWrites",
+    "StoreOptions",
+    "Tool",
+    "TurnOutcome",
+    "UpsertMemoryTool",
+    "memory_services",
+    "open_memory_store",
+]

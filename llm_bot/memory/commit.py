@@ -38,8 +38,8 @@ class TurnOutcome:
 
 
 class MemoryCommit:
-    def __init__(self, memory: MemoryStore, agent: str, idle: timedelta) -> None:
-        self._memory = memory
+    def __init__(self, store: MemoryStore, agent: str, idle: timedelta) -> None:
+        self._store = store
         self._agent = agent
         self._idle = idle
 
@@ -47,7 +47,7 @@ class MemoryCommit:
         """The history pair with its embeddings, computed outside any transaction."""
         vectors: list[list[float]] | list[None] = [None, None]
         try:
-            vectors = await self._memory.embedder.embed([turn.prompt, turn.reply])
+            vectors = await self._store.embedder.embed([turn.prompt, turn.reply])
         except Exception as error:  # recall degrades; the turn is still recorded
             logger.warning(
                 "could not embed the turn; stored without vectors",
@@ -69,11 +69,11 @@ class MemoryCommit:
     ) -> None:
         writes = turn.writes
         if writes is not None and writes.memory_puts:
-            store = self._memory.store_on(connection)
+            on_connection = self._store.store_on(connection)
             namespace = user_namespace(writes.user_id)
             for put in writes.memory_puts:
                 value = memory_value(put.content, put.metadata)
-                await store.aput(namespace, put.key, value, index=["content"])
+                await on_connection.aput(namespace, put.key, value, index=["content"])
         if writes is not None and writes.notes_changed and writes.notes is not None:
             await write_notes(connection, writes.user_id, self._agent, writes.notes)
         await write_pair(connection, pair, self._idle)
@@ -81,5 +81,5 @@ class MemoryCommit:
     async def commit_now(self, turn: TurnOutcome) -> None:
         """Prepare and apply in a transaction of its own (``send --local``, tests)."""
         pair = await self.prepare(turn)
-        async with self._memory.connection() as connection, connection.transaction():
+        async with self._store.connection() as connection, connection.transaction():
             await self.apply(connection, turn, pair)

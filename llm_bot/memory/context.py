@@ -21,7 +21,7 @@ from llm_bot.memory.history import Turn, read_window
 from llm_bot.memory.long_term import render_memories
 from llm_bot.memory.notes_store import read_notes
 from llm_bot.memory.recall import RecalledTurn, recall_turns
-from llm_bot.memory.retrieval import RecalledContext
+from llm_bot.memory.retrieval import Recollection
 from llm_bot.memory.search import MemoryHit
 from llm_bot.memory.store import MemoryStore
 from llm_bot.memory.validation import approx_tokens
@@ -59,23 +59,23 @@ class ConversationMemory:
 
     def __init__(
         self,
-        memory: MemoryStore,
+        store: MemoryStore,
         limits: ContextLimits,
         agent: str,
         clock: Callable[[], datetime],
     ) -> None:
-        self._memory = memory
+        self._store = store
         self._limits = limits
         self._agent = agent
         self._clock = clock
 
-    async def retrieve(self, user_id: str, thread_id: str, query: str) -> RecalledContext:
+    async def retrieve(self, user_id: str, thread_id: str, query: str) -> Recollection:
         with metrics.timed(metrics.memory_retrieval_duration):
             context = await self._retrieve(user_id, thread_id, query)
         metrics.memory_retrievals.add(1)
         return context
 
-    async def _retrieve(self, user_id: str, thread_id: str, query: str) -> RecalledContext:
+    async def _retrieve(self, user_id: str, thread_id: str, query: str) -> Recollection:
         failed: list[str] = []
         notes, (memories, window, recalled) = await asyncio.gather(
             _degrade("notes", self._notes(user_id), "", user_id, failed),
@@ -106,7 +106,7 @@ class ConversationMemory:
         )
         return memories, window, recalled
 
-    def assemble(self, parts: Parts, budget: int) -> RecalledContext:
+    def assemble(self, parts: Parts, budget: int) -> Recollection:
         messages: list[ChatMessage] = []
         used: dict[str, int] = {"notes": 0, "memories": 0, "recall": 0, "window": 0}
         if parts.notes.strip():
@@ -143,31 +143,31 @@ class ConversationMemory:
             "windowPairs": len(window) // 2,
             **{f"{part}Tokens": tokens for part, tokens in used.items()},
         }
-        return RecalledContext(tuple(messages), stats)
+        return Recollection(tuple(messages), stats)
 
     async def _embed(self, query: str) -> list[float]:
-        return (await self._memory.embedder.embed([query]))[0]
+        return (await self._store.embedder.embed([query]))[0]
 
     async def _notes(self, user_id: str) -> str:
-        async with self._memory.connection() as connection:
+        async with self._store.connection() as connection:
             return await read_notes(connection, user_id, self._agent)
 
     async def _window(self, thread_id: str) -> list[Turn]:
         limits = self._limits
-        async with self._memory.connection() as connection:
+        async with self._store.connection() as connection:
             return await read_window(
                 connection, thread_id, limits.context_pairs, self._clock(), limits.session_idle
             )
 
     async def _memories(self, user_id: str, query: str, vector: list[float]) -> list[MemoryHit]:
-        return await self._memory.for_user(user_id).search(
+        return await self._store.for_user(user_id).search(
             query, limit=MEMORY_CANDIDATES, threshold=self._limits.threshold, vector=vector
         )
 
     async def _recall(
         self, user_id: str, query: str, vector: list[float], window: list[Turn]
     ) -> list[RecalledTurn]:
-        async with self._memory.connection() as connection:
+        async with self._store.connection() as connection:
             return await recall_turns(
                 connection,
                 user_id,

@@ -78,14 +78,14 @@ class ManageNotesTool:
 
     spec = MANAGE_NOTES
 
-    def __init__(self, memory: MemoryStore, agent: str, max_chars: int) -> None:
-        self._memory = memory
+    def __init__(self, store: MemoryStore, agent: str, max_chars: int) -> None:
+        self._store = store
         self._agent = agent
         self._max_chars = max_chars
 
     async def run(self, arguments: dict[str, Any], run: RunWrites) -> str:
         if run.notes is None:
-            async with self._memory.connection() as connection:
+            async with self._store.connection() as connection:
                 run.notes = await read_notes(connection, run.user_id, self._agent)
         updated, result = run_notes_operation(run.notes, arguments, self._max_chars)
         if updated != run.notes:

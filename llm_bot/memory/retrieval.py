@@ -14,19 +14,20 @@ from llm_bot.llm.messages import ChatMessage
 
 
 @dataclass(frozen=True)
-class RecalledContext:
-    """Messages to place between the system prompt and this run's messages, in order."""
+class Recollection:
+    """What the memory layers recall for one prompt: messages to place between the system prompt
+    and this run's messages, in order, and how many of each kind they hold."""
 
     messages: tuple[ChatMessage, ...] = ()
     stats: dict[str, int] = field(default_factory=dict)
 
 
 class MemoryRetriever(Protocol):
-    async def retrieve(self, user_id: str, thread_id: str, query: str) -> RecalledContext: ...
+    async def retrieve(self, user_id: str, thread_id: str, query: str) -> Recollection: ...
 
 
 class NoMemory:
     """A retriever that knows nothing: the graph's default before memory is wired in."""
 
-    async def retrieve(self, user_id: str, thread_id: str, query: str) -> RecalledContext:
-        return RecalledContext()
+    async def retrieve(self, user_id: str, thread_id: str, query: str) -> Recollection:
+        return Recollection()

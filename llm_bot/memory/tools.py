@@ -57,8 +57,8 @@ UPSERT_MEMORY = ToolSpec(
 class UpsertMemoryTool:
     spec = UPSERT_MEMORY
 
-    def __init__(self, memory: MemoryStore, max_tokens: int) -> None:
-        self._memory = memory
+    def __init__(self, store: MemoryStore, max_tokens: int) -> None:
+        self._store = store
         self._max_tokens = max_tokens
 
     async def run(self, arguments: dict[str, Any], run: RunWrites) -> str:
@@ -72,7 +72,7 @@ class UpsertMemoryTool:
         except InvalidMemory as error:
             logger.info("memory refused", extra={"userId": run.user_id, "cause": str(error)})
             return f"error: memory not saved: {error}"
-        key, outcome = await self._memory.for_user(run.user_id).resolve_key(content, key)
+        key, outcome = await self._store.for_user(run.user_id).resolve_key(content, key)
         run.memory_puts.append(MemoryPut(key, content, metadata))
         logger.info("memory saved", extra={"userId": run.user_id, "key": key, "outcome": outcome})
         return f"saved memory {key} ({outcome})"

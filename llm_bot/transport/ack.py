@@ -1,11 +1,13 @@
-"""The ack decision: one context manager around handling a message, driven by exception types.
+"""The ack decision: one context manager around handling a message, driven by the error class.
 
 - no exception: the output is published and committed → ack;
-- invalid input (:class:`InvalidEvent`, :class:`RoutingError`): no delivery can fix it → publish
-  the original bytes to the dead-letter topic with the reason in attributes, then ack;
-- anything else (model or database unavailable, publish failure, a bug) → nack, so Pub/Sub
-  delivers again. The handler itself turns a retryable failure on the last delivery attempt into
-  a forwarded ERROR step, so reaching this point always means "try again".
+- a :class:`~llm_bot.errors.PermanentError` (invalid input, a slip that cannot be followed): no
+  delivery can fix it → publish the original bytes to the dead-letter topic with the reason in
+  attributes, then ack;
+- anything else (a :class:`~llm_bot.errors.TransientError` such as a model or database that did
+  not answer or an unconfirmed publish, or a bug) → nack, so Pub/Sub delivers again. The
+  handler itself turns a retryable failure on the last delivery attempt into a forwarded ERROR
+  step, so reaching this point always means "try again".
 
 Before a nack the message is held for a jittered backoff that grows with the delivery attempt:
 Pub/Sub redelivers a nack at once unless the subscription has a retry policy (the emulator
@@ -17,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -26,10 +27,8 @@ from typing import Protocol
 
 import psycopg
 
-from llm_bot.db.processed_events import ClaimBusy, ClaimLost
-from llm_bot.events.codec import InvalidEvent
-from llm_bot.events.routing import RoutingError
-from llm_bot.transport.publisher import PublishFailed
+from llm_bot.errors import PermanentError, TransientError
+from llm_bot.transport.stats import WorkerStats
 
 logger = logging.getLogger(__name__)
 
@@ -58,12 +57,12 @@ class Delivery(Protocol):
     async def nack(self) -> None: ...
 
 
-class RetryLater(RuntimeError):
+class RetryLater(TransientError):
     """Processing failed in a way a later delivery may not (model or database unavailable)."""
 
 
 # Failures we expect from time to time: logged in one line, without a traceback.
-EXPECTED_RETRIES = (RetryLater, psycopg.OperationalError, PublishFailed, ClaimBusy, ClaimLost)
+EXPECTED_RETRIES = (TransientError, psycopg.OperationalError)
 
 
 class Decision(Enum):
@@ -78,7 +77,7 @@ DeadLetter = Callable[[Delivery, str], Awaitable[None]]
 def decide(error: BaseException | None) -> Decision:
     if error is None:
         return Decision.ACK
-    if isinstance(error, InvalidEvent | RoutingError):
+    if isinstance(error, PermanentError):
         return Decision.DEAD_LETTER
     return Decision.NACK
 
@@ -103,28 +102,28 @@ def dead_letter_attributes(delivery: Delivery, reason: str, at: str) -> dict[str
 
 @asynccontextmanager
 async def settle(
-    delivery: Delivery, dead_letter: DeadLetter, counts: Counter[str]
+    delivery: Delivery, dead_letter: DeadLetter, stats: WorkerStats
 ) -> AsyncIterator[None]:
     """Ack, dead-letter or nack ``delivery`` according to how the block ends."""
     try:
         yield
     except asyncio.CancelledError:  # shutdown: hand the message back, unfinished
-        counts["nacked"] += 1
+        stats.nacked += 1
         await delivery.nack()
         raise
     except Exception as error:
         if decide(error) is Decision.DEAD_LETTER:
-            await _dead_letter_or_retry(delivery, str(error), dead_letter, counts)
+            await _dead_letter_or_retry(delivery, str(error), dead_letter, stats)
         else:
             _log_retry(delivery, error)
-            await _nack_after_backoff(delivery, counts)
+            await _nack_after_backoff(delivery, stats)
     else:
-        counts["acked"] += 1
+        stats.acked += 1
         await delivery.ack()
 
 
 async def _dead_letter_or_retry(
-    delivery: Delivery, reason: str, dead_letter: DeadLetter, counts: Counter[str]
+    delivery: Delivery, reason: str, dead_letter: DeadLetter, stats: WorkerStats
 ) -> None:
     logger.warning(
         "invalid event dead-lettered",
@@ -134,14 +133,14 @@ async def _dead_letter_or_retry(
         await dead_letter(delivery, reason)
     except Exception as error:
         _log_retry(delivery, error)
-        await _nack_after_backoff(delivery, counts)
+        await _nack_after_backoff(delivery, stats)
         return
-    counts["dead_lettered"] += 1
+    stats.dead_lettered += 1
     await delivery.ack()
 
 
-async def _nack_after_backoff(delivery: Delivery, counts: Counter[str]) -> None:
-    counts["nacked"] += 1
+async def _nack_after_backoff(delivery: Delivery, stats: WorkerStats) -> None:
+    stats.nacked += 1
     try:
         await asyncio.sleep(retry_delay_s(delivery.delivery_attempt))
     finally:  # also when shutdown cuts the backoff short

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +40,7 @@ from llm_bot.telemetry.logs import event_ids
 from llm_bot.telemetry.traces import child_span, consumer_span, current_trace_id, inject
 from llm_bot.transport.ack import Delivery, RetryLater, dead_letter_attributes, settle
 from llm_bot.transport.publisher import Publisher
+from llm_bot.transport.stats import WorkerStats
 
 logger = logging.getLogger(__name__)
 
@@ -76,11 +76,11 @@ def output_of(result: ProcessResult, settings: Settings) -> processed_events.Sto
 
 
 @dataclass(frozen=True)
-class Committer:
+class EventCommit:
     """Writes an event's output record and its memory writes in one (grouped) transaction."""
 
     group: GroupCommitter
-    memory: MemoryCommit | None = None
+    memory_commit: MemoryCommit | None = None
 
     async def commit(
         self,
@@ -89,7 +89,7 @@ class Committer:
         event: InternalEventV2,
         result: ProcessResult,
     ) -> None:
-        memory = self.memory
+        memory = self.memory_commit
         turn = turn_of(result, source_of(event), utc_now()) if memory else None
         pair = await memory.prepare(turn) if memory and turn else None
 
@@ -109,26 +109,27 @@ class Committer:
 class EventHandler:
     def __init__(
         self,
+        *,
         settings: Settings,
         graph: LlmBotGraph,
         context: GraphContext,
         pool: AsyncConnectionPool[Any],
         publisher: Publisher,
-        counts: Counter[str],
-        committer: Committer,
+        stats: WorkerStats,
+        commit: EventCommit,
     ) -> None:
         self._settings = settings
         self._graph = graph
         self._context = context
         self._pool = pool
         self._publisher = publisher
-        self._counts = counts
-        self._committer = committer
-        self._marks = processed_events.PublishedMarks(committer.group.defer)
+        self._stats = stats
+        self._commit = commit
+        self._marks = processed_events.PublishedMarks(commit.group.defer)
 
     async def handle(self, delivery: Delivery) -> None:
         """One consumer span and one ``llmbot_events`` count per delivery, however it ends."""
-        self._counts["received"] += 1
+        self._stats.received += 1
         began = time.perf_counter()
         metrics.in_flight.add(1)
         metrics.queue_lag.record(max(0.0, (utc_now() - delivery.publish_time).total_seconds()))
@@ -138,7 +139,7 @@ class EventHandler:
             with consumer_span(
                 subscription, delivery.message_id, delivery.delivery_attempt, delivery.attributes
             ):
-                async with settle(delivery, self._dead_letter, self._counts):
+                async with settle(delivery, self._dead_letter, self._stats):
                     outcome = await self._handle(delivery)
         finally:
             metrics.in_flight.add(-1)
@@ -164,15 +165,15 @@ class EventHandler:
         limit_s = deadline_s(event, settings.event_deadline_ms)
         with metrics.timed(metrics.stage_duration, {"stage": "claim"}):
             claimed = await processed_events.claim_or_wait(
-                self._committer.group.commit,
+                self._commit.group.commit,
                 processed_events.key_of(event),
                 limit_s + LEASE_MARGIN_S,
             )
         if isinstance(claimed, processed_events.Published):
-            self._counts["duplicates"] += 1
+            self._stats.duplicates += 1
             return "duplicate"
         if claimed.stored is not None:
-            self._counts["republished"] += 1
+            self._stats.republished += 1
             await self._publish(claimed.key, claimed.stored)
             return "republished"
         try:
@@ -191,9 +192,9 @@ class EventHandler:
                 }
             )
             with metrics.timed(metrics.stage_duration, {"stage": "commit"}):
-                await self._committer.commit(claimed, output, event, result)
+                await self._commit.commit(claimed, output, event, result)
             await self._publish(claimed.key, output)
-        self._counts[f"outcome_{result.outcome}"] += 1
+        self._stats.count_outcome(result.outcome)
         return result.outcome
 
     async def _run(

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 
 from google.cloud import pubsub_v1
 
+from llm_bot.errors import TransientError
 from llm_bot.settings import Settings
 from llm_bot.transport.clients import PUBLISH_TIMEOUT_S, publisher_client
 
@@ -24,7 +25,7 @@ logger = logging.getLogger(__name__)
 _CONFIRM_TIMEOUT_S = PUBLISH_TIMEOUT_S + 5.0
 
 
-class PublishFailed(RuntimeError):
+class PublishFailed(TransientError):
     """Pub/Sub did not confirm a publish in time; a redelivery will try again."""
 
 

@@ -96,6 +96,7 @@ class StreamingSubscriber:
         client: pubsub_v1.SubscriberClient,
         subscription_path: str,
         handler: Handler,
+        *,
         max_in_flight: int,
         max_message_bytes: int,
         lease_extension_s: int,

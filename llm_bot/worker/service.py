@@ -13,9 +13,6 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections import Counter
-from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any, Self
 
@@ -27,12 +24,13 @@ from llm_bot.db.migrate import migrate
 from llm_bot.events.routing import prefixed
 from llm_bot.graph.assembly import context_from_settings, graph_from_settings
 from llm_bot.llm.client import ModelClient
-from llm_bot.memory.wiring import MemoryServices, memory_services
+from llm_bot.memory.wiring import memory_services
 from llm_bot.settings import Settings
 from llm_bot.telemetry.loop_lag import watch_loop_lag
 from llm_bot.transport.clients import subscriber_client
-from llm_bot.transport.handler import Committer, EventHandler
+from llm_bot.transport.handler import EventCommit, EventHandler
 from llm_bot.transport.publisher import Publisher
+from llm_bot.transport.stats import WorkerStats
 from llm_bot.transport.subscriber import StreamingSubscriber
 from llm_bot.worker.health import HealthServer
 
@@ -45,10 +43,6 @@ POOL_TIMEOUT_S = 5.0
 READY_CHECK_TIMEOUT_S = 2.0
 
 
-# Opens the memory services for the worker's lifetime and closes them on the way out.
-MemoryFactory = Callable[[Settings], AbstractAsyncContextManager[MemoryServices]]
-
-
 class WorkerError(RuntimeError):
     """The worker cannot start as configured."""
 
@@ -57,16 +51,15 @@ class Worker:
     def __init__(
         self,
         settings: Settings,
-        memory: MemoryFactory = memory_services,
+        *,
         metrics_registry: CollectorRegistry | None = None,
     ) -> None:
         self._settings = settings
         self._metrics_registry = metrics_registry
-        self._memory = memory
         self._resources = contextlib.AsyncExitStack()
         self._pool: AsyncConnectionPool[Any] | None = None
         self._subscriber: StreamingSubscriber | None = None
-        self.counts: Counter[str] = Counter()
+        self.stats = WorkerStats()
 
     async def __aenter__(self) -> Self:
         try:
@@ -93,23 +86,25 @@ class Worker:
         self._pool = await self._open_pool(url)
         model = ModelClient.from_settings(settings)
         resources.push_async_callback(model.close)
-        memory = await resources.enter_async_context(self._memory(settings))
-        context = context_from_settings(settings, model, memory.retriever, memory.tools)
+        services = await resources.enter_async_context(memory_services(settings))
+        context = context_from_settings(settings, model, services.retriever, services.tools)
         publisher = Publisher.from_settings(settings)
         resources.push_async_callback(asyncio.to_thread, publisher.close)
         committer = GroupCommitter(
-            self._pool, settings.commit_max_batch, settings.commit_max_delay_ms / 1000
-        )
-        committer.start()
-        resources.push_async_callback(self._close_committer, committer)
-        handler = EventHandler(
-            settings,
-            graph_from_settings(settings),
-            context,
             self._pool,
-            publisher,
-            self.counts,
-            Committer(committer, memory.commit),
+            max_batch=settings.commit_max_batch,
+            max_delay_s=settings.commit_max_delay_ms / 1000,
+        )
+        resources.callback(self._count_transactions, committer)  # runs after it closed
+        await resources.enter_async_context(committer)
+        handler = EventHandler(
+            settings=settings,
+            graph=graph_from_settings(settings),
+            context=context,
+            pool=self._pool,
+            publisher=publisher,
+            stats=self.stats,
+            commit=EventCommit(committer, services.commit),
         )
         health = HealthServer(self.readiness, settings.port, registry=self._metrics_registry)
         await health.start()
@@ -124,18 +119,17 @@ class Worker:
             client,
             path,
             handler.handle,
-            settings.max_in_flight,
-            settings.max_message_bytes,
-            settings.lease_extension_s,
+            max_in_flight=settings.max_in_flight,
+            max_message_bytes=settings.max_message_bytes,
+            lease_extension_s=settings.lease_extension_s,
         )
         resources.push_async_callback(asyncio.to_thread, self._subscriber.close)
         self._subscriber.start()
         logger.info("worker pulling from %s", path)
 
-    async def _close_committer(self, committer: GroupCommitter) -> None:
-        await committer.close()
-        self.counts["transactions"] += committer.transactions
-        self.counts["committed"] += committer.committed
+    def _count_transactions(self, committer: GroupCommitter) -> None:
+        self.stats.transactions += committer.transactions
+        self.stats.committed += committer.committed
 
     async def _open_pool(self, url: str) -> AsyncConnectionPool[Any]:
         pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
@@ -179,7 +173,7 @@ class Worker:
             "worker stopped: %d in-flight finished, %d handed back; counts %s",
             finished,
             cancelled,
-            dict(sorted(self.counts.items())),
+            self.stats.as_dict(),
         )
 
     async def readiness(self) -> tuple[bool, str]:
@@ -214,11 +208,9 @@ def install_signal_handlers(stop: asyncio.Event) -> None:
 
 
 async def run_worker(
-    settings: Settings,
-    memory: MemoryFactory = memory_services,
-    metrics_registry: CollectorRegistry | None = None,
+    settings: Settings, *, metrics_registry: CollectorRegistry | None = None
 ) -> int:
     stop = asyncio.Event()
     install_signal_handlers(stop)
-    async with Worker(settings, memory, metrics_registry) as worker:
+    async with Worker(settings, metrics_registry=metrics_registry) as worker:
         return await worker.serve(stop)

@@ -62,12 +62,8 @@ async def running_committer(
     url: str, max_batch: int, max_delay_s: float
 ) -> AsyncIterator[GroupCommitter]:
     """A group committer on a small pool of its own; on the way out it commits what is queued."""
-    async with AsyncConnectionPool(
-        url, min_size=1, max_size=2, kwargs={"autocommit": True}
-    ) as pool:
-        committer = GroupCommitter(pool, max_batch, max_delay_s)
-        committer.start()
-        try:
-            yield committer
-        finally:
-            await committer.close()
+    async with (
+        AsyncConnectionPool(url, min_size=1, max_size=2, kwargs={"autocommit": True}) as pool,
+        GroupCommitter(pool, max_batch=max_batch, max_delay_s=max_delay_s) as committer,
+    ):
+        yield committer

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
 from typing import Any
 
 import psycopg
@@ -27,15 +26,6 @@ async def pool(fresh_database_url: str) -> AsyncIterator[AsyncConnectionPool[Any
         yield opened
 
 
-@asynccontextmanager
-async def running(committer: GroupCommitter) -> AsyncIterator[GroupCommitter]:
-    committer.start()
-    try:
-        yield committer
-    finally:
-        await committer.close()
-
-
 def insert(n: int) -> Callable[[AsyncConnection[Any]], Awaitable[None]]:
     async def work(connection: AsyncConnection[Any]) -> None:
         await connection.execute("INSERT INTO writes VALUES (%s)", (n,))
@@ -53,7 +43,7 @@ async def count(url: str) -> int:
 async def test_concurrent_commits_share_transactions_and_are_durable_on_return(
     pool: AsyncConnectionPool[Any], fresh_database_url: str
 ) -> None:
-    async with running(GroupCommitter(pool, max_batch=16, max_delay_s=0.05)) as committer:
+    async with GroupCommitter(pool, max_batch=16, max_delay_s=0.05) as committer:
         await asyncio.gather(*(committer.commit(insert(n), ()) for n in range(64)))
         assert await count(fresh_database_url) == 64
         await committer.commit(insert(1000), ())
@@ -65,7 +55,7 @@ async def test_concurrent_commits_share_transactions_and_are_durable_on_return(
 async def test_one_failing_event_fails_alone(
     pool: AsyncConnectionPool[Any], fresh_database_url: str
 ) -> None:
-    async with running(GroupCommitter(pool, max_batch=8, max_delay_s=0.05)) as committer:
+    async with GroupCommitter(pool, max_batch=8, max_delay_s=0.05) as committer:
         results = await asyncio.gather(
             *(committer.commit(insert(n), ()) for n in (1, 2, 2, 3)), return_exceptions=True
         )
@@ -87,7 +77,7 @@ async def test_a_transient_error_retries_the_batch(
             raise psycopg.OperationalError("connection dropped")
         await connection.execute("INSERT INTO writes VALUES (7)")
 
-    async with running(GroupCommitter(pool, max_batch=4, max_delay_s=0.0)) as committer:
+    async with GroupCommitter(pool, max_batch=4, max_delay_s=0.0) as committer:
         await committer.commit(flaky, ())
     assert attempts == 2
     assert await count(fresh_database_url) == 1
@@ -96,7 +86,7 @@ async def test_a_transient_error_retries_the_batch(
 async def test_deferred_work_rides_along_with_the_next_commit(
     pool: AsyncConnectionPool[Any], fresh_database_url: str
 ) -> None:
-    async with running(GroupCommitter(pool, max_batch=8, max_delay_s=0.01)) as committer:
+    async with GroupCommitter(pool, max_batch=8, max_delay_s=0.01) as committer:
         committer.defer(insert(1), ())
         await committer.commit(insert(2), ())
         assert await count(fresh_database_url) == 2
@@ -106,7 +96,7 @@ async def test_deferred_work_rides_along_with_the_next_commit(
 async def test_close_commits_deferred_work_at_once(
     pool: AsyncConnectionPool[Any], fresh_database_url: str
 ) -> None:
-    async with running(GroupCommitter(pool, max_batch=8, max_delay_s=0.01)) as committer:
+    async with GroupCommitter(pool, max_batch=8, max_delay_s=0.01) as committer:
         committer.defer(insert(1), ())
     assert await count(fresh_database_url) == 1
 
@@ -114,7 +104,7 @@ async def test_close_commits_deferred_work_at_once(
 async def test_failed_deferred_work_is_logged_and_fails_nobody_else(
     pool: AsyncConnectionPool[Any], fresh_database_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    async with running(GroupCommitter(pool, max_batch=8, max_delay_s=0.01)) as committer:
+    async with GroupCommitter(pool, max_batch=8, max_delay_s=0.01) as committer:
         committer.defer(insert(1), ())
         committer.defer(insert(1), ())
         await committer.commit(insert(2), ())
@@ -134,7 +124,7 @@ async def test_works_sharing_a_key_run_in_order_and_the_rest_interleaved(
         assert row is not None
         await connection.execute("INSERT INTO writes VALUES (%s)", (row[0] + 1,))
 
-    async with running(GroupCommitter(pool, max_batch=16, max_delay_s=0.05)) as committer:
+    async with GroupCommitter(pool, max_batch=16, max_delay_s=0.05) as committer:
         await asyncio.gather(
             *(committer.commit(next_after, ["counter"]) for _ in range(5)),
             *(committer.commit(insert(100 + n), [f"row {n}"]) for n in range(5)),

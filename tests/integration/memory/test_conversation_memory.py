@@ -57,7 +57,7 @@ class Instance:
         self.store = store
         self.context = GraphContext(
             model=model,
-            memory=ConversationMemory(store, limits, "llm-bot", clock),
+            retriever=ConversationMemory(store, limits, "llm-bot", clock),
             tools=[ManageNotesTool(store, "llm-bot", max_chars=300)],
             clock=clock,
         )

@@ -46,7 +46,7 @@ def fresh_servers(chat_server: LocalModelServer, embedding_server: LocalModelSer
 def context_for(store: MemoryStore, model: ModelClient, timeout_s: float = 5.0) -> GraphContext:
     return GraphContext(
         model=model,
-        memory=ConversationMemory(store, ContextLimits(threshold=0.2), "llm-bot", utc_now),
+        retriever=ConversationMemory(store, ContextLimits(threshold=0.2), "llm-bot", utc_now),
         tools=[UpsertMemoryTool(store, max_tokens=2048)],
         system_prompt="system",
         retrieval_timeout_s=timeout_s,

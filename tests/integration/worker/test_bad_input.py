@@ -83,5 +83,5 @@ async def test_every_malformed_message_is_dead_lettered_with_a_reason_and_the_wo
     assert "correlationId" in reasons["missing correlationId"]
     assert "no nextTopic" in reasons["next step without topic"]
     assert json.loads(answer.data)["candidates"][0]["text"] == "echo: still here?"
-    assert worker.counts["dead_lettered"] == len(bodies)
+    assert worker.stats.dead_lettered == len(bodies)
     assert await egress.drain() == []

@@ -72,5 +72,5 @@ async def test_model_outage_and_postgres_restart_lose_nothing(
         e.correlation_id for e in events
     )
     assert {d["routing"]["slip"][0]["status"] for d in documents} == {"OK"}
-    assert worker.counts["nacked"] > 0, "the drill should have forced retries"
-    print(f"\ncounts: {dict(worker.counts)}")
+    assert worker.stats.nacked > 0, "the drill should have forced retries"
+    print(f"\ncounts: {worker.stats.as_dict()}")

@@ -34,12 +34,12 @@ async def test_the_same_event_published_three_times_gives_one_candidate_from_one
         for _ in range(3):
             bus.publish(data, attributes)
         (first,) = await egress.take(1)
-        await wait_until(lambda: worker.counts["duplicates"] == 2, 30, "both copies acked")
+        await wait_until(lambda: worker.stats.duplicates == 2, 30, "both copies acked")
         assert await egress.drain() == []
 
     assert json.loads(first.data)["candidates"][0]["text"] == "echo: only once"
     assert len(model_server.chat_requests()) == 1
-    assert (worker.counts["acked"], worker.counts["nacked"]) == (3, 0)
+    assert (worker.stats.acked, worker.stats.nacked) == (3, 0)
 
 
 async def test_a_stored_but_unconfirmed_output_is_published_again_without_the_model(
@@ -61,11 +61,11 @@ async def test_a_stored_but_unconfirmed_output_is_published_again_without_the_mo
         # The emulator may first hand the message to the stream the previous worker closed;
         # it comes back after the 10 s ack deadline, so allow for that.
         (message,) = await egress.take(1, timeout_s=60)
-        await wait_until(lambda: worker.counts["acked"] == 1, 30, "the republication acked")
+        await wait_until(lambda: worker.stats.acked == 1, 30, "the republication acked")
         # A later copy waits on the republication's claim until its "published" mark (which
         # trails the ack) is committed, then is acked without publishing.
         bus.publish_event(event)
-        await wait_until(lambda: worker.counts["duplicates"] == 1, 30, "the copy acked")
+        await wait_until(lambda: worker.stats.duplicates == 1, 30, "the copy acked")
         assert await egress.drain() == []
 
     assert (message.data, dict(message.attributes)) == (stored.data, {"type": "t"})

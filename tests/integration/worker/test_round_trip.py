@@ -130,7 +130,7 @@ async def test_a_request_the_model_rejects_is_forwarded_as_an_error_at_once(
         False,
     )
     assert out["errors"][0]["source"] == "llm-bot"
-    assert worker.counts["nacked"] == 0
+    assert worker.stats.nacked == 0
 
 
 async def test_past_qos_max_response_ms_the_step_is_a_timeout_error(

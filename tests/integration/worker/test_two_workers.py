@@ -49,9 +49,7 @@ async def test_two_workers_share_the_work_without_loss_or_duplicates_in_thread_o
             bus.publish_event(event)
         received = await egress.take(len(ordered) + len(doubled), timeout_s=90)
         total = len(ordered) + 2 * len(doubled)
-        await wait_until(
-            lambda: one.counts["acked"] + two.counts["acked"] == total, 60, "every copy acked"
-        )
+        await wait_until(lambda: one.stats.acked + two.stats.acked == total, 60, "every copy acked")
         assert await egress.drain() == []
 
     documents = [json.loads(m.data) for m in received]
@@ -68,6 +66,6 @@ async def test_two_workers_share_the_work_without_loss_or_duplicates_in_thread_o
     prompts = Counter(r["messages"][-1]["content"] for r in model_server.chat_requests())
     assert len(prompts) == len(ordered) + len(doubled)
     assert set(prompts.values()) == {1}
-    print(f"\nsplit between workers: {one.counts['received']} / {two.counts['received']}")
-    assert one.counts["received"] > 0
-    assert two.counts["received"] > 0
+    print(f"\nsplit between workers: {one.stats.received} / {two.stats.received}")
+    assert one.stats.received > 0
+    assert two.stats.received > 0

@@ -20,7 +20,7 @@ from llm_bot.graph.state import GraphContext
 from llm_bot.llm.client import ModelClient
 from llm_bot.llm.messages import ToolSpec
 from llm_bot.local.openai_server import LocalModelServer
-from llm_bot.memory.retrieval import RecalledContext
+from llm_bot.memory.retrieval import Recollection
 from llm_bot.memory.run_writes import RunWrites
 
 CONTRACTS = Path(__file__).resolve().parents[2] / "fixtures" / "bitbrat"
@@ -231,12 +231,12 @@ async def test_responses_api_mode(server: LocalModelServer) -> None:
 
 
 class BrokenMemory:
-    async def retrieve(self, user_id: str, thread_id: str, query: str) -> RecalledContext:
+    async def retrieve(self, user_id: str, thread_id: str, query: str) -> Recollection:
         raise ConnectionError("database is down")
 
 
 class SlowMemory:
-    async def retrieve(self, user_id: str, thread_id: str, query: str) -> RecalledContext:
+    async def retrieve(self, user_id: str, thread_id: str, query: str) -> Recollection:
         await asyncio.Event().wait()  # never answers
         raise AssertionError
 
@@ -245,7 +245,7 @@ class SlowMemory:
 async def test_failing_memory_degrades_to_no_memories(
     server: LocalModelServer, memory: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    ctx = context(model_client(server), memory=memory, retrieval_timeout_s=0.2)
+    ctx = context(model_client(server), retriever=memory, retrieval_timeout_s=0.2)
     result = await process_event(graph(), ctx, event("hi"))
     assert result.outcome == "OK"
     assert result.candidate is not None
@@ -255,10 +255,10 @@ async def test_failing_memory_degrades_to_no_memories(
 
 
 class OneMemory:
-    async def retrieve(self, user_id: str, thread_id: str, query: str) -> RecalledContext:
+    async def retrieve(self, user_id: str, thread_id: str, query: str) -> Recollection:
         from llm_bot.llm.messages import ChatMessage
 
-        return RecalledContext(
+        return Recollection(
             (ChatMessage("system", f"Memory of {user_id}: likes tea"),), {"memories": 1}
         )
 
@@ -266,7 +266,7 @@ class OneMemory:
 async def test_recalled_context_sits_between_system_prompt_and_the_run(
     server: LocalModelServer,
 ) -> None:
-    await process_event(graph(), context(model_client(server), memory=OneMemory()), event("hi"))
+    await process_event(graph(), context(model_client(server), retriever=OneMemory()), event("hi"))
     sent = server.chat_requests()[0]["messages"]
     assert [m["content"] for m in sent] == [
         "You are terse.",

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -31,6 +30,7 @@ from llm_bot.transport.ack import (
 )
 from llm_bot.transport.handler import attempts_exhausted, deadline_s, output_of
 from llm_bot.transport.publisher import PublishFailed
+from llm_bot.transport.stats import WorkerStats
 
 
 class RecordedDelivery:
@@ -75,23 +75,23 @@ def test_the_exception_type_decides(error: BaseException | None, decision: Decis
 
 
 async def test_settle_acks_a_clean_block() -> None:
-    delivery, counts = RecordedDelivery(), Counter[str]()
-    async with settle(delivery, _unused_dead_letter, counts):
+    delivery, stats = RecordedDelivery(), WorkerStats()
+    async with settle(delivery, _unused_dead_letter, stats):
         pass
-    assert (delivery.settled, counts["acked"]) == (["ack"], 1)
+    assert (delivery.settled, stats.acked) == (["ack"], 1)
 
 
 async def test_settle_dead_letters_invalid_input_then_acks() -> None:
-    delivery, counts = RecordedDelivery(), Counter[str]()
+    delivery, stats = RecordedDelivery(), WorkerStats()
     reasons: list[str] = []
 
     async def dead_letter(_: Any, reason: str) -> None:
         reasons.append(reason)
 
-    async with settle(delivery, dead_letter, counts):
+    async with settle(delivery, dead_letter, stats):
         raise InvalidEvent("message body is not JSON")
     assert (delivery.settled, reasons) == (["ack"], ["message body is not JSON"])
-    assert counts["dead_lettered"] == 1
+    assert stats.dead_lettered == 1
 
 
 async def test_a_failed_dead_letter_publish_nacks_instead_of_losing_the_message() -> None:
@@ -100,14 +100,14 @@ async def test_a_failed_dead_letter_publish_nacks_instead_of_losing_the_message(
     async def dead_letter(_: Any, reason: str) -> None:
         raise PublishFailed("dead-letter topic unreachable")
 
-    async with settle(delivery, dead_letter, Counter()):
+    async with settle(delivery, dead_letter, WorkerStats()):
         raise InvalidEvent("bad")
     assert delivery.settled == ["nack"]
 
 
 async def test_a_retryable_failure_nacks_and_the_worker_carries_on() -> None:
     delivery = RecordedDelivery(attempt=0)
-    async with settle(delivery, _unused_dead_letter, Counter()):
+    async with settle(delivery, _unused_dead_letter, WorkerStats()):
         raise RuntimeError("unexpected")
     assert delivery.settled == ["nack"]
 
@@ -116,7 +116,7 @@ async def test_cancellation_hands_the_message_back_and_propagates() -> None:
     delivery = RecordedDelivery()
 
     async def handle() -> None:
-        async with settle(delivery, _unused_dead_letter, Counter()):
+        async with settle(delivery, _unused_dead_letter, WorkerStats()):
             await asyncio.Event().wait()
 
     task = asyncio.create_task(handle())
