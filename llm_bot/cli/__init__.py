@@ -1,5 +1,30 @@
-"""The ``llm-bot`` command line: the parser, and one module per command group."""
+"""The ``llm-bot`` command line: the parser (:mod:`llm_bot.cli.parser`), and one module per
+command group.
 
-from llm_bot.cli.main import build_parser, main
+:func:`main` is the script's entry point. It sets what SIGTERM does to ``llm-bot run`` before
+it imports the rest of the command line: importing takes a second or two, a platform may stop
+an instance at any point of its start, and a worker that has taken no work yet should then
+exit 0 at once rather than die of the signal.
+"""
 
-__all__ = ["build_parser", "main"]
+from __future__ import annotations
+
+import signal
+import sys
+from collections.abc import Sequence
+
+__all__ = ["main"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["run"]:
+        signal.signal(signal.SIGTERM, _exit_before_start)
+    from llm_bot.cli.parser import main as run_command_line
+
+    return run_command_line(args)
+
+
+def _exit_before_start(signum: int, frame: object) -> None:
+    """Until the worker's event loop takes SIGTERM over (it then drains): nothing to lose."""
+    raise SystemExit(0)

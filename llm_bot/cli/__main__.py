@@ -2,6 +2,6 @@
 
 import sys
 
-from llm_bot.cli.main import main
+from llm_bot.cli import main
 
 sys.exit(main())

@@ -7,6 +7,7 @@ exit code 2 (bad arguments or configuration), never a traceback.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import logging
 import sys
@@ -38,11 +39,15 @@ def command_schema(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def command_migrate(args: argparse.Namespace, settings: Settings) -> int:
-    """Create or upgrade the schema; running it again changes nothing."""
+    """Create or upgrade the schema, the memory store's tables included (their vector size is
+    the embedding model's, so the model is asked for it); running it again changes nothing."""
     from llm_bot.db.migrate import migrate
+    from llm_bot.memory.wiring import set_up_memory_store
 
     applied = migrate(require_database_url(settings))
     print(f"applied {len(applied)} migration(s): {', '.join(applied) or 'schema already current'}")
+    dimensions = asyncio.run(set_up_memory_store(settings))
+    print(f"memory store ready: {dimensions}-dimension vectors")
     return 0
 
 

@@ -15,10 +15,13 @@ as its longest work has statements, not the sum of all of them (each round trip 
 a turn of a busy event loop). Works name the rows they touch by ``keys``; works that share a
 key run one after another in the order they came, since one may read what the other wrote.
 
-If one event's work fails (say, a lost claim), the batch is rolled back and run again with a
-savepoint per event, so that failure fails that event alone. Transient database errors
-(connection lost, deadlock, serialization failure) retry the whole batch with jittered backoff
-(tenacity); if they persist, every event of the batch gets the error and is nacked.
+If one event's work fails (a lost claim, or a statement the database refuses: an id too long
+for its index, say), the batch is rolled back and run again with a savepoint per event, so that
+failure fails that event alone, at once; a refused statement reaches its event as a permanent
+:class:`RejectedWrite`. Only failures of the connection or the server (connection lost, server
+shutting down, too many connections, deadlock, serialization failure) retry the whole batch
+with jittered backoff (tenacity); if they persist, every event of the batch gets the error and
+is nacked.
 """
 
 from __future__ import annotations
@@ -35,24 +38,52 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from tenacity import (
     AsyncRetrying,
-    retry_if_exception_type,
+    retry_if_exception,
     stop_after_attempt,
     wait_random_exponential,
 )
 
+from llm_bot.errors import PermanentError
 from llm_bot.telemetry import metrics
 
 logger = logging.getLogger(__name__)
 
 Work = Callable[[AsyncConnection[Any]], Awaitable[None]]
-TRANSIENT = (
-    psycopg.OperationalError,
-    psycopg.errors.DeadlockDetected,
-    psycopg.errors.SerializationFailure,
-    PoolTimeout,
-)
+# SQLSTATE classes and codes a later attempt may not meet again: the connection (08), resources
+# (53: too many connections, out of memory), the server going away (57P), and a concurrent
+# transaction (40001 serialization failure, 40P01 deadlock). Anything else that a statement
+# raises (a value too long for an index, a constraint, bad data) is the statement's own.
+_TRANSIENT_STATES = ("08", "53", "57P", "40001", "40P01")
 ATTEMPTS = 4
 DEFERRED_MAX_WAIT_S = 0.5
+
+
+class RejectedWrite(PermanentError):
+    """The database refused one event's write as such (its data, not the connection): no
+    retry can succeed, and the event's batch-mates are not held back by it."""
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether the failure is the connection's or the server's (retry the whole batch) rather
+    than one statement's (fail that statement's event alone)."""
+    if isinstance(error, PoolTimeout):
+        return True
+    if not isinstance(error, psycopg.Error):
+        return False
+    if error.sqlstate is None:  # raised by the client: the connection broke
+        return isinstance(error, psycopg.OperationalError)
+    return error.sqlstate.startswith(_TRANSIENT_STATES)
+
+
+def _own_failure(error: BaseException) -> BaseException:
+    """What the event whose work failed is told: a statement error becomes permanent."""
+    if isinstance(error, psycopg.Error):
+        state = error.sqlstate or "no SQLSTATE"
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        rejected = RejectedWrite(f"the database rejected the event's write ({state}: {first_line})")
+        rejected.__cause__ = error
+        return rejected
+    return error
 
 
 @dataclass(frozen=True)
@@ -161,7 +192,7 @@ class GroupCommitter:
         with metrics.timed(metrics.commit_duration):
             try:
                 async for attempt in AsyncRetrying(
-                    retry=retry_if_exception_type(TRANSIENT),
+                    retry=retry_if_exception(is_transient),
                     wait=wait_random_exponential(multiplier=0.1, max=2),
                     stop=stop_after_attempt(ATTEMPTS),
                     before_sleep=lambda _: metrics.retries.add(1, {"dependency": "database"}),
@@ -203,11 +234,11 @@ class GroupCommitter:
                     for outcome in outcomes:
                         if isinstance(outcome, BaseException):
                             raise outcome
-            except TRANSIENT:
-                raise
             except Exception as error:
+                if is_transient(error):
+                    raise
                 if len(batch) == 1:
-                    return {0: error}
+                    return {0: _own_failure(error)}
                 return await self._isolated(connection, batch)
         return {}
 
@@ -221,10 +252,10 @@ class GroupCommitter:
                 try:
                     async with connection.transaction():  # a savepoint per event
                         await item.work(connection)
-                except TRANSIENT:
-                    raise
                 except Exception as error:
-                    failures[index] = error
+                    if is_transient(error):
+                        raise
+                    failures[index] = _own_failure(error)
         return failures
 
 

@@ -1,15 +1,25 @@
 """Schema migrations: numbered SQL files under ``migrations/``, applied once each, in order.
 
-Several instances may start at once (Cloud Run scale-out), so the whole run holds a Postgres
+Several instances may start at once (Cloud Run scale-out), so applying holds a Postgres
 advisory lock; each file runs in its own transaction together with its bookkeeping row, so a
 failed file leaves no half-applied state and the next run retries it.
+
+Two rules keep simultaneous starts from deadlocking. A schema that is already current is
+seen without taking the lock (the usual start). And the lock is waited for by polling
+``pg_try_advisory_lock`` between short statements, never inside one: a waiting statement is an
+open transaction, and the holder may be building an index ``CONCURRENTLY`` (the memory store's
+set-up), which waits for every open transaction to end, the waiter's included.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
+from typing import Any
 
 import psycopg
 
@@ -17,6 +27,8 @@ logger = logging.getLogger(__name__)
 
 # Any constant works as long as every instance uses the same one.
 MIGRATION_LOCK_ID = 0x11B07_0001
+LOCK_POLL_S = 0.1
+LOCK_WAIT_S = 300.0  # longer than any migration or index build of ours takes
 
 
 @dataclass(frozen=True)
@@ -39,27 +51,60 @@ def available_migrations() -> list[Migration]:
 
 def migrate(database_url: str) -> list[str]:
     """Bring the schema up to date; return the names of the migrations applied now."""
-    applied_now: list[str] = []
     with psycopg.connect(database_url, autocommit=True) as connection:
-        connection.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_ID,))
-        try:
-            connection.execute(
-                "CREATE TABLE IF NOT EXISTS schema_migrations ("
-                " version integer PRIMARY KEY, name text NOT NULL,"
-                " applied_at timestamptz NOT NULL DEFAULT now())"
-            )
-            done = {row[0] for row in connection.execute("SELECT version FROM schema_migrations")}
-            for migration in available_migrations():
-                if migration.version in done:
-                    continue
-                with connection.transaction():
-                    connection.execute(migration.sql.encode())
-                    connection.execute(
-                        "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
-                        (migration.version, migration.name),
-                    )
-                logger.info("applied migration %s", migration.name)
-                applied_now.append(migration.name)
-        finally:
-            connection.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_ID,))
-    return applied_now
+        if not _pending(connection):
+            return []
+        with migration_lock(connection):
+            return [_apply(connection, migration) for migration in _pending(connection)]
+
+
+def _pending(connection: psycopg.Connection[Any]) -> list[Migration]:
+    row = connection.execute("SELECT to_regclass('schema_migrations') IS NOT NULL").fetchone()
+    done: set[int] = set()
+    if row and row[0]:
+        done = {
+            version for (version,) in connection.execute("SELECT version FROM schema_migrations")
+        }
+    return [m for m in available_migrations() if m.version not in done]
+
+
+def _apply(connection: psycopg.Connection[Any], migration: Migration) -> str:
+    with connection.transaction():
+        connection.execute(_BOOKKEEPING)
+        connection.execute(migration.sql.encode())
+        connection.execute(
+            "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
+            (migration.version, migration.name),
+        )
+    logger.info("applied migration %s", migration.name)
+    return migration.name
+
+
+_BOOKKEEPING = (
+    "CREATE TABLE IF NOT EXISTS schema_migrations ("
+    " version integer PRIMARY KEY, name text NOT NULL,"
+    " applied_at timestamptz NOT NULL DEFAULT now())"
+)
+
+
+class LockTimeout(RuntimeError):
+    """Another instance held the migration lock longer than any migration takes."""
+
+
+@contextlib.contextmanager
+def migration_lock(connection: psycopg.Connection[Any]) -> Iterator[None]:
+    """Hold the migration lock on an autocommit ``connection``, polled for (see the module)."""
+    give_up_at = time.monotonic() + LOCK_WAIT_S
+    while not _try_lock(connection):
+        if time.monotonic() >= give_up_at:
+            raise LockTimeout(f"the migration lock was held for over {LOCK_WAIT_S:g} s")
+        time.sleep(LOCK_POLL_S)
+    try:
+        yield
+    finally:
+        connection.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_ID,))
+
+
+def _try_lock(connection: psycopg.Connection[Any]) -> bool:
+    row = connection.execute("SELECT pg_try_advisory_lock(%s)", (MIGRATION_LOCK_ID,)).fetchone()
+    return bool(row and row[0])

@@ -213,6 +213,12 @@ class WorkerProcess:
         return self._process
 
     def start(self, ready_timeout_s: float = 60.0) -> WorkerProcess:
+        self.launch()
+        self.wait_ready(ready_timeout_s)
+        return self
+
+    def launch(self) -> WorkerProcess:
+        """Start the process without waiting for it: several can then start at one instant."""
         self._log = self.log_path.open("ab")
         self._process = subprocess.Popen(
             [sys.executable, "-m", "llm_bot.cli", "run"],
@@ -221,12 +227,14 @@ class WorkerProcess:
             stderr=subprocess.STDOUT,
             env={**os.environ, **self._environment},
         )
-        deadline = time.monotonic() + ready_timeout_s
+        return self
+
+    def wait_ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
         while readyz(self.port) != 200:
             if self.process.poll() is not None or time.monotonic() >= deadline:
                 raise RuntimeError(f"worker did not become ready; log:\n{self.log_tail()}")
             time.sleep(_POLL_S)
-        return self
 
     def signal(self, signum: signal.Signals) -> None:
         self.process.send_signal(signum)

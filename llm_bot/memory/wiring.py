@@ -56,6 +56,12 @@ async def open_memory_store(settings: Settings) -> AsyncIterator[MemoryStore]:
         await embedder.close()
 
 
+async def set_up_memory_store(settings: Settings) -> int:
+    """Create the store's tables (``llm-bot migrate``); returns their vector size."""
+    async with open_memory_store(settings) as store:
+        return store.dimensions
+
+
 @asynccontextmanager
 async def memory_services(
     settings: Settings, clock: Callable[[], datetime] = utc_now

@@ -194,7 +194,7 @@ class Worker:
         return self._subscriber
 
 
-async def cancel_and_wait(task: asyncio.Task[None]) -> None:
+async def cancel_and_wait(task: asyncio.Task[Any]) -> None:
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
@@ -210,7 +210,23 @@ def install_signal_handlers(stop: asyncio.Event) -> None:
 async def run_worker(
     settings: Settings, *, metrics_registry: CollectorRegistry | None = None
 ) -> int:
-    stop = asyncio.Event()
+    """Serve until SIGTERM/SIGINT. A signal during start-up (migrations, a slow database or
+    model) abandons the start at once and exits 0: the platform is stopping an instance that
+    never took work, and waiting for it to finish starting only delays the stop."""
+    stop, started = asyncio.Event(), asyncio.Event()
     install_signal_handlers(stop)
-    async with Worker(settings, metrics_registry=metrics_registry) as worker:
-        return await worker.serve(stop)
+
+    async def serve() -> int:
+        async with Worker(settings, metrics_registry=metrics_registry) as worker:
+            started.set()
+            return await worker.serve(stop)
+
+    serving = asyncio.create_task(serve(), name="worker")
+    stopping = asyncio.create_task(stop.wait(), name="stop-signal")
+    await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    stopping.cancel()
+    if stop.is_set() and not started.is_set():
+        logger.info("stop requested during start-up: abandoning the start")
+        await cancel_and_wait(serving)  # the worker closes what it had opened
+        return 0
+    return await serving  # drains after a stop; raises what a failed start raised

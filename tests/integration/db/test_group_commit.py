@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from llm_bot.db.group_commit import GroupCommitter, Item, chains
+from llm_bot.db.group_commit import GroupCommitter, Item, RejectedWrite, chains
 
 pytestmark = pytest.mark.integration
 
@@ -61,8 +62,38 @@ async def test_one_failing_event_fails_alone(
         )
     failures = [r for r in results if isinstance(r, BaseException)]
     assert len(failures) == 1
-    assert isinstance(failures[0], psycopg.errors.UniqueViolation)
+    assert isinstance(failures[0], RejectedWrite)
+    assert isinstance(failures[0].__cause__, psycopg.errors.UniqueViolation)
     assert await count(fresh_database_url) == 3
+
+
+async def test_a_statement_error_in_a_batch_of_32_fails_its_event_alone_without_retries(
+    pool: AsyncConnectionPool[Any], fresh_database_url: str
+) -> None:
+    """A value too large for a btree entry raises ProgramLimitExceeded, an OperationalError by
+    class: it is the statement's fault, not the connection's, so nothing is retried."""
+    async with pool.connection() as connection:
+        await connection.execute("CREATE TABLE labels (label text PRIMARY KEY)")
+    attempts = 0
+
+    async def oversized(connection: AsyncConnection[Any]) -> None:
+        nonlocal attempts
+        attempts += 1
+        label = secrets.token_hex(4000)  # 8,000 random characters: incompressible
+        await connection.execute("INSERT INTO labels VALUES (%s)", (label,))
+
+    works = [insert(n) for n in range(31)]
+    works.insert(17, oversized)
+    async with GroupCommitter(pool, max_batch=32, max_delay_s=0.5) as committer:
+        results = await asyncio.gather(
+            *(committer.commit(work, ()) for work in works), return_exceptions=True
+        )
+    failures = [r for r in results if isinstance(r, BaseException)]
+    assert [type(f) for f in failures] == [RejectedWrite]
+    assert isinstance(failures[0].__cause__, psycopg.errors.ProgramLimitExceeded)
+    assert "54000" in str(failures[0])
+    assert await count(fresh_database_url) == 31
+    assert attempts == 2, "one run in the batch, one alone under its savepoint, no retry"
 
 
 async def test_a_transient_error_retries_the_batch(

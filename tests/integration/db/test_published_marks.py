@@ -7,11 +7,10 @@ import asyncio
 from collections.abc import AsyncIterator, Collection
 from typing import Any
 
-import psycopg
 import pytest
 from psycopg import AsyncConnection
 
-from llm_bot.db.group_commit import GroupCommitter, Work
+from llm_bot.db.group_commit import GroupCommitter, RejectedWrite, Work
 from llm_bot.db.migrate import migrate
 from llm_bot.db.processed_events import (
     Claim,
@@ -92,7 +91,7 @@ async def test_a_batch_rerun_after_another_works_failure_still_marks_every_key(
     async def failing(connection: AsyncConnection[Any]) -> None:
         await connection.execute("SELECT 1/0")
 
-    with pytest.raises(psycopg.errors.DivisionByZero):
+    with pytest.raises(RejectedWrite, match="22012: division by zero"):
         await committer.commit(failing, ())  # same batch: rolled back, rerun with savepoints
     await committer.commit(nothing, ())
     assert await published(fresh_database_url) == {key.correlation_id for key in keys}

@@ -7,7 +7,8 @@ import argparse
 import pytest
 
 from llm_bot.cli import bench as bench_cli
-from llm_bot.cli import build_parser, main
+from llm_bot.cli import main
+from llm_bot.cli.parser import build_parser
 
 
 def test_plain_bench_runs_the_service_bench_with_its_defaults(

@@ -1,0 +1,87 @@
+"""`llm-bot run` starting as a platform starts it: several instances at the same instant on a
+database nobody migrated (Cloud Run's first deploy), and a stop that arrives mid-start."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from llm_bot.bench.service import worker_counts
+from llm_bot.cli import main
+from llm_bot.devstack.worker_harness import Bus, WorkerProcess
+from llm_bot.events.builder import prompt_event
+from llm_bot.local.openai_server import LocalModelServer
+
+from .conftest import BusFactory
+
+pytestmark = pytest.mark.integration
+
+WORKERS = 4
+BACKLOG = 40
+
+
+@pytest.mark.parametrize("migrated", [False, True], ids=["fresh-database", "migrated-database"])
+async def test_workers_started_at_one_instant_all_become_ready_and_share_a_backlog(
+    make_bus: BusFactory,
+    fresh_database_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    model_server: LocalModelServer,
+    migrated: bool,
+) -> None:
+    model_server.latency_ms = 300  # one worker alone would take 3 s over the backlog
+    bus = make_bus(fresh_database_url, {"LLM_BOT_MAX_IN_FLIGHT": "4"})
+    if migrated:
+        for name, value in bus.environment.items():
+            monkeypatch.setenv(name, value)
+        assert await asyncio.to_thread(main, ["migrate"]) == 0
+    events = [
+        prompt_event(
+            f"backlog {i}", user=f"u{i % 5}", thread=f"t{i % 5}", egress_topic=bus.egress_topic
+        )
+        for i in range(BACKLOG)
+    ]
+    for event in events[: BACKLOG // 2]:  # waiting before any worker runs
+        bus.publish_event(event)
+    workers = [
+        WorkerProcess(bus.worker_environment(), tmp_path / f"w{i}.log") for i in range(WORKERS)
+    ]
+    began = time.monotonic()
+    for worker in workers:
+        worker.launch()
+    try:
+        await asyncio.gather(*(asyncio.to_thread(w.wait_ready, 30) for w in workers))
+        ready_s = time.monotonic() - began
+        # The emulator hands a waiting backlog to the first stream that opens (it ignores the
+        # streams' flow control, which real Pub/Sub honours); what arrives next is shared.
+        for event in events[BACKLOG // 2 :]:
+            bus.publish_event(event)
+        received = await bus.tap(bus.egress_topic).take(BACKLOG, timeout_s=60)
+    finally:
+        for worker in workers:
+            worker.signal(signal.SIGTERM)
+        codes = [worker.wait(30) for worker in workers]
+    ids = Counter(json.loads(m.data)["correlationId"] for m in received)
+    assert ids == Counter(e.correlation_id for e in events), "each event answered once"
+    assert codes == [0] * WORKERS
+    shares = [worker_counts(w.log_tail(20_000)).get("received", 0) for w in workers]
+    print(f"\n{WORKERS} workers ready {ready_s:.1f} s after launch; events received: {shares}")
+    assert sum(1 for share in shares if share) >= 2, "the backlog is processed together"
+
+
+async def test_sigterm_during_start_up_exits_0_promptly(bus: Bus, tmp_path: Path) -> None:
+    """However far the start got: while Python imports, or while the worker connects."""
+    for delay_s in (0.3, 1.0, 2.0):
+        worker = WorkerProcess(bus.worker_environment(), tmp_path / f"w{delay_s}.log").launch()
+        await asyncio.sleep(delay_s)  # where in its start the signal lands, not a synchronisation
+        worker.signal(signal.SIGTERM)
+        stopped = time.monotonic()
+        code = await asyncio.to_thread(worker.wait, 10)
+        assert code == 0, f"exit {code} after SIGTERM at {delay_s} s; log:\n{worker.log_tail()}"
+        print(f"\nSIGTERM at {delay_s} s: exit 0 after {time.monotonic() - stopped:.2f} s")
