@@ -49,6 +49,12 @@ class Settings(BaseSettings):
     port: Annotated[int, Field(ge=1, le=65535)] = Field(8080, alias="PORT")
     max_delivery_attempts: Count = Field(5, alias="LLM_BOT_MAX_DELIVERY_ATTEMPTS")
     event_deadline_ms: Millis = Field(120_000, alias="LLM_BOT_EVENT_DEADLINE_MS")
+    max_response_ms: Millis = Field(600_000, alias="LLM_BOT_MAX_RESPONSE_MS")
+    claim_lease_s: Annotated[float, Field(ge=1, le=600)] = Field(
+        10.0, alias="LLM_BOT_CLAIM_LEASE_S"
+    )
+    max_slip_steps: Count = Field(32, alias="LLM_BOT_MAX_SLIP_STEPS")
+    require_dead_letter_policy: bool = Field(False, alias="LLM_BOT_REQUIRE_DEAD_LETTER_POLICY")
 
     # --- database --------------------------------------------------------------------------
     database_url: SecretStr | None = Field(None, alias="DATABASE_URL")
@@ -63,6 +69,7 @@ class Settings(BaseSettings):
     openai_model: str = Field("gpt-4o-mini", alias="OPENAI_MODEL")
     openai_api_mode: Literal["chat", "responses"] = Field("chat", alias="OPENAI_API_MODE")
     openai_timeout_ms: Millis = Field(30_000, alias="OPENAI_TIMEOUT_MS")
+    openai_max_tokens: Count | None = Field(None, alias="OPENAI_MAX_TOKENS")
     model_deadline_ms: Millis = Field(60_000, alias="LLM_BOT_MODEL_DEADLINE_MS")
     max_tool_rounds: Annotated[int, Field(ge=0)] = Field(3, alias="LLM_BOT_MAX_TOOL_ROUNDS")
     system_prompt: str | None = Field(None, alias="LLM_BOT_SYSTEM_PROMPT")

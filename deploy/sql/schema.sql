@@ -90,3 +90,10 @@ CREATE TABLE IF NOT EXISTS agent_notes (
     PRIMARY KEY (user_id, agent_name)
 );
 INSERT INTO schema_migrations (version, name) VALUES (3, '0003_conversation_memory.sql') ON CONFLICT DO NOTHING;
+
+-- ==== 0004_processed_event_attempts.sql ====
+-- How many times an event was claimed (each delivery that reached processing, on any
+-- instance): a count of our own, since Pub/Sub counts delivery attempts only on subscriptions
+-- with a dead-letter policy. An event over the limit is given up instead of retried forever.
+ALTER TABLE processed_events ADD COLUMN IF NOT EXISTS attempts integer NOT NULL DEFAULT 0;
+INSERT INTO schema_migrations (version, name) VALUES (4, '0004_processed_event_attempts.sql') ON CONFLICT DO NOTHING;

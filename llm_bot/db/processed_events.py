@@ -68,11 +68,13 @@ class StoredOutput:
 
 @dataclass(frozen=True)
 class Claim:
-    """We hold the event; ``stored`` is set when a previous holder left an unpublished output."""
+    """We hold the event; ``stored`` is set when a previous holder left an unpublished output;
+    ``attempt`` counts the claims of this event so far, this one included."""
 
     key: EventKey
     token: UUID
     stored: StoredOutput | None
+    attempt: int = 1
 
 
 @dataclass(frozen=True)
@@ -105,13 +107,15 @@ def key_of(event: InternalEventV2) -> EventKey:
 
 
 _CLAIM = """
-INSERT INTO processed_events AS p (correlation_id, step_key, claim_token, lease_until)
+INSERT INTO processed_events AS p (correlation_id, step_key, claim_token, lease_until, attempts)
 VALUES (%(correlation_id)s, %(step)s, %(token)s,
-        clock_timestamp() + %(lease_s)s * interval '1 second')
+        clock_timestamp() + %(lease_s)s * interval '1 second', 1)
 ON CONFLICT (correlation_id, step_key) DO UPDATE
-   SET claim_token = EXCLUDED.claim_token, lease_until = EXCLUDED.lease_until
+   SET claim_token = EXCLUDED.claim_token, lease_until = EXCLUDED.lease_until,
+       attempts = p.attempts + 1
  WHERE NOT p.published AND p.lease_until < clock_timestamp()
-RETURNING p.outcome, p.output_topic, p.output_data, p.output_attributes, p.ordering_key
+RETURNING p.outcome, p.output_topic, p.output_data, p.output_attributes, p.ordering_key,
+          p.attempts
 """
 
 _STATE = """
@@ -137,10 +141,15 @@ UPDATE processed_events AS p
    AND p.output_data IS NOT NULL
 """
 
+# The row stays (its attempt count with it); only the lease ends, so a redelivery claims at once.
 _RELEASE = """
-DELETE FROM processed_events
- WHERE correlation_id = %(correlation_id)s AND step_key = %(step)s
-   AND claim_token = %(token)s AND output_data IS NULL
+UPDATE processed_events SET claim_token = NULL, lease_until = clock_timestamp()
+ WHERE correlation_id = %(correlation_id)s AND step_key = %(step)s AND claim_token = %(token)s
+"""
+
+_RENEW = """
+UPDATE processed_events SET lease_until = clock_timestamp() + %(lease_s)s * interval '1 second'
+ WHERE claim_token = ANY(%(tokens)s::uuid[]) AND NOT published
 """
 
 
@@ -154,27 +163,32 @@ async def try_claim(connection: AnyConnection, key: EventKey, lease_s: float) ->
     params = {**_key_params(key), "token": token, "lease_s": lease_s}
     row = await (await connection.execute(_CLAIM, params)).fetchone()
     if row is not None:
-        outcome, topic, data, attributes, ordering_key = row
+        outcome, topic, data, attributes, ordering_key, attempt = row
         stored = None
         if data is not None:
             stored = StoredOutput(topic, bytes(data), dict(attributes), ordering_key, outcome)
-        return Claim(key, token, stored)
+        return Claim(key, token, stored, attempt)
     state = await (await connection.execute(_STATE, _key_params(key))).fetchone()
     if state is None:  # released between our two statements: claim again at once
         return Held(published=False, lease_left_s=0.0)
     return Held(published=bool(state[0]), lease_left_s=float(state[1]))
 
 
-async def claim_or_wait(transact: Transact, key: EventKey, lease_s: float) -> Claim | Published:
-    """Claim ``key``, waiting while another holder's lease is live.
+async def claim_or_wait(
+    transact: Transact, key: EventKey, *, lease_s: float, wait_s: float
+) -> Claim | Published:
+    """Claim ``key`` for ``lease_s``, waiting up to ``wait_s`` while another holder's lease is
+    live.
 
     ``transact`` runs each attempt in a transaction that has committed when it returns: the
     worker's group committer, so that claims of events arriving together share one.
     Waiting (rather than nacking) keeps a duplicate from bouncing through Pub/Sub's redelivery
-    and burning delivery attempts while the first copy is still being answered. Any live lease
-    ends within ``lease_s`` when all instances share the settings, so that bounds the wait.
+    and burning delivery attempts while the first copy is still being answered. A live holder
+    renews its lease (:class:`llm_bot.db.leases.LeaseKeeper`) until it is done, within the
+    event's deadline, which ``wait_s`` covers; a dead one stops renewing, and its lease ends
+    within ``lease_s``, so the event is taken over in seconds.
     """
-    give_up_at = time.monotonic() + lease_s + POLL_INTERVAL_S
+    give_up_at = time.monotonic() + wait_s + POLL_INTERVAL_S
     while True:
         state = await _claim_once(transact, key, lease_s)
         if isinstance(state, Claim):
@@ -247,8 +261,14 @@ class PublishedMarks:
 
 
 async def release(connection: AnyConnection, claim: Claim) -> None:
-    """Give the event up before storing anything, so a redelivery can claim it at once."""
+    """Give the event up (it failed here), so a redelivery can claim it at once rather than
+    wait out the lease: to process it, or to publish the output stored before the failure."""
     await connection.execute(_RELEASE, {**_key_params(claim.key), "token": claim.token})
+
+
+async def renew(connection: AnyConnection, tokens: Collection[UUID], lease_s: float) -> None:
+    """Extend the leases of the claims ``tokens`` name by ``lease_s`` from now, in one statement."""
+    await connection.execute(_RENEW, {"tokens": list(tokens), "lease_s": lease_s})
 
 
 def source_of(event: InternalEventV2) -> str:

@@ -141,11 +141,13 @@ class Bus:
         data, attributes = encode(event)
         self.publish(data, attributes, ordering_key)
 
-    def publish(self, data: bytes, attributes: Mapping[str, str], ordering_key: str = "") -> None:
+    def publish(self, data: bytes, attributes: Mapping[str, str], ordering_key: str = "") -> str:
+        """Publish to the input topic; the message id, which a dead letter names."""
         future = self.clients.publisher.publish(
             self.topology.input_topic, data, ordering_key=ordering_key, **attributes
         )
-        future.result(timeout=30)
+        message_id: str = future.result(timeout=30)
+        return message_id
 
     def close(self) -> None:
         self.clients.close()

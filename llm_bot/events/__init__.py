@@ -1,8 +1,9 @@
 """The BitBrat wire contracts: models, routing-slip rules, codec, identity rules."""
 
 from llm_bot.events.builder import prompt_event
-from llm_bot.events.codec import InvalidEvent, decode, encode, from_document, to_document
+from llm_bot.events.codec import decode, encode, from_document, to_document
 from llm_bot.events.identity import thread_id_of, user_id_of
+from llm_bot.events.limits import InvalidEvent, check_document, check_event
 from llm_bot.events.models import CandidateV1, InternalEventV2, Outcome, RoutingStep, StepError
 from llm_bot.events.routing import (
     RoutingError,
@@ -22,6 +23,8 @@ __all__ = [
     "RoutingStep",
     "StepError",
     "advance",
+    "check_document",
+    "check_event",
     "check_route",
     "complete_current_step",
     "current_step",

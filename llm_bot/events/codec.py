@@ -14,14 +14,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from llm_bot.errors import PermanentError
+from llm_bot.events.limits import MAX_DEPTH, InvalidEvent, check_document
 from llm_bot.events.models import InternalEventV2
 
 MAX_REPORTED_PROBLEMS = 5
-
-
-class InvalidEvent(PermanentError):
-    """The message is not a valid ``InternalEventV2``; permanent, never worth a retry."""
 
 
 def decode(
@@ -40,6 +36,9 @@ def decode(
         raise InvalidEvent(
             f"message body is not JSON: {error.msg} at line {error.lineno} column {error.colno}"
         ) from None
+    except RecursionError:
+        raise InvalidEvent(f"message body is nested deeper than {MAX_DEPTH} levels") from None
+    check_document(document)
     return from_document(document)
 
 

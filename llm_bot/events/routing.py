@@ -93,6 +93,8 @@ def check_route(event: InternalEventV2) -> None:
     following = next(pending, None)
     if following is not None:
         next_topic_of(following)
+    elif not event.egress.destination:
+        raise RoutingError("no PENDING step follows this one and egress.destination is empty")
 
 
 def next_topic_of(step: RoutingStep) -> str:

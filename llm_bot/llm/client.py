@@ -43,11 +43,14 @@ class ModelClient:
         model: str,
         mode: str = "chat",
         deadline_s: float = 60.0,
+        *,
+        max_tokens: int | None = None,
     ) -> None:
         self._client = client
         self.model = model
         self._mode = mode
         self._deadline_s = deadline_s
+        self._max_tokens = max_tokens
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ModelClient:
@@ -63,6 +66,7 @@ class ModelClient:
             settings.openai_model,
             settings.openai_api_mode,
             settings.model_deadline_ms / 1000,
+            max_tokens=settings.openai_max_tokens,
         )
 
     async def close(self) -> None:
@@ -117,7 +121,8 @@ class ModelClient:
     ) -> ModelReply:
         if self._mode == "responses":
             response = await self._client.responses.create(
-                model=self.model, **openai_format.responses_request(messages, tools)
+                model=self.model,
+                **openai_format.responses_request(messages, tools, max_tokens=self._max_tokens),
             )
             return openai_format.parse_responses_reply(response)
         # ``post`` is the client's documented door for raw requests. ``create`` would walk every
@@ -125,7 +130,10 @@ class ModelClient:
         # each about a third of the request's CPU, for a plain, already JSON-shaped exchange.
         raw = await self._client.post(
             "/chat/completions",
-            body={"model": self.model, **openai_format.chat_request(messages, tools)},
+            body={
+                "model": self.model,
+                **openai_format.chat_request(messages, tools, max_tokens=self._max_tokens),
+            },
             cast_to=bytes,
             options=openai_format.RAW_REQUEST_OPTIONS,
         )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import openai
@@ -27,8 +27,13 @@ if TYPE_CHECKING:
 RAW_REQUEST_OPTIONS: openai.RequestOptions = {"security": {"bearer_auth": True}}
 
 
-def chat_request(messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]) -> dict[str, Any]:
+def chat_request(
+    messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], *, max_tokens: int | None = None
+) -> dict[str, Any]:
+    """``max_tokens`` is sent only when set: without it the endpoint's own limit applies."""
     request: dict[str, Any] = {"messages": [_chat_message(m) for m in messages]}
+    if max_tokens is not None:
+        request["max_tokens"] = max_tokens
     if tools:
         request["tools"] = [
             {
@@ -80,23 +85,63 @@ def parse_chat_reply(raw: bytes) -> ModelReply:
         if choice.get("finish_reason") == "content_filter" or message.get("refusal"):
             raise errors.ModelRefused("model declined to answer (refusal or content filter)")
         calls = tuple(
-            ToolCall(call["id"], call["function"]["name"], call["function"]["arguments"])
+            ToolCall(
+                call["id"],
+                call["function"]["name"],
+                _arguments_text(call["function"].get("arguments")),
+            )
             for call in message.get("tool_calls") or ()
             if call.get("type", "function") == "function"
         )
         usage = body.get("usage") or {}
         tokens = TokenUsage(usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0)
-        return ModelReply(message.get("content") or "", calls, tokens, body.get("model") or "")
+        text = _content_text(message.get("content"))
+        return ModelReply(text, calls, tokens, body.get("model") or "")
     except (AttributeError, KeyError, TypeError, IndexError):
         raise errors.ModelRequestInvalid(
             "model answered in a shape that is not a chat completion"
         ) from None
 
 
-def responses_request(messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]) -> dict[str, Any]:
+def _arguments_text(arguments: Any) -> str:
+    """Tool arguments as JSON text, which the tool runner parses: some endpoints (Ollama-style)
+    send the object itself instead of its encoding, and a call without arguments takes none."""
+    if arguments is None:
+        return "{}"
+    if isinstance(arguments, str):
+        return arguments
+    return json.dumps(arguments)
+
+
+def _content_text(content: Any) -> str:
+    """The reply's text: a string, nothing (a reply of only tool calls), or, from endpoints that
+    answer in content parts, the text parts joined; anything else is not a chat completion."""
+    if content is None or isinstance(content, str):
+        return content or ""
+    if isinstance(content, list):
+        return "".join(_part_texts(content))
+    raise TypeError("message content is neither text nor a list of parts")
+
+
+def _part_texts(parts: list[Any]) -> Iterator[str]:
+    """A part is plain text or a typed object; only ``text`` parts carry the answer (images,
+    audio and the like are not ours to pass on)."""
+    for part in parts:
+        if isinstance(part, str):
+            yield part
+        elif part.get("type") == "text":
+            yield part["text"]
+
+
+def responses_request(
+    messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], *, max_tokens: int | None = None
+) -> dict[str, Any]:
+    """The Responses API names the same limit as :func:`chat_request` ``max_output_tokens``."""
     system = [m.content for m in messages if m.role == "system"]
     lines = [_flattened(m) for m in messages if m.role != "system"]
     request: dict[str, Any] = {"input": "\n".join(lines)}
+    if max_tokens is not None:
+        request["max_output_tokens"] = max_tokens
     if system:
         request["instructions"] = "\n\n".join(system)
     if tools:

@@ -242,7 +242,7 @@ class PubSubEmulator(LocalService):
         subscription: str,
         deadletter_topic: str,
         output_topics: Iterable[str] = (),
-        max_delivery_attempts: int = 5,
+        max_delivery_attempts: int | None = 5,
         ack_deadline_seconds: int = 30,
         message_ordering: bool = False,
     ) -> Topology:
@@ -251,6 +251,7 @@ class PubSubEmulator(LocalService):
         Each output topic and the dead-letter topic get a tap subscription, because a message
         published to a topic with no subscription is dropped and tests need to read it.
         ``message_ordering`` turns on ordered delivery (by ordering key) on every subscription.
+        ``max_delivery_attempts=None`` leaves the input subscription without a dead-letter policy.
         """
         topic_of = partial(pubsub_v1.PublisherClient.topic_path, self._project)
         subscription_of = partial(pubsub_v1.SubscriberClient.subscription_path, self._project)
@@ -277,7 +278,9 @@ class PubSubEmulator(LocalService):
                 topic=topology.input_topic,
                 ack_deadline_seconds=ack_deadline_seconds,
                 enable_message_ordering=message_ordering,
-                dead_letter_policy={
+                dead_letter_policy=None
+                if max_delivery_attempts is None
+                else {
                     "dead_letter_topic": topology.deadletter_topic,
                     "max_delivery_attempts": max_delivery_attempts,
                 },

@@ -1,9 +1,11 @@
 """Apply one event's writes inside the caller's transaction: memories, notes, history pair.
 
 The worker calls :meth:`MemoryCommit.apply` in the transaction that also stores the
-processed-event record, so the three either all happen or none do. Embeddings of the pair are
-made before the transaction (a network call has no place inside one); if embedding fails the
-pair is stored without vectors: it shows in windows but recall cannot find it.
+processed-event record, so the three either all happen or none do. Every embedding the writes
+need (the pair's, and each memory's: LangGraph's ``aput`` would otherwise embed inside the
+transaction, holding every event of the group commit on the embeddings endpoint) is made before
+the transaction, by :meth:`MemoryCommit.prepare`. If embedding fails, the writes happen without
+vectors: the pair shows in windows and a memory is found by its words, not by similarity.
 """
 
 from __future__ import annotations
@@ -37,23 +39,34 @@ class TurnOutcome:
     writes: RunWrites | None
 
 
+@dataclass(frozen=True)
+class PreparedTurn:
+    """A turn's writes with every embedding they need, made before the transaction."""
+
+    pair: PairToWrite
+    memory_vectors: dict[str, list[float]]
+
+
 class MemoryCommit:
     def __init__(self, store: MemoryStore, agent: str, idle: timedelta) -> None:
         self._store = store
         self._agent = agent
         self._idle = idle
 
-    async def prepare(self, turn: TurnOutcome) -> PairToWrite:
-        """The history pair with its embeddings, computed outside any transaction."""
-        vectors: list[list[float]] | list[None] = [None, None]
+    async def prepare(self, turn: TurnOutcome) -> PreparedTurn:
+        """The history pair and the memories to write, with their embeddings, computed outside
+        any transaction, in one request."""
+        puts = turn.writes.memory_puts if turn.writes is not None else []
+        texts = [turn.prompt, turn.reply, *(put.content for put in puts)]
+        vectors: list[list[float]] | list[None] = [None] * len(texts)
         try:
-            vectors = await self._store.embedder.embed([turn.prompt, turn.reply])
-        except Exception as error:  # recall degrades; the turn is still recorded
+            vectors = await self._store.embedder.embed(texts)
+        except Exception as error:  # recall and memory search degrade; the writes still happen
             logger.warning(
                 "could not embed the turn; stored without vectors",
                 extra={"userId": turn.user_id, "cause": f"{type(error).__name__}: {error}"},
             )
-        return PairToWrite(
+        pair = PairToWrite(
             turn.thread_id,
             turn.user_id,
             turn.prompt,
@@ -63,23 +76,31 @@ class MemoryCommit:
             vectors[0],
             vectors[1],
         )
+        memory_vectors = {
+            text: vector for text, vector in zip(texts[2:], vectors[2:], strict=True) if vector
+        }
+        return PreparedTurn(pair, memory_vectors)
 
     async def apply(
-        self, connection: AsyncConnection[Any], turn: TurnOutcome, pair: PairToWrite
+        self, connection: AsyncConnection[Any], turn: TurnOutcome, prepared: PreparedTurn
     ) -> None:
         writes = turn.writes
         if writes is not None and writes.memory_puts:
-            on_connection = self._store.store_on(connection)
+            on_connection = self._store.store_on(connection, prepared.memory_vectors)
             namespace = user_namespace(writes.user_id)
             for put in writes.memory_puts:
                 value = memory_value(put.content, put.metadata)
-                await on_connection.aput(namespace, put.key, value, index=["content"])
+                # Without its vector (embeddings failed) a memory is still found by its words.
+                embedded = put.content in prepared.memory_vectors
+                await on_connection.aput(
+                    namespace, put.key, value, index=["content"] if embedded else False
+                )
         if writes is not None and writes.notes_changed and writes.notes is not None:
             await write_notes(connection, writes.user_id, self._agent, writes.notes)
-        await write_pair(connection, pair, self._idle)
+        await write_pair(connection, prepared.pair, self._idle)
 
     async def commit_now(self, turn: TurnOutcome) -> None:
         """Prepare and apply in a transaction of its own (``send --local``, tests)."""
-        pair = await self.prepare(turn)
+        prepared = await self.prepare(turn)
         async with self._store.connection() as connection, connection.transaction():
-            await self.apply(connection, turn, pair)
+            await self.apply(connection, turn, prepared)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal, cast
@@ -100,9 +100,13 @@ class MemoryStore:
         finally:
             await pool.close()
 
-    def store_on(self, connection: AsyncConnection[Any]) -> AsyncPostgresStore:
-        """The same store, writing through ``connection`` (inside the caller's transaction)."""
-        return AsyncPostgresStore(connection, index=self.index_config)
+    def store_on(
+        self, connection: AsyncConnection[Any], vectors: Mapping[str, list[float]]
+    ) -> AsyncPostgresStore:
+        """The same store, writing through ``connection`` (inside the caller's transaction),
+        with the embeddings made beforehand: it never calls the embeddings endpoint."""
+        index = cast(PostgresIndexConfig, {**self.index_config, "embed": _embedded(vectors)})
+        return AsyncPostgresStore(connection, index=index)
 
     def for_user(self, user_id: str) -> UserMemories:
         return UserMemories(self, user_id)
@@ -209,3 +213,17 @@ def _memory_of(item: Item) -> Memory:
         created_at=item.created_at.isoformat(),
         updated_at=item.updated_at.isoformat(),
     )
+
+
+def _embedded(
+    vectors: Mapping[str, list[float]],
+) -> Callable[[Sequence[str]], Awaitable[list[list[float]]]]:
+    """An embed function that only looks vectors up (see :meth:`MemoryStore.store_on`)."""
+
+    async def embed(texts: Sequence[str]) -> list[list[float]]:
+        missing = [text for text in texts if text not in vectors]
+        if missing:
+            raise LookupError(f"{len(missing)} text(s) were not embedded before the transaction")
+        return [vectors[text] for text in texts]
+
+    return embed

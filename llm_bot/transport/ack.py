@@ -33,7 +33,8 @@ from llm_bot.transport.stats import WorkerStats
 logger = logging.getLogger(__name__)
 
 DEAD_LETTER_SOURCE = "llm-bot"
-MAX_ATTRIBUTE_CHARS = 1000  # Pub/Sub caps attribute values at 1024 bytes
+MAX_ATTRIBUTE_BYTES = 1024  # Pub/Sub's cap on one attribute value
+MAX_ATTRIBUTES = 100  # Pub/Sub's cap on a message's attributes
 RETRY_BASE_DELAY_S = 0.5
 RETRY_MAX_DELAY_S = 8.0
 _JITTER = random.Random()  # noqa: S311 - backoff jitter, not security
@@ -89,15 +90,23 @@ def retry_delay_s(delivery_attempt: int, rng: random.Random | None = None) -> fl
 
 
 def dead_letter_attributes(delivery: Delivery, reason: str, at: str) -> dict[str, str]:
-    """The original attributes plus why and when, so the record can be traced and replayed."""
-    return {
-        **delivery.attributes,
-        "deadLetterReason": reason[:MAX_ATTRIBUTE_CHARS],
+    """The original attributes plus why and when, so the record can be traced and replayed;
+    within Pub/Sub's limits, or the dead letter itself could never be published."""
+    ours = {
+        "deadLetterReason": clipped(reason, MAX_ATTRIBUTE_BYTES),
         "deadLetterSource": DEAD_LETTER_SOURCE,
         "deadLetterAt": at,
         "originalMessageId": delivery.message_id,
         "deliveryAttempt": str(delivery.delivery_attempt),
     }
+    theirs = [(k, v) for k, v in delivery.attributes.items() if k not in ours]
+    return {**dict(theirs[: MAX_ATTRIBUTES - len(ours)]), **ours}
+
+
+def clipped(text: str, max_bytes: int) -> str:
+    """``text`` cut to at most ``max_bytes`` of UTF-8, on a character boundary; characters
+    that UTF-8 cannot carry (lone surrogates) become ``?``."""
+    return text.encode("utf-8", "replace")[:max_bytes].decode("utf-8", "ignore")
 
 
 @asynccontextmanager
@@ -127,7 +136,7 @@ async def _dead_letter_or_retry(
 ) -> None:
     logger.warning(
         "invalid event dead-lettered",
-        extra={"messageId": delivery.message_id, "reason": reason[:MAX_ATTRIBUTE_CHARS]},
+        extra={"messageId": delivery.message_id, "reason": clipped(reason, MAX_ATTRIBUTE_BYTES)},
     )
     try:
         await dead_letter(delivery, reason)

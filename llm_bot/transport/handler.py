@@ -25,9 +25,12 @@ from psycopg_pool import AsyncConnectionPool
 from llm_bot.clock import iso_timestamp, utc_now
 from llm_bot.db import processed_events
 from llm_bot.db.group_commit import GroupCommitter
+from llm_bot.db.leases import LeaseKeeper
 from llm_bot.db.processed_events import source_of
+from llm_bot.errors import PermanentError
 from llm_bot.events.codec import decode, encode
 from llm_bot.events.identity import thread_id_of, user_id_of
+from llm_bot.events.limits import check_event
 from llm_bot.events.models import InternalEventV2
 from llm_bot.events.routing import advance, check_route, current_step, prefixed
 from llm_bot.graph.builder import LlmBotGraph
@@ -44,23 +47,25 @@ from llm_bot.transport.stats import WorkerStats
 
 logger = logging.getLogger(__name__)
 
-# How long a claim outlives the event's deadline: room to commit the output before another
-# instance may take the event over.
-LEASE_MARGIN_S = 5.0
+
+class AttemptsExhausted(PermanentError):
+    """The event came back after its last attempt: each one failed past the point where the
+    failure is recorded (a crash, a publish that never confirmed). Retrying would never end."""
 
 
-def deadline_s(event: InternalEventV2, default_ms: int) -> float:
-    """``qos.maxResponseMs`` when the producer set one, else ``LLM_BOT_EVENT_DEADLINE_MS``."""
+def deadline_s(event: InternalEventV2, default_ms: int, max_ms: int) -> float:
+    """``qos.maxResponseMs`` when the producer set one (at most ``LLM_BOT_MAX_RESPONSE_MS``),
+    else ``LLM_BOT_EVENT_DEADLINE_MS``."""
     wanted = event.qos.max_response_ms if event.qos else None
-    return (wanted or default_ms) / 1000
+    return min(wanted or default_ms, max_ms) / 1000
 
 
-def attempts_exhausted(delivery_attempt: int, event: InternalEventV2, limit: int) -> bool:
-    """True on the last delivery we accept: the step's ``maxAttempts`` may lower the limit."""
+def attempt_limit(event: InternalEventV2, limit: int) -> int:
+    """The last attempt we accept: the step's ``maxAttempts`` may lower the setting."""
     step = current_step(event)
     if step is not None and step.max_attempts:
-        limit = min(limit, step.max_attempts)
-    return delivery_attempt >= limit
+        return min(limit, step.max_attempts)
+    return limit
 
 
 def output_of(result: ProcessResult, settings: Settings) -> processed_events.StoredOutput:
@@ -91,13 +96,13 @@ class EventCommit:
     ) -> None:
         memory = self.memory_commit
         turn = turn_of(result, source_of(event), utc_now()) if memory else None
-        pair = await memory.prepare(turn) if memory and turn else None
+        prepared = await memory.prepare(turn) if memory and turn else None
 
         async def work(connection: AsyncConnection[Any]) -> None:
             # The memory writes first: the history pair's append then goes out in one round
             # trip with the output's store, whose row is read (see GroupCommitter).
-            if memory and turn and pair:
-                await memory.apply(connection, turn, pair)
+            if memory and turn and prepared:
+                await memory.apply(connection, turn, prepared)
             await processed_events.store_output(connection, claim, output)
 
         keys = [processed_events.row_key(claim.key)]
@@ -117,6 +122,7 @@ class EventHandler:
         publisher: Publisher,
         stats: WorkerStats,
         commit: EventCommit,
+        leases: LeaseKeeper,
     ) -> None:
         self._settings = settings
         self._graph = graph
@@ -125,6 +131,7 @@ class EventHandler:
         self._publisher = publisher
         self._stats = stats
         self._commit = commit
+        self._leases = leases
         self._marks = processed_events.PublishedMarks(commit.group.defer)
 
     async def handle(self, delivery: Delivery) -> None:
@@ -150,6 +157,7 @@ class EventHandler:
         """The outcome for metrics: OK/SKIP/ERROR, duplicate, republished (or it raises)."""
         settings = self._settings
         event = decode(delivery.data, delivery.attributes, settings.max_message_bytes)
+        check_event(event, settings.max_slip_steps)
         check_route(event)
         if event.trace_id is None:
             event.trace_id = current_trace_id()
@@ -162,25 +170,50 @@ class EventHandler:
 
     async def _process(self, delivery: Delivery, event: InternalEventV2) -> str:
         settings = self._settings
-        limit_s = deadline_s(event, settings.event_deadline_ms)
+        limit_s = deadline_s(event, settings.event_deadline_ms, settings.max_response_ms)
         with metrics.timed(metrics.stage_duration, {"stage": "claim"}):
             claimed = await processed_events.claim_or_wait(
                 self._commit.group.commit,
                 processed_events.key_of(event),
-                limit_s + LEASE_MARGIN_S,
+                lease_s=settings.claim_lease_s,
+                wait_s=limit_s + settings.claim_lease_s,
             )
         if isinstance(claimed, processed_events.Published):
             self._stats.duplicates += 1
             return "duplicate"
+        with self._leases.holding(claimed):
+            try:
+                return await self._answer(delivery, event, claimed, limit_s)
+            except BaseException:  # cancelled too: shutdown hands the event back
+                await self._release(claimed)
+                raise
+
+    async def _answer(
+        self,
+        delivery: Delivery,
+        event: InternalEventV2,
+        claimed: processed_events.Claim,
+        limit_s: float,
+    ) -> str:
+        """Publish the stored output, or run the graph, commit and publish; the outcome."""
         if claimed.stored is not None:
             self._stats.republished += 1
             await self._publish(claimed.key, claimed.stored)
             return "republished"
-        try:
-            result = await self._run(event, delivery.delivery_attempt, limit_s)
-        except (RetryLater, asyncio.CancelledError):  # cancelled: shutdown hands it back
-            await self._release(claimed)
-            raise
+        last = attempt_limit(event, self._settings.max_delivery_attempts)
+        # Our count of claims: processing began that often and never finished (a delivery to
+        # a worker that died before claiming it is not one: Pub/Sub counts those too).
+        if claimed.attempt > last:
+            raise AttemptsExhausted(
+                f"gave up after {claimed.attempt - 1} attempts that did not finish"
+            )
+        # Pub/Sub counts deliveries only on a subscription with a dead-letter policy.
+        attempt = max(delivery.delivery_attempt, claimed.attempt)
+        result = await self._graph_result(event, limit_s)
+        if result.retryable and attempt < last:
+            assert result.error is not None
+            raise RetryLater(f"{result.error.code}: {result.error.message}")
+        settings = self._settings
         with child_span("send", kind=SpanKind.PRODUCER) as span:
             output = output_of(result, settings)  # carries this span's context onwards
             span.update_name(f"send {output.topic}")
@@ -196,17 +229,6 @@ class EventHandler:
             await self._publish(claimed.key, output)
         self._stats.count_outcome(result.outcome)
         return result.outcome
-
-    async def _run(
-        self, event: InternalEventV2, delivery_attempt: int, limit_s: float
-    ) -> ProcessResult:
-        """The graph's result, or :class:`RetryLater` while retries are left."""
-        result = await self._graph_result(event, limit_s)
-        limit = self._settings.max_delivery_attempts
-        if result.retryable and not attempts_exhausted(delivery_attempt, event, limit):
-            assert result.error is not None
-            raise RetryLater(f"{result.error.code}: {result.error.message}")
-        return result
 
     async def _graph_result(self, event: InternalEventV2, limit_s: float) -> ProcessResult:
         """The deadline ends the event as ERROR ``TIMEOUT`` (permanent: the producer's time is

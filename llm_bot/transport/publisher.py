@@ -12,9 +12,10 @@ import asyncio
 import logging
 from collections.abc import Mapping
 
+from google.api_core.exceptions import InvalidArgument, NotFound, PermissionDenied
 from google.cloud import pubsub_v1
 
-from llm_bot.errors import TransientError
+from llm_bot.errors import PermanentError, TransientError
 from llm_bot.settings import Settings
 from llm_bot.transport.clients import PUBLISH_TIMEOUT_S, publisher_client
 
@@ -27,6 +28,15 @@ _CONFIRM_TIMEOUT_S = PUBLISH_TIMEOUT_S + 5.0
 
 class PublishFailed(TransientError):
     """Pub/Sub did not confirm a publish in time; a redelivery will try again."""
+
+
+class PublishRejected(PermanentError):
+    """Pub/Sub refused the message or its topic (missing, forbidden, over a limit): sending it
+    again cannot succeed, so the event is dead-lettered instead of retried forever."""
+
+
+# Refusals of the request itself, by the service or by the client's own checks.
+_REJECTIONS = (NotFound, PermissionDenied, InvalidArgument, ValueError, TypeError)
 
 
 class Publisher:
@@ -52,6 +62,8 @@ class Publisher:
         except Exception as error:
             if ordering_key:
                 self._client.resume_publish(path, ordering_key)
+            if isinstance(error, _REJECTIONS):
+                raise PublishRejected(f"publish to {topic!r} refused: {error}") from error
             raise PublishFailed(f"publish to {topic} failed: {type(error).__name__}") from error
         return message_id
 

@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry
 from psycopg_pool import AsyncConnectionPool
 
 from llm_bot.db.group_commit import GroupCommitter
+from llm_bot.db.leases import LeaseKeeper
 from llm_bot.db.migrate import migrate
 from llm_bot.events.routing import prefixed
 from llm_bot.graph.assembly import context_from_settings, graph_from_settings
@@ -33,6 +34,7 @@ from llm_bot.transport.publisher import Publisher
 from llm_bot.transport.stats import WorkerStats
 from llm_bot.transport.subscriber import StreamingSubscriber
 from llm_bot.worker.health import HealthServer
+from llm_bot.worker.preflight import dead_letter_problem
 
 logger = logging.getLogger(__name__)
 
@@ -97,6 +99,8 @@ class Worker:
         )
         resources.callback(self._count_transactions, committer)  # runs after it closed
         await resources.enter_async_context(committer)
+        leases = LeaseKeeper(self._pool, lease_s=settings.claim_lease_s)
+        await resources.enter_async_context(leases)
         handler = EventHandler(
             settings=settings,
             graph=graph_from_settings(settings),
@@ -105,6 +109,7 @@ class Worker:
             publisher=publisher,
             stats=self.stats,
             commit=EventCommit(committer, services.commit),
+            leases=leases,
         )
         health = HealthServer(self.readiness, settings.port, registry=self._metrics_registry)
         await health.start()
@@ -115,6 +120,11 @@ class Worker:
         path = client.subscription_path(
             settings.google_cloud_project, prefixed(settings.subscription, settings.bus_prefix)
         )
+        problem = await dead_letter_problem(client, path, settings.max_delivery_attempts)
+        if problem is not None and settings.require_dead_letter_policy:
+            raise WorkerError(f"{problem} (LLM_BOT_REQUIRE_DEAD_LETTER_POLICY is set)")
+        if problem is not None:
+            logger.warning("subscription check: %s", problem)
         self._subscriber = StreamingSubscriber(
             client,
             path,

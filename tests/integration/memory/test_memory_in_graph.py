@@ -115,7 +115,7 @@ async def test_events_committed_together_keep_every_memory_note_and_turn(
         await asyncio.gather(
             *(
                 committer.commit(
-                    functools.partial(commit.apply, turn=turn, pair=pair),
+                    functools.partial(commit.apply, turn=turn, prepared=pair),
                     [f"thread {turn.thread_id}", f"user {turn.user_id}"],
                 )
                 for turn, pair in zip(turns, pairs, strict=True)

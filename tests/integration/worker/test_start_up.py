@@ -85,3 +85,20 @@ async def test_sigterm_during_start_up_exits_0_promptly(bus: Bus, tmp_path: Path
         code = await asyncio.to_thread(worker.wait, 10)
         assert code == 0, f"exit {code} after SIGTERM at {delay_s} s; log:\n{worker.log_tail()}"
         print(f"\nSIGTERM at {delay_s} s: exit 0 after {time.monotonic() - stopped:.2f} s")
+
+
+@pytest.mark.parametrize("required", [False, True], ids=["warned", "refused"])
+async def test_a_subscription_without_a_dead_letter_policy_is_reported_at_start(
+    make_bus: BusFactory, fresh_database_url: str, tmp_path: Path, required: bool
+) -> None:
+    setting = {"LLM_BOT_REQUIRE_DEAD_LETTER_POLICY": str(required).lower()}
+    bus = make_bus(fresh_database_url, setting, max_delivery_attempts=None)
+    worker = WorkerProcess(bus.worker_environment(), tmp_path / "worker.log")
+    if required:
+        code = await asyncio.to_thread(worker.launch().wait, 30)
+        assert code != 0
+    else:
+        await asyncio.to_thread(worker.start, 30)
+        worker.signal(signal.SIGTERM)
+        assert await asyncio.to_thread(worker.wait, 30) == 0
+    assert "has no dead-letter policy" in worker.log_tail()

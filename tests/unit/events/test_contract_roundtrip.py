@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llm_bot.events.codec import InvalidEvent, decode, encode, from_document, to_document
+from llm_bot.events.codec import decode, encode, from_document, to_document
+from llm_bot.events.limits import InvalidEvent
 from llm_bot.events.models import RoutingStatus
 
 CONTRACTS = Path(__file__).resolve().parents[2] / "fixtures" / "bitbrat"

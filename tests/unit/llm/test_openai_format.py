@@ -1,17 +1,22 @@
-"""Replies read straight from their JSON: the shapes real endpoints send, and what is refused."""
+"""Replies read straight from their JSON: the shapes real endpoints send, and what is refused;
+and the optional request fields as they reach a real endpoint."""
 
 from __future__ import annotations
 
 import base64
 import json
 import struct
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from llm_bot.llm import errors
-from llm_bot.llm.messages import TokenUsage, ToolCall
+from llm_bot.llm.client import ModelClient
+from llm_bot.llm.messages import ChatMessage, TokenUsage, ToolCall
 from llm_bot.llm.openai_format import parse_chat_reply, parse_embeddings
+from llm_bot.local.openai_server import LocalModelServer
+from llm_bot.settings import load_settings
 
 
 def completion(message: dict[str, Any], **extra: Any) -> bytes:
@@ -43,6 +48,29 @@ def test_tool_calls_are_read_and_missing_usage_counts_zero() -> None:
     assert (reply.text, reply.usage) == ("", TokenUsage())
 
 
+def test_object_arguments_become_their_json_text() -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "note", "arguments": {"k": "v"}}}
+    reply = parse_chat_reply(completion({"role": "assistant", "tool_calls": [call]}))
+    assert json.loads(reply.tool_calls[0].arguments) == {"k": "v"}
+
+
+@pytest.mark.parametrize("function", [{"name": "note"}, {"name": "note", "arguments": None}])
+def test_missing_arguments_are_an_empty_object(function: dict[str, Any]) -> None:
+    call = {"id": "c1", "type": "function", "function": function}
+    reply = parse_chat_reply(completion({"role": "assistant", "tool_calls": [call]}))
+    assert reply.tool_calls == (ToolCall("c1", "note", "{}"),)
+
+
+def test_content_parts_are_joined_and_non_text_parts_ignored() -> None:
+    parts = [
+        {"type": "text", "text": "Hel"},
+        {"type": "image_url", "image_url": {"url": "https://example.test/a.png"}},
+        "lo",
+        {"type": "text", "text": "!"},
+    ]
+    assert parse_chat_reply(completion({"role": "assistant", "content": parts})).text == "Hello!"
+
+
 def test_a_refusal_is_refused() -> None:
     with pytest.raises(errors.ModelRefused):
         parse_chat_reply(completion({"role": "assistant", "content": None, "refusal": "no"}))
@@ -53,6 +81,8 @@ def test_a_refusal_is_refused() -> None:
     [
         b'{"choices": []}',
         b'{"choices": [{"message": {"tool_calls": [{"id": "x"}]}}]}',
+        b'{"choices": [{"message": {"content": [{"type": "text"}]}}]}',
+        b'{"choices": [{"message": {"content": {"text": "not a list"}}}]}',
         b"[]",
         b'"text"',
         b"{not json",
@@ -61,6 +91,33 @@ def test_a_refusal_is_refused() -> None:
 def test_a_reply_that_is_not_a_chat_completion_is_an_invalid_request(raw: bytes) -> None:
     with pytest.raises(errors.ModelRequestInvalid):
         parse_chat_reply(raw)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[LocalModelServer]:
+    with LocalModelServer() as running:
+        yield running
+
+
+@pytest.mark.parametrize(
+    ("mode", "field"), [("chat", "max_tokens"), ("responses", "max_output_tokens")]
+)
+@pytest.mark.parametrize("limit", [None, 64])
+async def test_the_token_limit_is_sent_only_when_configured(
+    server: LocalModelServer, mode: str, field: str, limit: int | None
+) -> None:
+    server.reset()
+    settings = load_settings(
+        OPENAI_BASE_URL=server.base_url, OPENAI_API_MODE=mode, OPENAI_MAX_TOKENS=limit
+    )
+    model = ModelClient.from_settings(settings)
+    try:
+        await model.complete([ChatMessage("user", "hi")], [])
+    finally:
+        await model.close()
+    (body,) = server.chat_requests()
+    sent = {key: body[key] for key in ("max_tokens", "max_output_tokens") if key in body}
+    assert sent == ({} if limit is None else {field: limit})
 
 
 def test_embeddings_come_back_in_input_order_from_base64_or_lists() -> None:

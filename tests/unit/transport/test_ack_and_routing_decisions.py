@@ -14,7 +14,7 @@ import pytest
 
 from llm_bot.db.processed_events import NO_STEP, ClaimBusy, key_of
 from llm_bot.events.builder import prompt_event
-from llm_bot.events.codec import InvalidEvent
+from llm_bot.events.limits import InvalidEvent
 from llm_bot.events.models import InternalEventV2
 from llm_bot.events.routing import RoutingError, advance, check_route, complete_current_step
 from llm_bot.graph.process import ProcessResult
@@ -28,7 +28,7 @@ from llm_bot.transport.ack import (
     retry_delay_s,
     settle,
 )
-from llm_bot.transport.handler import attempts_exhausted, deadline_s, output_of
+from llm_bot.transport.handler import attempt_limit, deadline_s, output_of
 from llm_bot.transport.publisher import PublishFailed
 from llm_bot.transport.stats import WorkerStats
 
@@ -143,7 +143,18 @@ def test_the_dead_letter_record_keeps_the_attributes_and_bounds_the_reason() -> 
     assert attributes["deadLetterSource"] == "llm-bot"
     assert attributes["originalMessageId"] == "m-1"
     assert attributes["deliveryAttempt"] == "3"
-    assert len(attributes["deadLetterReason"]) == 1000
+    assert len(attributes["deadLetterReason"]) == 1024
+
+
+def test_the_dead_letter_record_stays_within_pubsubs_limits() -> None:
+    """Multi-byte and unencodable reasons, and a message that used every attribute already."""
+    crowded = {f"a{i}": "v" for i in range(100)}
+    delivery = RecordedDelivery(attempt=1, attributes=crowded)
+    attributes = dead_letter_attributes(delivery, "é\ud800" * 3000, "2026-01-01T00:00:00.000Z")
+    assert len(attributes) == 100
+    assert attributes["deadLetterSource"] == "llm-bot"
+    assert all(len(value.encode()) <= 1024 for value in attributes.values())
+    assert attributes["deadLetterReason"].startswith("é?é?")
 
 
 def test_a_slip_whose_next_pending_step_has_no_topic_is_refused_before_processing() -> None:
@@ -188,19 +199,20 @@ def test_the_route_check_refuses_exactly_the_slips_that_advancing_would(
     assert refused(check_route) == refused(advance_after_closing)
 
 
-def test_the_deadline_is_the_producers_when_set() -> None:
+def test_the_deadline_is_the_producers_when_set_within_the_upper_bound() -> None:
     event = event_with_slip({"id": "llm-bot", "status": "PENDING"})
-    assert deadline_s(event, 120_000) == 120.0
+    assert deadline_s(event, 120_000, 600_000) == 120.0
     event.qos = {"maxResponseMs": 1500}  # type: ignore[assignment]
-    assert deadline_s(event, 120_000) == 1.5
+    assert deadline_s(event, 120_000, 600_000) == 1.5
+    event.qos = {"maxResponseMs": 86_400_000}  # type: ignore[assignment]
+    assert deadline_s(event, 120_000, 600_000) == 600.0
 
 
 def test_the_steps_max_attempts_can_lower_the_delivery_limit() -> None:
     plain = event_with_slip({"id": "llm-bot", "status": "PENDING"})
     strict = event_with_slip({"id": "llm-bot", "status": "PENDING", "maxAttempts": 2})
-    assert not attempts_exhausted(4, plain, 5)
-    assert attempts_exhausted(5, plain, 5)
-    assert attempts_exhausted(2, strict, 5)
+    assert attempt_limit(plain, 5) == 5
+    assert attempt_limit(strict, 5) == 2
 
 
 def test_the_record_key_names_the_pending_step_by_position() -> None:

@@ -1,0 +1,66 @@
+"""Claim leases that last as long as their holder lives, not as long as its slowest event.
+
+A claim's lease is short (``LLM_BOT_CLAIM_LEASE_S``, a few heartbeats) and the worker renews
+the leases of every claim it holds, in one statement per heartbeat. A worker that dies stops
+renewing, so the events it held are taken over within one lease of its death, instead of
+after the longest deadline an event may ask for; a live worker keeps its slow events however
+long they take, within their deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterator
+from typing import Any, Self
+from uuid import UUID
+
+from psycopg_pool import AsyncConnectionPool
+
+from llm_bot.db.processed_events import Claim, renew
+
+logger = logging.getLogger(__name__)
+
+HEARTBEATS_PER_LEASE = 4  # a lease survives three missed heartbeats (a busy loop, a slow query)
+
+
+class LeaseKeeper:
+    """``async with``: renews the leases of the claims held (see :meth:`holding`) until left."""
+
+    def __init__(self, pool: AsyncConnectionPool[Any], *, lease_s: float) -> None:
+        self._pool = pool
+        self._lease_s = lease_s
+        self._tokens: set[UUID] = set()
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Self:
+        self._task = asyncio.create_task(self._renew_forever(), name="claim-leases")
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    @contextlib.contextmanager
+    def holding(self, claim: Claim) -> Iterator[None]:
+        """Keep ``claim``'s lease alive while the block runs."""
+        self._tokens.add(claim.token)
+        try:
+            yield
+        finally:
+            self._tokens.discard(claim.token)
+
+    async def _renew_forever(self) -> None:
+        interval_s = self._lease_s / HEARTBEATS_PER_LEASE
+        while True:
+            await asyncio.sleep(interval_s)
+            if not self._tokens:
+                continue
+            try:
+                async with self._pool.connection() as connection:
+                    await renew(connection, list(self._tokens), self._lease_s)
+            except Exception as error:  # the next heartbeat tries again; leases outlast a few
+                logger.warning("could not renew claim leases: %s", error)

@@ -1,0 +1,80 @@
+"""Claim leases on the real database: a live holder keeps its event however long it takes; a
+holder that stops renewing (it died) loses the event within one short lease."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+from typing import Any
+
+import pytest
+from psycopg_pool import AsyncConnectionPool
+
+from llm_bot.db.group_commit import GroupCommitter, Work
+from llm_bot.db.leases import LeaseKeeper
+from llm_bot.db.migrate import migrate
+from llm_bot.db.processed_events import (
+    Claim,
+    ClaimBusy,
+    EventKey,
+    claim_or_wait,
+    release,
+)
+
+pytestmark = pytest.mark.integration
+
+LEASE_S = 1.0
+
+
+@pytest.fixture
+async def pool(fresh_database_url: str) -> AsyncIterator[AsyncConnectionPool[Any]]:
+    migrate(fresh_database_url)
+    async with AsyncConnectionPool(
+        fresh_database_url, min_size=1, max_size=4, kwargs={"autocommit": True}
+    ) as opened:
+        yield opened
+
+
+@pytest.fixture
+async def transact(
+    pool: AsyncConnectionPool[Any],
+) -> AsyncIterator[Callable[[Work, Collection[str]], Awaitable[None]]]:
+    async with GroupCommitter(pool, max_batch=4, max_delay_s=0.0) as committer:
+        yield committer.commit
+
+
+async def claim(
+    transact: Callable[[Work, Collection[str]], Awaitable[None]], key: EventKey, wait_s: float
+) -> Claim:
+    claimed = await claim_or_wait(transact, key, lease_s=LEASE_S, wait_s=wait_s)
+    assert isinstance(claimed, Claim)
+    return claimed
+
+
+async def test_a_renewed_claim_outlives_many_leases_and_an_abandoned_one_is_taken_over_in_one(
+    pool: AsyncConnectionPool[Any],
+    transact: Callable[[Work, Collection[str]], Awaitable[None]],
+) -> None:
+    key = EventKey("slow-event", "0:llm-bot")
+    first = await claim(transact, key, wait_s=0)
+    async with LeaseKeeper(pool, lease_s=LEASE_S) as keeper:
+        with keeper.holding(first), pytest.raises(ClaimBusy):  # four leases on, still held
+            await claim_or_wait(transact, key, lease_s=LEASE_S, wait_s=4 * LEASE_S)
+        began = time.monotonic()  # the holder stops renewing, as a killed worker does
+        second = await claim(transact, key, wait_s=10 * LEASE_S)
+    taken_over_s = time.monotonic() - began
+    assert second.token != first.token
+    assert second.attempt == 2
+    assert taken_over_s <= LEASE_S + 0.5, f"taken over after {taken_over_s:.2f} s"
+
+
+async def test_a_released_claim_is_taken_at_once_and_keeps_its_attempt_count(
+    pool: AsyncConnectionPool[Any],
+    transact: Callable[[Work, Collection[str]], Awaitable[None]],
+) -> None:
+    key = EventKey("failed-event", "0:llm-bot")
+    first = await claim(transact, key, wait_s=0)
+    async with pool.connection() as connection:
+        await release(connection, first)
+    second = await claim(transact, key, wait_s=0)  # no wait: the lease ended with the release
+    assert (first.attempt, second.attempt) == (1, 2)
