@@ -8,6 +8,13 @@ Both rules live here so that memory, history and ordering keys can never disagre
   ``ingress.channel``; a direct message (``egress.type == "dm"``) appends ``":" + user id`` so
   two users' DMs never share a thread. An event with no channel at all is treated as direct:
   without a room to share, the only safe conversation is the user's own.
+
+Every part but the last is escaped (``%`` as ``%25``, ``:`` as ``%3A``) before the parts are
+joined with ``:``, so an id has one reading: a public thread has exactly one unescaped colon, a
+DM thread at least two (the user id, last, is kept as it is), and a channel named ``a:b`` can
+no longer be mistaken for the DM of user ``b`` in channel ``a``. Parts without ``:`` or ``%``
+(every platform name and channel id we know) read as before, so existing ids are unchanged;
+migration ``0005`` rewrites the few that are not.
 """
 
 from __future__ import annotations
@@ -21,13 +28,18 @@ def user_id_of(event: InternalEventV2) -> str:
     if user is not None:
         return user.id
     external = event.identity.external
-    return f"{external.platform}:{external.id}"
+    return f"{escaped(external.platform)}:{external.id}"
 
 
 def thread_id_of(event: InternalEventV2) -> str:
     """The conversation this event belongs to (see the module docstring for the rule)."""
     channel = event.egress.channel or event.ingress.channel
-    base = f"{event.egress.connector}:{channel or ''}"
+    base = f"{escaped(event.egress.connector)}:{escaped(channel or '')}"
     if event.egress.type == "dm" or not channel:
         return f"{base}:{user_id_of(event)}"
     return base
+
+
+def escaped(part: str) -> str:
+    """``part`` with ``%`` and ``:`` percent-encoded (see the module docstring)."""
+    return part.replace("%", "%25").replace(":", "%3A")

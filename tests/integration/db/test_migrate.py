@@ -6,7 +6,7 @@ import psycopg
 import pytest
 
 from llm_bot.cli import main
-from llm_bot.db.migrate import available_migrations
+from llm_bot.db.migrate import available_migrations, migrate
 
 pytestmark = pytest.mark.integration
 
@@ -31,3 +31,41 @@ def test_migrate_is_idempotent(
     with psycopg.connect(fresh_database_url) as connection:
         tables = connection.execute("SELECT to_regclass('store_vectors')::text").fetchone()
     assert tables == ("store_vectors",), "migrate creates the memory store's tables"
+
+
+def test_thread_ids_written_before_escaping_are_rewritten_and_stay_reachable(
+    fresh_database_url: str,
+) -> None:
+    """Migration 0005 on rows in the old form: a room whose channel holds ':', a DM whose user
+    id holds ':', a plain room and DM (unchanged)."""
+    migrate(fresh_database_url)
+    old = [  # (thread id as written before, the user of its turns, the id it must become)
+        ("discord:a:b", "u1", "discord:a%3Ab"),  # room 'a:b' (two speakers below)
+        ("discord:a:b", "u2", "discord:a%3Ab"),
+        ("discord:dm-1:twitch:42", "twitch:42", "discord:dm-1:twitch:42"),  # DM: unchanged
+        ("slack:x:y:twitch:7", "twitch:7", "slack:x%3Ay:twitch:7"),  # DM in channel 'x:y'
+        ("slack:C1", "u3", "slack:C1"),
+    ]
+    with psycopg.connect(fresh_database_url, autocommit=True) as connection:
+        for seq, (thread, user, _) in enumerate(old):
+            connection.execute(
+                "INSERT INTO conversation_threads (thread_id) VALUES (%s) ON CONFLICT DO NOTHING",
+                (thread,),
+            )
+            connection.execute(
+                "INSERT INTO conversation_turns (thread_id, seq, user_id, session_id, pair_index,"
+                " role, content, created_at, source_event)"
+                " VALUES (%s, %s, %s, 0, 0, 'user', 'hi', now(), %s)",
+                (thread, seq, user, f"event-{seq}"),
+            )
+        connection.execute("DELETE FROM schema_migrations WHERE version = 5")
+    assert migrate(fresh_database_url) == ["0005_unambiguous_thread_ids.sql"]
+    with psycopg.connect(fresh_database_url) as connection:
+        turns = connection.execute(
+            "SELECT thread_id, user_id FROM conversation_turns ORDER BY seq"
+        ).fetchall()
+        threads = {
+            row[0] for row in connection.execute("SELECT thread_id FROM conversation_threads")
+        }
+    assert turns == [(new, user) for _, user, new in old]
+    assert threads == {new for _, _, new in old}

@@ -132,6 +132,8 @@ def test_user_id_prefers_the_platform_user_then_the_external_identity() -> None:
         ("dm-message.json", {}, {}, "discord:9876543210987654321:discord:111222333444555666"),
         ("chat-message.json", {"channel": None}, {"channel": "C-in"}, "slack:C-in"),
         ("chat-message.json", {"channel": None}, {"channel": None}, "slack::slack:U987654321"),
+        ("chat-message.json", {"channel": "a:b%c"}, {}, "slack:a%3Ab%25c"),
+        ("chat-message.json", {"connector": "x:y"}, {}, "x%3Ay:C123456789"),
     ],
 )
 def test_thread_id_rule(
@@ -141,3 +143,13 @@ def test_thread_id_rule(
     document["egress"].update(egress_changes)
     document["ingress"].update(ingress_changes)
     assert thread_id_of(from_document(document)) == expected
+
+
+def test_a_public_channel_never_shares_an_id_with_a_dm() -> None:
+    """Channel ``a:b`` in public, and user ``b`` writing directly in channel ``a``."""
+    public = load("chat-message.json")
+    public["egress"].update({"channel": "a:b", "type": "chat"})
+    direct = load("chat-message.json")
+    direct["egress"].update({"channel": "a", "type": "dm"})
+    direct["identity"]["user"] = {"id": "b"}
+    assert thread_id_of(from_document(public)) != thread_id_of(from_document(direct))
