@@ -17,17 +17,16 @@ dead-lettered at once, with the rule it broke as the reason:
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from llm_bot.errors import PermanentError
 from llm_bot.events.identity import thread_id_of, user_id_of
 from llm_bot.events.models import InternalEventV2
+from llm_bot.text import UNSTORABLE
 
 MAX_DEPTH = 64
 MAX_ID_BYTES = 512
 MAX_TOPIC_CHARS = 255
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 class InvalidEvent(PermanentError):
@@ -76,7 +75,7 @@ def check_event(event: InternalEventV2, max_slip_steps: int) -> None:
 
 
 def _check_text(text: str, path: str) -> None:
-    found = _UNSTORABLE.search(text)
+    found = UNSTORABLE.search(text)
     if found is not None:
         what = "NUL" if found.group() == "\x00" else "a lone surrogate"
         raise InvalidEvent(f"{path}: contains {what} at character {found.start()}")

@@ -18,6 +18,7 @@ import openai
 
 from llm_bot.llm import errors
 from llm_bot.llm.messages import ChatMessage, ModelReply, TokenUsage, ToolCall, ToolSpec
+from llm_bot.text import storable
 
 if TYPE_CHECKING:
     from openai.types.responses import Response
@@ -88,14 +89,14 @@ def parse_chat_reply(raw: bytes) -> ModelReply:
             ToolCall(
                 call["id"],
                 call["function"]["name"],
-                _arguments_text(call["function"].get("arguments")),
+                storable(_arguments_text(call["function"].get("arguments"))),
             )
             for call in message.get("tool_calls") or ()
             if call.get("type", "function") == "function"
         )
         usage = body.get("usage") or {}
         tokens = TokenUsage(usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0)
-        text = _content_text(message.get("content"))
+        text = storable(_content_text(message.get("content")))
         return ModelReply(text, calls, tokens, body.get("model") or "")
     except (AttributeError, KeyError, TypeError, IndexError):
         raise errors.ModelRequestInvalid(
@@ -105,12 +106,18 @@ def parse_chat_reply(raw: bytes) -> ModelReply:
 
 def _arguments_text(arguments: Any) -> str:
     """Tool arguments as JSON text, which the tool runner parses: some endpoints (Ollama-style)
-    send the object itself instead of its encoding, and a call without arguments takes none."""
+    send the object itself instead of its encoding, and a call without arguments takes none.
+    Escapes are spelled out (``ensure_ascii=False``) so :func:`storable` sees, and repairs, a
+    lone surrogate that the runner's parse would otherwise hand to a tool."""
     if arguments is None:
         return "{}"
     if isinstance(arguments, str):
-        return arguments
-    return json.dumps(arguments)
+        text = arguments
+        try:
+            arguments = json.loads(text)
+        except ValueError:
+            return text  # the runner tells the model its arguments are not JSON
+    return json.dumps(arguments, ensure_ascii=False)
 
 
 def _content_text(content: Any) -> str:
@@ -165,13 +172,13 @@ def _flattened(message: ChatMessage) -> str:
 
 def parse_responses_reply(response: Response) -> ModelReply:
     calls = tuple(
-        ToolCall(item.call_id, item.name, item.arguments)
+        ToolCall(item.call_id, item.name, storable(_arguments_text(item.arguments)))
         for item in response.output
         if item.type == "function_call"
     )
     usage = response.usage
     tokens = TokenUsage(usage.input_tokens, usage.output_tokens) if usage else TokenUsage()
-    return ModelReply(response.output_text, calls, tokens, response.model)
+    return ModelReply(storable(response.output_text), calls, tokens, response.model)
 
 
 def parse_embeddings(raw: bytes) -> list[list[float]]:

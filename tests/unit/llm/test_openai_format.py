@@ -132,3 +132,17 @@ def test_embeddings_come_back_in_input_order_from_base64_or_lists() -> None:
 def test_an_unreadable_embeddings_reply_is_a_value_error(raw: bytes) -> None:
     with pytest.raises(ValueError, match="embeddings reply is not readable"):
         parse_embeddings(raw)
+
+
+def test_text_that_cannot_be_stored_is_repaired_not_refused() -> None:
+    """A model may emit the JSON escape of a lone surrogate, or NUL: the answer is still ours
+    to deliver, so each such character becomes U+FFFD (else storing and publishing it fail)."""
+    raw = (
+        b'{"choices": [{"message": {"content": "caf\\u00e9 \\ud800 \\u0000 ok",'
+        b' "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "t",'
+        b' "arguments": "{\\"a\\": \\"\\\\udfff\\"}"}}]}}]}'
+    )
+    reply = parse_chat_reply(raw)
+    assert reply.text == "caf\u00e9 \ufffd \ufffd ok"
+    assert reply.text.encode("utf-8")
+    assert json.loads(reply.tool_calls[0].arguments) == {"a": "\ufffd"}
