@@ -11,8 +11,11 @@ the same event finds the row and:
 - claimed under a live lease (another instance is on it right now): wait for that holder;
 - claimed under an expired lease with nothing stored (its holder died): take over and process.
 
-Every claim carries a fresh token and the store names it, so a holder whose lease expired and
-was taken over cannot write over the new holder's result. :func:`store_output` takes a
+Leases are short and renewed by their live holder (:mod:`llm_bot.db.leases`); a holder that
+fails gives its claim up at once (:func:`release`), and every claim is counted (``attempts``),
+so an event that keeps failing is given up instead of claimed forever. Every claim carries a
+fresh token and the store names it, so a holder whose lease expired and was taken over cannot
+write over the new holder's result. :func:`store_output` takes a
 connection (the caller's transaction) so the event's other writes can commit with it.
 """
 
