@@ -81,6 +81,7 @@ class Settings(BaseSettings):
 
     # --- thread history and context --------------------------------------------------------
     context_pairs: Annotated[int, Field(ge=0)] = Field(15, alias="CONTEXT_PAIRS")
+    history_max_chars: Count = Field(16_000, alias="HISTORY_MAX_CHARS")
     session_idle_seconds: Count = Field(21_600, alias="SESSION_IDLE_SECONDS")
     max_context_tokens: Count = Field(8000, alias="MAX_CONTEXT_TOKENS")
     notes_max_chars: Count = Field(8000, alias="NOTES_MAX_CHARS")
@@ -95,6 +96,9 @@ class Settings(BaseSettings):
     embedding_batch_wait_ms: Annotated[int, Field(ge=0)] = Field(
         3, alias="MEMORY_EMBEDDING_BATCH_WAIT_MS"
     )
+    # About 2k tokens of English, well under text-embedding-3's 8191 per input; a prompt's
+    # beginning says what it is about (llm_bot.llm.embeddings.embeddable).
+    embedding_max_chars: Count = Field(8000, alias="MEMORY_EMBEDDING_MAX_CHARS")
     memory_max_tokens: Count = Field(2048, alias="MEMORY_MAX_TOKENS")
     dedup_threshold: Similarity = Field(0.95, alias="MEMORY_DEDUP_THRESHOLD")
     similarity_threshold: Similarity | None = Field(None, alias="MEMORY_SIMILARITY_THRESHOLD")

@@ -2,7 +2,13 @@
 
 from llm_bot.llm.client import ModelClient
 from llm_bot.llm.embedding_batch import BatchingEmbedder
-from llm_bot.llm.embeddings import CachingEmbedder, Embedder, EmbeddingError, embedder_from_settings
+from llm_bot.llm.embeddings import (
+    CachingEmbedder,
+    Embedder,
+    EmbeddingError,
+    EmbeddingInputRejected,
+    embedder_from_settings,
+)
 from llm_bot.llm.errors import ModelError
 from llm_bot.llm.messages import ChatMessage, ModelReply, ToolCall, ToolSpec
 
@@ -12,6 +18,7 @@ __all__ = [
     "ChatMessage",
     "Embedder",
     "EmbeddingError",
+    "EmbeddingInputRejected",
     "ModelClient",
     "ModelError",
     "ModelReply",

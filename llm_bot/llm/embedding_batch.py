@@ -4,8 +4,16 @@ Every event embeds its prompt (memory and recall search) and, when it is done, i
 one request each made the embeddings the worker's largest cost: most of the CPU of a request
 is the HTTP client's, not the payload's. Texts that arrive within ``max_wait_s`` of the first
 pending one (or until ``max_batch`` are pending) go out together, and each caller gets its own
-vectors back. A failed request fails every caller in it: they all degrade as they would have
-alone, since the endpoint is the same.
+vectors back.
+
+One caller's text must not cost the others theirs. When the endpoint refuses a shared request
+itself (:class:`~llm_bot.llm.embeddings.EmbeddingInputRejected`: 400, 413, 422), any one text
+may be the cause, so each text is sent again alone, all at once, and only the caller whose text
+is refused gets the error. Alone rather than in halves: a batch is a few texts (events share
+requests within milliseconds), so one more round trip beats log2(n) rounds of halving, and
+when every text is refused (an option the model does not take) it costs n requests, not 2n-1.
+Any other failure (the endpoint down, throttling, credentials) fails every caller in the
+request: they all degrade as they would have alone, since the endpoint is the same.
 """
 
 from __future__ import annotations
@@ -13,7 +21,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from llm_bot.llm.embeddings import BATCH_SIZE, Embedder
+from llm_bot.llm.embeddings import BATCH_SIZE, Embedder, EmbeddingInputRejected
+
+Waiters = dict[str, list[asyncio.Future[list[float]]]]  # each text and the callers awaiting it
 
 
 class BatchingEmbedder:
@@ -21,7 +31,7 @@ class BatchingEmbedder:
         self._inner = inner
         self._max_wait_s = max_wait_s
         self._max_batch = max_batch
-        self._pending: dict[str, list[asyncio.Future[list[float]]]] = {}
+        self._pending: Waiters = {}
         self._timer: asyncio.TimerHandle | None = None
         self._requests: set[asyncio.Task[None]] = set()
         self.model = inner.model
@@ -53,16 +63,26 @@ class BatchingEmbedder:
             self._requests.add(request)
             request.add_done_callback(self._requests.discard)
 
-    async def _request(self, batch: dict[str, list[asyncio.Future[list[float]]]]) -> None:
+    async def _request(self, batch: Waiters) -> None:
         try:
             vectors = await self._inner.embed(list(batch))
+        except EmbeddingInputRejected as error:
+            if len(batch) == 1:
+                _fail(batch, error)
+            else:
+                await asyncio.gather(*(self._request({t: f}) for t, f in batch.items()))
+            return
         except Exception as error:
-            for futures in batch.values():
-                for future in futures:
-                    if not future.done():  # a caller that gave up has cancelled its own
-                        future.set_exception(error)
+            _fail(batch, error)
             return
         for vector, futures in zip(vectors, batch.values(), strict=True):
             for future in futures:
                 if not future.done():
                     future.set_result(vector)
+
+
+def _fail(batch: Waiters, error: Exception) -> None:
+    for futures in batch.values():
+        for future in futures:
+            if not future.done():  # a caller that gave up has cancelled its own
+                future.set_exception(error)

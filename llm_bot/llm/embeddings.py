@@ -6,13 +6,15 @@
   loaded once per process and runs in a worker thread, so encoding never blocks the event loop.
 
 Vectors are L2-normalised, so cosine similarity is the dot product and scores from either
-provider live in [-1, 1].
+provider live in [-1, 1]. Both providers embed :func:`embeddable` texts: at most
+``MEMORY_EMBEDDING_MAX_CHARS`` characters, every one of which UTF-8 can carry.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -28,14 +30,33 @@ from tenacity import (
 
 from llm_bot.llm import openai_format
 from llm_bot.settings import Settings
+from llm_bot.text import storable
 
 BATCH_SIZE = 64
 LOCAL_MODEL_DIMENSIONS = 384
 TRANSIENT = (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError)
+# The statuses by which an endpoint refuses what it was sent (malformed, too long, too large),
+# which one input alone can cause. 401, 403 and 404 (credentials, model) and the TRANSIENT ones
+# would fail every input sent alone too.
+INPUT_REJECTED_STATUSES = frozenset({400, 413, 422})
+# The embedders' own default, for those built without settings; one source: the setting's.
+MAX_CHARS: int = Settings.model_fields["embedding_max_chars"].default
+# A cached vector holds Python floats: a list slot (8 bytes) and a float object each.
+_BYTES_PER_FLOAT = 8 + sys.getsizeof(0.0)
+# Room for the few texts of each of LLM_BOT_MAX_IN_FLIGHT (32) events between an upsert's
+# duplicate check and its put, even at 3072 dimensions (about 100 kB an entry): some 680 entries
+# at text-embedding-3-small's 1536 (about 50 kB), a little more than the 512 it counted before.
+CACHE_BYTES = 32 * 2**20
 
 
 class EmbeddingError(RuntimeError):
     """Embedding failed after retries; callers degrade (no memories) rather than fail."""
+
+
+class EmbeddingInputRejected(EmbeddingError):
+    """The endpoint refused the request itself (``INPUT_REJECTED_STATUSES``). One of several
+    texts may be the cause, so a request shared by several callers is worth sending again per
+    text (:mod:`llm_bot.llm.embedding_batch`); sending the same request again is not."""
 
 
 class Embedder(Protocol):
@@ -51,6 +72,22 @@ def normalised(vector: Sequence[float]) -> list[float]:
     return [x / norm for x in vector]
 
 
+def embeddable(text: str, max_chars: int) -> str:
+    """What is embedded for ``text``: its first ``max_chars`` characters, with NUL and lone
+    surrogates as U+FFFD (:func:`llm_bot.text.storable`).
+
+    A lone surrogate has no UTF-8 form, so a request holding one cannot even be written: the
+    text would never get a vector, and a shared request would fail for every text in it.
+    Replaced rather than dropped, the character still stands between its neighbours' words, and
+    one character barely moves a vector. The cut keeps a prompt of up to a megabyte from
+    costing a megabyte of request and its tokens: its beginning says what it is about, and the
+    endpoint refuses an input over the model's limit anyway (text-embedding-3: 8191 tokens).
+    Text of more than one token a character (emoji, say) can still pass that limit; then its
+    caller alone gets the refusal (:mod:`llm_bot.llm.embedding_batch`).
+    """
+    return storable(text[:max_chars])
+
+
 class OpenAIEmbedder:
     def __init__(
         self,
@@ -58,11 +95,13 @@ class OpenAIEmbedder:
         model: str,
         dimensions: int | None = None,
         attempts: int = 3,
+        max_chars: int = MAX_CHARS,
     ) -> None:
         self._client = client
         self.model = model
         self._dimensions = dimensions
         self._attempts = attempts
+        self._max_chars = max_chars
 
     async def dimensions(self) -> int:
         """The configured size, else learned once from a probe request."""
@@ -77,7 +116,8 @@ class OpenAIEmbedder:
         return vectors
 
     async def _embed_batch(self, batch: list[str]) -> list[list[float]]:
-        body: dict[str, Any] = {"model": self.model, "input": batch, "encoding_format": "base64"}
+        inputs = [embeddable(text, self._max_chars) for text in batch]
+        body: dict[str, Any] = {"model": self.model, "input": inputs, "encoding_format": "base64"}
         if self._dimensions:
             body["dimensions"] = self._dimensions
         try:
@@ -97,6 +137,11 @@ class OpenAIEmbedder:
                         options=openai_format.RAW_REQUEST_OPTIONS,
                     )
             vectors = openai_format.parse_embeddings(raw)
+        except openai.APIStatusError as error:
+            rejected = error.status_code in INPUT_REJECTED_STATUSES
+            kind = EmbeddingInputRejected if rejected else EmbeddingError
+            detail = f"{type(error).__name__} (HTTP {error.status_code})"
+            raise kind(f"embeddings endpoint failed: {detail}") from None
         except openai.OpenAIError as error:
             raise EmbeddingError(f"embeddings endpoint failed: {type(error).__name__}") from None
         except ValueError as error:
@@ -118,13 +163,18 @@ class LocalEmbedder:
     _lock = threading.Lock()
     _loaded: Any = None
 
+    def __init__(self, max_chars: int = MAX_CHARS) -> None:
+        """The model reads only its first 256 tokens; the cut spares the tokenizer the rest."""
+        self._max_chars = max_chars
+
     async def dimensions(self) -> int:
         return LOCAL_MODEL_DIMENSIONS
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
             return []
-        return await asyncio.to_thread(self._encode, list(texts))
+        inputs = [embeddable(text, self._max_chars) for text in texts]
+        return await asyncio.to_thread(self._encode, inputs)
 
     @classmethod
     def _encode(cls, texts: list[str]) -> list[list[float]]:
@@ -146,7 +196,7 @@ class LocalEmbedder:
 
 def embedder_from_settings(settings: Settings) -> OpenAIEmbedder | LocalEmbedder:
     if settings.embedding_provider == "local":
-        return LocalEmbedder()
+        return LocalEmbedder(settings.embedding_max_chars)
     key = settings.openai_api_key
     client = openai.AsyncOpenAI(
         api_key=key.get_secret_value() if key else "not-needed-for-local-servers",
@@ -154,16 +204,36 @@ def embedder_from_settings(settings: Settings) -> OpenAIEmbedder | LocalEmbedder
         timeout=settings.retrieval_timeout_ms / 1000,
         max_retries=0,
     )
-    return OpenAIEmbedder(client, settings.embedding_model, settings.embedding_dimensions)
+    return OpenAIEmbedder(
+        client,
+        settings.embedding_model,
+        settings.embedding_dimensions,
+        max_chars=settings.embedding_max_chars,
+    )
+
+
+def entry_bytes(text: str, vector: Sequence[float]) -> int:
+    """What one cache entry holds in memory: the key string as CPython stores it (1 to 4 bytes
+    a character, so a 1 MB prompt counts fully) and the vector's floats. Measured rather than
+    encoded: a key may hold a lone surrogate, which has no UTF-8 length."""
+    return sys.getsizeof(text) + len(vector) * _BYTES_PER_FLOAT
 
 
 class CachingEmbedder:
-    """Remembers the last texts it embedded: an upsert embeds its content for the duplicate
-    check and again inside the store's put, and only the first should cost a request."""
+    """Remembers the texts it embedded last, least recently used out first: an upsert embeds its
+    content for the duplicate check and again inside the store's put, and only the first should
+    cost a request.
 
-    def __init__(self, inner: Embedder, size: int = 512) -> None:
+    The cache is bounded by bytes (:func:`entry_bytes`), not entries: a key may be a prompt of up
+    to a megabyte, so 512 entries could have held half a gigabyte. ``max_bytes`` is a constant
+    (``CACHE_BYTES``), not a setting: it only has to hold what events in flight embed twice, a
+    need fixed by the code, not by the deployment, so there is nothing for an operator to tune.
+    """
+
+    def __init__(self, inner: Embedder, max_bytes: int = CACHE_BYTES) -> None:
         self._inner = inner
-        self._size = size
+        self._max_bytes = max_bytes
+        self._bytes = 0
         self._cache: OrderedDict[str, list[float]] = OrderedDict()
         self.model = inner.model
 
@@ -171,12 +241,23 @@ class CachingEmbedder:
         return await self._inner.dimensions()
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
+        vectors = {t: self._cache[t] for t in texts if t in self._cache}
+        for text in vectors:
+            self._cache.move_to_end(text)
+        missing = [t for t in dict.fromkeys(texts) if t not in vectors]
         if missing:
             for text, vector in zip(missing, await self._inner.embed(missing), strict=True):
-                self._cache[text] = vector
-                if len(self._cache) > self._size:
-                    self._cache.popitem(last=False)
-        return [
-            self._cache[t] if t in self._cache else (await self._inner.embed([t]))[0] for t in texts
-        ]
+                vectors[text] = vector
+                self._remember(text, vector)
+        return [vectors[t] for t in texts]
+
+    def _remember(self, text: str, vector: list[float]) -> None:
+        """An entry over the whole budget is not kept: it would only push every other one out."""
+        size = entry_bytes(text, vector)
+        if text in self._cache or size > self._max_bytes:
+            return  # a concurrent call has cached it meanwhile, or it can never fit
+        self._cache[text] = vector
+        self._bytes += size
+        while self._bytes > self._max_bytes:
+            old_text, old_vector = self._cache.popitem(last=False)
+            self._bytes -= entry_bytes(old_text, old_vector)

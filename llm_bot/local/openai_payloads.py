@@ -24,6 +24,9 @@ DEFAULT_EMBEDDING_DIMENSIONS = 384
 
 _CUE = re.compile(r"\[\[tool:(?P<name>[A-Za-z0-9_.-]+)\s*(?P<args>\{.*?\})?\s*\]\]", re.DOTALL)
 _WORD = re.compile(r"\w+")
+# An embeddings input holding this cue is refused (400), as a real endpoint refuses an input it
+# cannot take (one over the model's limit, say): a test can make one text of a request bad.
+REJECT_CUE = "[[reject]]"
 _ERROR_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
@@ -269,6 +272,9 @@ def _embedding_inputs(body: JsonObject) -> list[str]:
     inputs = [raw] if isinstance(raw, str) else raw
     if not isinstance(inputs, list) or not inputs or not all(isinstance(t, str) for t in inputs):
         raise RequestError(400, "'input' must be a string or a non-empty array of strings")
+    for index, text in enumerate(inputs):
+        if REJECT_CUE in text:
+            raise RequestError(400, f"'$.input[{index}]' is invalid: it holds {REJECT_CUE}.")
     return inputs
 
 

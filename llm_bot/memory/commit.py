@@ -48,16 +48,23 @@ class PreparedTurn:
 
 
 class MemoryCommit:
-    def __init__(self, store: MemoryStore, agent: str, idle: timedelta) -> None:
+    """``max_chars`` bounds each history message as stored (``HISTORY_MAX_CHARS``): a prompt
+    may be as long as a Pub/Sub message, and every later context and recall would carry it."""
+
+    def __init__(
+        self, store: MemoryStore, agent: str, idle: timedelta, *, max_chars: int = 16_000
+    ) -> None:
         self._store = store
         self._agent = agent
         self._idle = idle
+        self._max_chars = max_chars
 
     async def prepare(self, turn: TurnOutcome) -> PreparedTurn:
         """The history pair and the memories to write, with their embeddings, computed outside
         any transaction, in one request."""
         puts = turn.writes.memory_puts if turn.writes is not None else []
-        texts = [turn.prompt, turn.reply, *(put.content for put in puts)]
+        prompt, reply = turn.prompt[: self._max_chars], turn.reply[: self._max_chars]
+        texts = [prompt, reply, *(put.content for put in puts)]
         vectors: list[list[float]] | list[None] = [None] * len(texts)
         try:
             vectors = await self._store.embedder.embed(texts)
@@ -69,8 +76,8 @@ class MemoryCommit:
         pair = PairToWrite(
             turn.thread_id,
             turn.user_id,
-            turn.prompt,
-            turn.reply,
+            prompt,
+            reply,
             turn.at,
             turn.source_event,
             vectors[0],

@@ -84,4 +84,8 @@ async def memory_services(
             UpsertMemoryTool(store, settings.memory_max_tokens),
             ManageNotesTool(store, settings.agent_name, settings.notes_max_chars),
         )
-        yield MemoryServices(retriever, tools, MemoryCommit(store, settings.agent_name, idle))
+        yield MemoryServices(
+            retriever,
+            tools,
+            MemoryCommit(store, settings.agent_name, idle, max_chars=settings.history_max_chars),
+        )

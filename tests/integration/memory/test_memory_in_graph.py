@@ -26,7 +26,7 @@ from llm_bot.llm.client import ModelClient
 from llm_bot.llm.embeddings import CachingEmbedder
 from llm_bot.local.embedded_postgres import EmbeddedPostgres
 from llm_bot.local.openai_server import LocalModelServer
-from llm_bot.memory.commit import MemoryCommit
+from llm_bot.memory.commit import MemoryCommit, TurnOutcome
 from llm_bot.memory.context import ContextLimits, ConversationMemory
 from llm_bot.memory.store import MemoryStore, StoreOptions
 from llm_bot.memory.tools import UpsertMemoryTool
@@ -206,3 +206,19 @@ async def test_postgres_down_degrades_to_no_memories(
     assert result.outcome == "OK"
     assert result.candidate is not None
     assert any(r.message.startswith("memory retrieval failed") for r in caplog.records)
+
+
+async def test_history_keeps_a_long_message_cut_to_its_bound(
+    memory_store: MemoryStore, fresh_database_url: str, embedding_server: LocalModelServer
+) -> None:
+    """A prompt may be as long as a Pub/Sub message; history keeps its first HISTORY_MAX_CHARS
+    characters, and that is also what is embedded."""
+    turn = TurnOutcome("event-1:0:llm-bot", "cli:den", "ada", "w " * 10_000, "ok", utc_now(), None)
+    await MemoryCommit(memory_store, "llm-bot", timedelta(hours=6), max_chars=300).commit_now(turn)
+    with psycopg.connect(fresh_database_url) as connection:
+        lengths = connection.execute(
+            "SELECT role, length(content) FROM conversation_turns ORDER BY role"
+        ).fetchall()
+    assert lengths == [("assistant", 2), ("user", 300)]
+    embedded = [r.body for r in embedding_server.requests if r.body and "input" in r.body]
+    assert all(len(text) <= 300 for body in embedded for text in body["input"])
