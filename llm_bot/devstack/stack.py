@@ -103,9 +103,11 @@ def check_stack(stack: DevStack) -> list[str]:
     return lines
 
 
-# A short conversation `make run` sends through the worker: (user, thread, prompt). The local
+# A short conversation `make run` sends through the worker, shaped as BitBrat's router shapes
+# chat (the words in message.text, an instruction, a personality): (user, thread, words). The local
 # model calls upsertMemory on the cue in the first prompt; the memory then reaches the model in
 # another thread for Ada, and never for Bob.
+DEMO_PERSONALITY = "You are Brat, the channel's cheerful co-host. Keep answers to one sentence."
 DEMO_CONVERSATION = (
     ("ada", "lobby", 'Hi, I am Ada. [[tool:upsertMemory {"content": "Ada loves sailing"}]]'),
     ("ada", "harbour", "What do I love doing, sailing perhaps?"),
@@ -161,7 +163,13 @@ async def _serve_with_demo(
             prefixed(DEFAULT_EGRESS_TOPIC, settings.bus_prefix)
         )
         for user, thread, text in DEMO_CONVERSATION:
-            event = prompt_event(text, user=user, thread=thread, egress_topic=DEFAULT_EGRESS_TOPIC)
+            event = prompt_event(
+                text,
+                user=user,
+                thread=thread,
+                egress_topic=DEFAULT_EGRESS_TOPIC,
+                personality=DEMO_PERSONALITY,
+            )
             request = SendRequest(event, reply_subscription, timeout_s=60)
             document = await asyncio.to_thread(send_and_wait, settings, request)
             candidates = document.get("candidates", [])

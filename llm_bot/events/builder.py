@@ -8,6 +8,8 @@ from uuid import uuid4
 from llm_bot.clock import iso_timestamp, utc_now
 from llm_bot.events.models import InternalEventV2
 
+# What a BitBrat routing rule asks of llm-bot for a chat message; the user's words are the text.
+INSTRUCTION = "Create an appropriate answer to the user's latest message."
 CLI_CONNECTOR = "cli"
 
 
@@ -19,6 +21,7 @@ def prompt_event(
     egress_topic: str,
     correlation_id: str | None = None,
     now: datetime | None = None,
+    personality: str | None = None,
 ) -> InternalEventV2:
     """A ``chat.message.v1`` from ``user`` in channel ``thread`` whose slip holds one PENDING
     llm-bot step, so the processed event goes to ``egress_topic``."""
@@ -45,12 +48,25 @@ def prompt_event(
             "message": {"id": f"msg-{correlation}", "role": "user", "text": text},
             "annotations": [
                 {
-                    "id": f"prompt-{correlation}",
-                    "kind": "prompt",
+                    "id": f"instruction-{correlation}",
+                    "kind": "instruction",
                     "source": "llm-bot.cli",
                     "createdAt": at,
-                    "value": text,
-                }
+                    "value": INSTRUCTION,
+                },
+                *(
+                    [
+                        {
+                            "id": f"personality-{correlation}",
+                            "kind": "personality",
+                            "source": "llm-bot.cli",
+                            "createdAt": at,
+                            "payload": {"text": personality},
+                        }
+                    ]
+                    if personality
+                    else []
+                ),
             ],
             "routing": {
                 "stage": "response",

@@ -34,7 +34,7 @@ def user_id_of(event: InternalEventV2) -> str:
 def thread_id_of(event: InternalEventV2) -> str:
     """The conversation this event belongs to (see the module docstring for the rule)."""
     channel = event.egress.channel or event.ingress.channel
-    base = f"{escaped(event.egress.connector)}:{escaped(channel or '')}"
+    base = f"{escaped(event.egress.connector or '')}:{escaped(channel or '')}"
     if event.egress.type == "dm" or not channel:
         return f"{base}:{user_id_of(event)}"
     return base

@@ -33,14 +33,14 @@ class WireModel(BaseModel):
 class Ingress(WireModel):
     ingress_at: str
     source: str
-    connector: str
+    connector: str | None = None  # absent on the platform's own dead-letter fallbacks
     channel: str | None = None
 
 
 class Egress(WireModel):
     destination: str
     type: str | None = None
-    connector: str
+    connector: str | None = None  # a rule's egress enrichment replaces egress without one
     channel: str | None = None
     metadata: dict[str, Any] | None = None
 
@@ -67,8 +67,8 @@ class Identity(WireModel):
 
 
 class MessageV1(WireModel):
-    id: str
-    role: Literal["user", "assistant", "system", "tool"]
+    id: str | None = None
+    role: str | None = None
     text: str | None = None
     language: str | None = None
     raw_platform_payload: dict[str, Any] | None = None
@@ -77,11 +77,11 @@ class MessageV1(WireModel):
 class AnnotationV1(WireModel):
     id: str
     kind: str
-    source: str
-    created_at: str
+    source: str | None = None
+    created_at: str | None = None
     confidence: int | float | None = None
     label: str | None = None
-    value: str | None = None
+    value: Any = None  # text by the type, but the platform's consumers also take JSON objects
     score: int | float | None = None
     payload: dict[str, Any] | None = None
 
@@ -91,8 +91,8 @@ class CandidateV1(WireModel):
     kind: str
     source: str
     created_at: str
-    status: CandidateStatus
-    priority: int
+    status: str  # CandidateStatus by the type; rules may set others, and the platform keeps them
+    priority: int | float
     confidence: int | float | None = None
     text: str | None = None
     format: str | None = None
@@ -121,12 +121,13 @@ class StepError(WireModel):
 
 class RoutingStep(WireModel):
     id: str
-    v: str | None = None
+    v: str | int | None = None
     status: RoutingStatus
     attempt: int | None = Field(None, ge=0)
     max_attempts: int | None = Field(None, ge=0)
     next_topic: str | None = None
-    attributes: dict[str, str] | None = None
+    # Strings by the type; rules also set booleans ("progressMessage": true), sent as their text.
+    attributes: dict[str, Any] | None = None
     started_at: str | None = None
     ended_at: str | None = None
     error: StepError | None = None

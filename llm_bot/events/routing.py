@@ -8,6 +8,7 @@ egress destination with the best candidate selected.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from llm_bot.errors import PermanentError
@@ -108,3 +109,27 @@ def prefixed(topic: str, prefix: str) -> str:
     if not prefix or topic.startswith(prefix):
         return topic
     return prefix + topic
+
+
+# Attributes a step may not set: the platform's base server writes them itself, last.
+PROTECTED_ATTRIBUTES = frozenset({"correlationId", "type", "source"})
+
+
+def hop_attributes(event: InternalEventV2, hop: NextHop) -> dict[str, str]:
+    """The attributes of the message that carries ``event`` on, as the platform's base server
+    builds them: ``replyTo`` when the event has one, then the next step's ``attributes`` as
+    text (``true`` as ``"true"``), never over the protected keys. Call after :func:`advance`."""
+    attributes: dict[str, str] = {}
+    reply_to = (event.model_extra or {}).get("replyTo")
+    if reply_to is not None:
+        attributes["replyTo"] = _as_text(reply_to)
+    step = None if hop.is_egress else current_step(event)
+    for key, value in ((step.attributes or {}) if step else {}).items():
+        if value is not None and key not in PROTECTED_ATTRIBUTES:
+            attributes[key] = _as_text(value)
+    return attributes
+
+
+def _as_text(value: object) -> str:
+    """A JSON value as the platform's ``String(v)`` writes it, for the values rules use."""
+    return value if isinstance(value, str) else json.dumps(value)

@@ -8,6 +8,7 @@ from langgraph.runtime import Runtime
 
 from llm_bot.clock import iso_timestamp
 from llm_bot.events.models import CandidateV1
+from llm_bot.graph.composition import unwrap_quoted
 from llm_bot.graph.state import GraphContext, GraphState
 from llm_bot.llm.errors import ModelError
 from llm_bot.llm.messages import TokenUsage
@@ -22,7 +23,7 @@ class EmptyReply(ModelError):
 
 
 async def build_candidate(state: GraphState, runtime: Runtime[GraphContext]) -> dict[str, Any]:
-    text = state.get("llm_text", "").strip()
+    text = unwrap_quoted(state.get("llm_text", ""))
     if not text:
         raise EmptyReply("model returned an empty reply")
     usage = state.get("usage", TokenUsage())

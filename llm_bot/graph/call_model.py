@@ -1,7 +1,8 @@
 """Node ``call_model``: one model turn, tools offered within the bound; on to the tools when
 the model called any, else to ``build_candidate``.
 
-The context sent is the system prompt, then what memory recalled, then this run's messages.
+The context sent is the system prompt (with the event's personality), then what memory
+recalled, then this run's messages (see :mod:`llm_bot.graph.composition`).
 Once ``max_tool_rounds`` rounds of tool calls have run, the model is called without tools, so
 it has to answer in text: a model that keeps calling tools still ends with a reply.
 """
@@ -13,6 +14,7 @@ from typing import Literal
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
+from llm_bot.graph.composition import system_message
 from llm_bot.graph.state import GraphContext, GraphState
 from llm_bot.llm.messages import ChatMessage
 
@@ -21,7 +23,8 @@ async def call_model(
     state: GraphState, runtime: Runtime[GraphContext]
 ) -> Command[Literal["tools", "build_candidate"]]:
     context = runtime.context
-    system = [ChatMessage("system", context.system_prompt)] if context.system_prompt else []
+    system_text = system_message(context.system_prompt, state.get("identity", ""))
+    system = [ChatMessage("system", system_text)] if system_text else []
     recalled = list(state["recalled"].messages) if "recalled" in state else []
     tools_allowed = state.get("tool_rounds", 0) < context.max_tool_rounds
     specs = [tool.spec for tool in context.tools] if tools_allowed else []

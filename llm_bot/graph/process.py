@@ -67,7 +67,9 @@ async def process_event(
     candidate: CandidateV1 | None = final.get("candidate")
     if candidate is None:
         skipped = StepError(
-            code="NO_PROMPT", message="event has no prompt annotation", retryable=False
+            code="NO_PROMPT",
+            message="event has no prompt or instruction annotation",
+            retryable=False,
         )
         complete_current_step(working, "SKIP", now, skipped)
         return ProcessResult("SKIP", working)

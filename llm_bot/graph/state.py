@@ -33,7 +33,8 @@ class GraphState(TypedDict, total=False):
     user_id: str
     thread_id: str
     messages: list[ChatMessage]  # reducer bound by `bounded_state`
-    combined_prompt: str
+    combined_prompt: str  # the user's words
+    identity: str  # the event's personalities, for the system message
     recalled: Recollection
     pending_calls: tuple[ToolCall, ...]
     tool_rounds: int

@@ -80,6 +80,17 @@ def approx_tokens(chars: int) -> int:
     return max(1, math.ceil(chars / 4))
 
 
+_INPUT = re.compile(r"## \[Input\]\n(?:~~~text\n(?P<fenced>.*)\n~~~|(?P<plain>.*))\Z", re.DOTALL)
+
+
+def spoken_text(text: str) -> str:
+    """The user's words of a composed message (its ``## [Input]`` section), else all of it."""
+    found = _INPUT.search(text)
+    if found is None:
+        return text
+    return found.group("fenced") if found.group("fenced") is not None else found.group("plain")
+
+
 def find_cues(text: str) -> list[tuple[str, JsonObject]]:
     """`[[tool:NAME {json}]]` cues; a cue whose arguments are not a JSON object is ignored."""
     cues: list[tuple[str, JsonObject]] = []

@@ -68,7 +68,8 @@ def _decode_body(raw: bytes) -> JsonObject | None:
 
 
 class LocalModelServer(LocalService):
-    """Answers with `echo: <last user message>` unless scripted; faults are opt-in per call."""
+    """Answers with `echo: <last user message>` (its ``## [Input]`` section, when it is composed
+    as BitBrat's llm-bot composes it) unless scripted; faults are opt-in per call."""
 
     def __init__(
         self,
@@ -303,7 +304,7 @@ class LocalModelServer(LocalService):
             )
             if cued:
                 return Reply(tool_calls=cued)
-        return Reply(text="echo: " + conversation.last_user_text)
+        return Reply(text="echo: " + payloads.spoken_text(conversation.last_user_text))
 
     def _take_turn(self, offers_tools: bool) -> Reply | None:
         """A call without tools skips queued tool turns (they wait for a call that can take

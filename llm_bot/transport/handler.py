@@ -32,9 +32,15 @@ from llm_bot.events.codec import decode, encode
 from llm_bot.events.identity import thread_id_of, user_id_of
 from llm_bot.events.limits import check_event
 from llm_bot.events.models import InternalEventV2
-from llm_bot.events.routing import advance, check_route, current_step, prefixed
+from llm_bot.events.routing import advance, check_route, current_step, hop_attributes, prefixed
 from llm_bot.graph.builder import LlmBotGraph
-from llm_bot.graph.process import ProcessResult, process_event, record_failure, turn_of
+from llm_bot.graph.process import (
+    SOURCE,
+    ProcessResult,
+    process_event,
+    record_failure,
+    turn_of,
+)
 from llm_bot.graph.state import GraphContext
 from llm_bot.memory.commit import MemoryCommit
 from llm_bot.settings import Settings
@@ -74,7 +80,8 @@ def output_of(result: ProcessResult, settings: Settings) -> processed_events.Sto
     continues the trace."""
     event = result.event
     hop = advance(event, iso_timestamp(utc_now()), with_prefix=settings.bus_prefix)
-    data, attributes = encode(event)
+    data, encoded_attributes = encode(event)
+    attributes = {**hop_attributes(event, hop), **encoded_attributes, "source": SOURCE}
     inject(attributes)
     ordering_key = thread_id_of(event) if settings.ordering else ""
     return processed_events.StoredOutput(hop.topic, data, attributes, ordering_key, result.outcome)

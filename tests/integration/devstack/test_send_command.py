@@ -42,6 +42,7 @@ def test_send_publishes_the_prompt_event_and_reports_no_answer_without_a_worker(
     (received,) = pulled.received_messages
     event = json.loads(received.message.data)
     assert received.message.attributes["correlationId"] == event["correlationId"]
-    assert event["annotations"][0]["value"] == "hello"
+    assert event["message"]["text"] == "hello"
+    assert event["annotations"][0]["kind"] == "instruction"
     assert event["identity"]["user"]["id"] == "u-7"
     assert event["routing"]["slip"] == [{"id": "llm-bot", "status": "PENDING", "attempt": 0}]

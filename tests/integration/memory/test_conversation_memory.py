@@ -18,6 +18,7 @@ from llm_bot.graph.reducer import MessageLimits
 from llm_bot.graph.state import GraphContext
 from llm_bot.llm.client import ModelClient
 from llm_bot.llm.embeddings import CachingEmbedder
+from llm_bot.local.openai_payloads import spoken_text
 from llm_bot.local.openai_server import LocalModelServer
 from llm_bot.memory.commit import MemoryCommit
 from llm_bot.memory.context import ContextLimits, ConversationMemory
@@ -77,7 +78,7 @@ def said(text: str, user: str = "uma", thread: str = "room") -> InternalEventV2:
 
 
 def sent_contents(server: LocalModelServer) -> list[str]:
-    return [m["content"] for m in server.chat_requests()[-1]["messages"]]
+    return [spoken_text(m["content"]) for m in server.chat_requests()[-1]["messages"]]
 
 
 async def test_forty_events_over_two_instances_and_a_restart_see_the_right_window(

@@ -15,6 +15,7 @@ import pytest
 
 from llm_bot.devstack.worker_harness import Bus, WorkerProcess, wait_until
 from llm_bot.events.builder import prompt_event
+from llm_bot.local.openai_payloads import spoken_text
 from llm_bot.local.openai_server import LocalModelServer
 
 pytestmark = pytest.mark.integration
@@ -24,7 +25,7 @@ MAX_IN_FLIGHT = 16
 
 
 def model_calls_by_prompt(model_server: LocalModelServer) -> Counter[str]:
-    return Counter(r["messages"][-1]["content"] for r in model_server.chat_requests())
+    return Counter(spoken_text(r["messages"][-1]["content"]) for r in model_server.chat_requests())
 
 
 async def test_kill_9_mid_run_then_restart_every_event_comes_out_once_answered_once(
@@ -79,7 +80,7 @@ async def test_kill_9_mid_run_then_restart_every_event_comes_out_once_answered_o
     stamps = defaultdict(list)
     for request in model_server.requests:
         if request.body and "messages" in request.body:
-            stamps[request.body["messages"][-1]["content"]].append(request.time)
+            stamps[spoken_text(request.body["messages"][-1]["content"])].append(request.time)
     assert all(min(stamps[p]) < killed_at < max(stamps[p]) for p in repeated)
     with psycopg.connect(bus.environment["DATABASE_URL"]) as connection:
         row = connection.execute(

@@ -29,6 +29,7 @@ def contract_event(
     document["egress"]["destination"] = bus.egress_topic
     document["routing"]["slip"] = slip
     if prompt is not None:
+        document["message"]["text"] = prompt  # the user's words; the annotation is the task
         document["annotations"] = [
             {
                 "id": "prompt-1",
@@ -163,4 +164,8 @@ async def test_trace_context_rides_along_and_nothing_secret_is_added(bus: Bus) -
     # Same trace; the span id is the producer span's when a tracer provider is installed
     # (another test module installs the process-wide one), the caller's otherwise.
     assert outgoing.pop("traceparent").split("-")[1] == traceparent.split("-")[1]
-    assert outgoing == {"type": "egress.deliver.v1", "correlationId": event.correlation_id}
+    assert outgoing == {
+        "type": "egress.deliver.v1",
+        "correlationId": event.correlation_id,
+        "source": "llm-bot",
+    }

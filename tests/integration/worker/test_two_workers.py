@@ -10,6 +10,7 @@ import pytest
 from llm_bot.devstack.worker_harness import Bus, running_worker, wait_until
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.identity import thread_id_of
+from llm_bot.local.openai_payloads import spoken_text
 from llm_bot.local.openai_server import LocalModelServer
 
 from .conftest import BusFactory
@@ -63,7 +64,9 @@ async def test_two_workers_share_the_work_without_loss_or_duplicates_in_thread_o
             thread, number = text.split("#")
             sequence[thread].append(int(number))
     assert all(numbers == list(range(PER_THREAD)) for numbers in sequence.values()), sequence
-    prompts = Counter(r["messages"][-1]["content"] for r in model_server.chat_requests())
+    prompts = Counter(
+        spoken_text(r["messages"][-1]["content"]) for r in model_server.chat_requests()
+    )
     assert len(prompts) == len(ordered) + len(doubled)
     assert set(prompts.values()) == {1}
     print(f"\nsplit between workers: {one.stats.received} / {two.stats.received}")

@@ -45,12 +45,8 @@ def test_schema_prints_both_wire_models(capsys: pytest.CaptureFixture[str]) -> N
         event["required"]
     )
     assert "correlationId" in event["properties"]
-    assert schemas["CandidateV1"]["properties"]["status"]["enum"] == [
-        "proposed",
-        "selected",
-        "superseded",
-        "rejected",
-    ]
+    # Read tolerantly (rules may set any status); ours are "proposed" and "selected".
+    assert schemas["CandidateV1"]["properties"]["status"]["type"] == "string"
 
 
 def test_send_local_runs_the_graph_and_prints_the_candidate(

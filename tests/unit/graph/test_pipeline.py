@@ -25,6 +25,9 @@ from llm_bot.memory.run_writes import RunWrites
 
 CONTRACTS = Path(__file__).resolve().parents[2] / "fixtures" / "bitbrat"
 API_KEY = "sk-test-never-leak-0123456789"
+REQUESTING_USER = (
+    "## [Requesting User]\n- Handle: slackuser\n- User ID: U987654321\n- Display Name: slackuser"
+)
 
 
 @pytest.fixture(scope="module")
@@ -98,9 +101,12 @@ async def test_prompts_reach_the_model_in_order_and_the_candidate_is_the_reply(
     sent = server.chat_requests()[0]["messages"]
     assert sent == [
         {"role": "system", "content": "You are terse."},
-        {"role": "user", "content": "one"},
-        {"role": "user", "content": "two"},
-        {"role": "user", "content": "three"},
+        {
+            "role": "user",
+            "content": REQUESTING_USER
+            + "\n\n## [Task]\n- one\n- two\n- three"
+            + "\n\n## [Input]\nHello from the chatbot in a channel!",
+        },
     ]
     chat = next(r for r in server.requests if r.path.endswith("/chat/completions"))
     assert chat.headers["authorization"] == f"Bearer {API_KEY}"
@@ -116,10 +122,14 @@ async def test_prompts_reach_the_model_in_order_and_the_candidate_is_the_reply(
     assert result.event.routing.slip[0].status == "OK"
 
 
-async def test_prompts_beyond_the_limits_are_trimmed_oldest_first(server: LocalModelServer) -> None:
-    await process_event(graph(max_messages=2), context(model_client(server)), event("a", "b", "c"))
-    sent = server.chat_requests()[0]["messages"]
-    assert [m["content"] for m in sent if m["role"] == "user"] == ["b", "c"]
+async def test_without_message_text_the_task_is_the_input(server: LocalModelServer) -> None:
+    """As on the platform: an event with no text of its own answers its instruction."""
+    silent = event("say hello")
+    assert silent.message is not None
+    silent.message.text = None
+    await process_event(graph(), context(model_client(server)), silent)
+    user = server.chat_requests()[0]["messages"][-1]["content"]
+    assert user.endswith("## [Task]\n- say hello\n\n## [Input]\nsay hello")
 
 
 async def test_the_input_event_is_left_untouched(server: LocalModelServer) -> None:
@@ -225,7 +235,10 @@ async def test_responses_api_mode(server: LocalModelServer) -> None:
     result = await process_event(graph(), context(client), event("first", "second"))
     request = server.chat_requests()[0]
     assert request["instructions"] == "You are terse."
-    assert request["input"] == "(user) first\n(user) second"
+    assert request["input"] == (
+        "(user) " + REQUESTING_USER + "\n\n## [Task]\n- first\n- second"
+        "\n\n## [Input]\nHello from the chatbot in a channel!"
+    )
     assert result.candidate is not None
     assert result.candidate.text == "from responses"
 
@@ -268,8 +281,9 @@ async def test_recalled_context_sits_between_system_prompt_and_the_run(
 ) -> None:
     await process_event(graph(), context(model_client(server), retriever=OneMemory()), event("hi"))
     sent = server.chat_requests()[0]["messages"]
-    assert [m["content"] for m in sent] == [
+    assert [m["content"] for m in sent][:2] == [
         "You are terse.",
         "Memory of slack:U987654321: likes tea",
-        "hi",
     ]
+    assert sent[2]["content"].endswith("## [Input]\nHello from the chatbot in a channel!")
+    assert len(sent) == 3

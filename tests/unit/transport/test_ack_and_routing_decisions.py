@@ -230,9 +230,32 @@ def test_the_output_is_routed_prefixed_and_keyed_by_thread(ordering: bool) -> No
     result = ProcessResult("SKIP", event)
     output = output_of(result, settings)
     assert output.topic == "dev.internal.egress.v1"
-    assert output.attributes == {"type": "egress.deliver.v1", "correlationId": event.correlation_id}
+    assert output.attributes == {
+        "type": "egress.deliver.v1",
+        "correlationId": event.correlation_id,
+        "source": "llm-bot",
+    }
     assert json.loads(output.data)["type"] == "egress.deliver.v1"
     assert output.ordering_key == ("cli:t" if ordering else "")
+
+
+def test_the_next_steps_attributes_ride_along_as_text_never_over_the_protected_ones() -> None:
+    """As the platform's base server builds them: ``progressMessage: true`` is ``"true"``."""
+    event = event_with_slip(
+        {"id": "llm-bot", "status": "PENDING"},
+        {
+            "id": "egress",
+            "status": "PENDING",
+            "nextTopic": "internal.egress.v1",
+            "attributes": {"origin": "event-router", "progressMessage": True, "source": "x"},
+        },
+    )
+    complete_current_step(event, "OK", "2026-11-22T12:00:00.000Z")
+    output = output_of(ProcessResult("OK", event), Settings())
+    assert output.attributes["origin"] == "event-router"
+    assert output.attributes["progressMessage"] == "true"
+    assert output.attributes["source"] == "llm-bot"
+    assert output.attributes["correlationId"] == event.correlation_id
 
 
 async def _unused_dead_letter(_: Any, reason: str) -> None:

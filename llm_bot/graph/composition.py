@@ -1,0 +1,148 @@
+"""What the platform's annotations ask of the model, composed as BitBrat's llm-bot composes it.
+
+BitBrat's routing rules put the *task* in ``prompt`` and ``instruction`` annotations ("Create
+an appropriate answer to user alice's latest message.") and the *user's words* in
+``message.text``; the bot's identity comes in ``personality`` annotations, context packs of
+earlier stages in ``context`` annotations. The model gets:
+
+- the system message: our system prompt, then ``## [Assistant Identity]`` with the inline
+  personalities (at most 3, by ``score``, each cut to 4,000 characters);
+- memory's messages (notes, memories, recalled messages, the thread's window), as before;
+- one user message, in BitBrat's section order: ``## [Requesting User]`` (handle, user id,
+  display name, roles), ``## [Contexts]`` (the packs), ``## [Task]`` (the prompt and instruction
+  texts, by ``createdAt`` then ``id``, one ``- `` line each) and ``## [Input]`` (the user's
+  words: ``message.text``, else the task's text). Empty sections are left out.
+
+History stores the user's words, never the instruction; an event with no task is SKIP even
+when it has text, as on the platform.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from llm_bot.events.models import AnnotationV1, InternalEventV2
+
+TASK_KINDS = frozenset({"prompt", "instruction"})
+MAX_PERSONALITIES = 3
+MAX_PERSONALITY_CHARS = 4000
+_QUOTE_PAIRS = (('"', '"'), ("'", "'"), ("\u201c", "\u201d"), ("\u2018", "\u2019"), ("`", "`"))
+
+
+@dataclass(frozen=True)
+class Request:
+    """What one event asks: the task, the user's words, and the bot's identity (if any)."""
+
+    task: list[str]
+    words: str
+    identity: str
+
+    def user_message(self, event: InternalEventV2) -> str:
+        sections = [
+            ("Requesting User", "\n".join(_requesting_user(event))),
+            ("Contexts", "\n\n".join(_contexts(event.annotations or []))),
+            ("Task", "\n".join(f"- {line}" for line in self.task)),
+            ("Input", _fenced(self.words)),
+        ]
+        return "\n\n".join(f"## [{name}]\n{body}" for name, body in sections if body)
+
+
+def request_of(event: InternalEventV2) -> Request | None:
+    """None when the event sets no task (the platform's SKIP)."""
+    annotations = event.annotations or []
+    task = [text for a in _ordered(annotations, TASK_KINDS) if (text := _text_of(a))]
+    if not task:
+        return None
+    words = ((event.message.text if event.message else None) or "").strip()
+    return Request(task, words or "\n\n".join(task), _identity(annotations))
+
+
+def system_message(system_prompt: str | None, identity: str) -> str | None:
+    """Our system prompt and, when the event brings a personality, the assistant's identity."""
+    parts = [system_prompt] if system_prompt else []
+    if identity:
+        parts.append(f"## [Assistant Identity]\n{identity}")
+    return "\n\n".join(parts) or None
+
+
+def unwrap_quoted(text: str) -> str:
+    """The reply without quotes wrapping all of it, as the platform strips them (two passes)."""
+    text = text.strip()
+    for _ in range(2):
+        for opening, closing in _QUOTE_PAIRS:
+            if len(text) >= 2 and text.startswith(opening) and text.endswith(closing):
+                text = text[1:-1].strip()
+                break
+        else:
+            break
+    return text
+
+
+def _ordered(annotations: Iterable[AnnotationV1], kinds: frozenset[str]) -> list[AnnotationV1]:
+    chosen = (a for a in annotations if a.kind in kinds)
+    return sorted(chosen, key=lambda a: (a.created_at or "", a.id))
+
+
+def _text_of(annotation: AnnotationV1) -> str:
+    """``value`` when it is text, else ``payload.text``; stripped."""
+    if isinstance(annotation.value, str) and annotation.value.strip():
+        return annotation.value.strip()
+    text = (annotation.payload or {}).get("text")
+    return text.strip() if isinstance(text, str) else ""
+
+
+def _identity(annotations: list[AnnotationV1]) -> str:
+    """Inline personalities (``payload.text``), by ``score`` then ``createdAt``; a personality
+    named but not written out needs the personality store, which this stage has not yet."""
+    personalities = [a for a in annotations if a.kind == "personality"]
+    personalities.sort(key=lambda a: (_score(a), a.created_at or "", a.id))
+    texts = []
+    for annotation in personalities[:MAX_PERSONALITIES]:
+        text = (annotation.payload or {}).get("text")
+        if isinstance(text, str) and text.strip():
+            texts.append(text.replace("\x00", "").strip()[:MAX_PERSONALITY_CHARS])
+    return "\n\n".join(texts)
+
+
+def _score(annotation: AnnotationV1) -> float:
+    score = annotation.score
+    return float(score) if isinstance(score, int | float) else float("inf")
+
+
+def _requesting_user(event: InternalEventV2) -> list[str]:
+    identity = event.identity
+    user, external = identity.user, identity.external
+    display = (user.display_name if user else None) or external.display_name
+    roles = (user.roles if user and user.roles else None) or external.roles or []
+    lines = [
+        f"- Handle: {display}" if display else "",
+        f"- User ID: {user.id if user else external.id}",
+        f"- Display Name: {display}" if display else "",
+        f"- Roles: [{', '.join(roles)}]" if roles else "",
+    ]
+    return [line for line in lines if line]
+
+
+def _contexts(annotations: list[AnnotationV1]) -> list[str]:
+    """Context packs: ``kind: context`` with ``payload.content``, by ``payload.priority``."""
+    packs = [a for a in annotations if a.kind == "context" and (a.payload or {}).get("content")]
+    packs.sort(key=lambda a: _priority((a.payload or {}).get("priority")))
+    rendered = []
+    for annotation in packs:
+        payload = annotation.payload or {}
+        name = annotation.label or payload.get("packId") or "Context Pack"
+        content = payload["content"]
+        body = content if isinstance(content, str) else json.dumps(content, indent=2)
+        rendered.append(f"### {name}\n{_fenced(body)}")
+    return rendered
+
+
+def _priority(value: object) -> float:
+    return float(value) if isinstance(value, int | float) and value else 3.0
+
+
+def _fenced(text: str) -> str:
+    """Multi-line text between ``~~~text`` fences, so its own headings stay its own."""
+    return f"~~~text\n{text}\n~~~" if "\n" in text else text
