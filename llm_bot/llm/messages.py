@@ -21,6 +21,7 @@ class ChatMessage:
     content: str
     tool_calls: tuple[ToolCall, ...] = field(default=())
     tool_call_id: str | None = None
+    name: str | None = None  # the speaker of a user turn in a shared channel (OpenAI's ``name``)
 
 
 @dataclass(frozen=True)

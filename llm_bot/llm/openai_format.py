@@ -66,6 +66,8 @@ def _chat_message(message: ChatMessage) -> dict[str, Any]:
                 for c in message.tool_calls
             ],
         }
+    if message.name:
+        return {"role": message.role, "content": message.content, "name": message.name}
     return {"role": message.role, "content": message.content}
 
 

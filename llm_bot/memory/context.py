@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -131,9 +132,8 @@ class ConversationMemory:
             text = "\n".join([RECALL_HEADER, *lines])
             messages.append(ChatMessage("system", text))
             used["recall"] = approx_tokens(text)
-        messages += [
-            ChatMessage("user" if t.role == "user" else "assistant", t.content) for t in window
-        ]
+        shared = len({t.user_id for t in window if t.role == "user"}) > 1
+        messages += [_window_message(turn, shared) for turn in window]
         logger.debug("context assembled", extra={"contextTokens": used})  # also a metric
         _record(memories, recalled, window, used)
         stats = {
@@ -248,3 +248,19 @@ async def _degrade(
         )
         failed.append(part)
         return fallback
+
+
+def _window_message(turn: Turn, shared: bool) -> ChatMessage:
+    """A turn of the thread's window. In a room where several people spoke, each user turn
+    names its speaker, twice: OpenAI's ``name`` field (which not every endpoint reads) and a
+    visible ``[user id]`` label, so the model can tell who said what."""
+    if turn.role != "user":
+        return ChatMessage("assistant", turn.content)
+    if not shared:
+        return ChatMessage("user", turn.content)
+    return ChatMessage("user", f"[{turn.user_id}] {turn.content}", name=speaker_name(turn.user_id))
+
+
+def speaker_name(user_id: str) -> str:
+    """``user_id`` as OpenAI's ``name`` field takes it: ``[A-Za-z0-9_-]``, at most 64."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", user_id)[:64]

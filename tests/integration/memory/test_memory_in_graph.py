@@ -222,3 +222,28 @@ async def test_history_keeps_a_long_message_cut_to_its_bound(
     assert lengths == [("assistant", 2), ("user", 300)]
     embedded = [r.body for r in embedding_server.requests if r.body and "input" in r.body]
     assert all(len(text) <= 300 for body in embedded for text in body["input"])
+
+
+async def test_in_a_room_of_several_speakers_each_user_turn_names_its_speaker(
+    memory_store: MemoryStore, model: ModelClient, chat_server: LocalModelServer
+) -> None:
+    context = context_for(memory_store, model)
+    await run_and_commit(memory_store, context, said("ada.l", "lobby", "I brought the cake"))
+    await run_and_commit(memory_store, context, said("bo", "lobby", "I brought the tea"))
+    await run_and_commit(memory_store, context, said("ada.l", "lobby", "who brought the tea?"))
+    window = [m for m in chat_server.chat_requests()[-1]["messages"] if m.get("name")]
+    assert [(m["name"], m["content"]) for m in window] == [
+        ("ada_l", "[ada.l] I brought the cake"),
+        ("bo", "[bo] I brought the tea"),
+    ]
+
+
+async def test_a_thread_of_one_speaker_has_no_labels(
+    memory_store: MemoryStore, model: ModelClient, chat_server: LocalModelServer
+) -> None:
+    context = context_for(memory_store, model)
+    await run_and_commit(memory_store, context, said("ada", "ada-dm", "hello"))
+    await run_and_commit(memory_store, context, said("ada", "ada-dm", "again"))
+    sent = chat_server.chat_requests()[-1]["messages"]
+    assert {"role": "user", "content": "hello"} in sent
+    assert not any(m.get("name") for m in sent)
