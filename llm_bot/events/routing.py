@@ -69,14 +69,15 @@ def select_best_candidate(candidates: list[CandidateV1]) -> CandidateV1 | None:
 def advance(event: InternalEventV2, now: str, with_prefix: str = "") -> NextHop:
     """Prepare ``event`` for the next hop and say where it goes.
 
-    Call after :func:`complete_current_step`. The next ``PENDING`` step gets ``attempt`` + 1 and
-    ``startedAt``; with no step left the event becomes an ``egress.deliver.v1`` and its best
-    candidate is marked ``selected``. ``with_prefix`` is the bus prefix (``BUS_PREFIX``).
+    Call after :func:`complete_current_step`. The next ``PENDING`` step gets ``attempt`` + 1 (0
+    when it had none, as the platform's base server counts) and ``startedAt``; with no step
+    left the event becomes an ``egress.deliver.v1`` and its best candidate is marked
+    ``selected``. ``with_prefix`` is the bus prefix (``BUS_PREFIX``).
     """
     step = current_step(event)
     if step is not None:
         topic = next_topic_of(step)
-        step.attempt = (step.attempt or 0) + 1
+        step.attempt = (step.attempt if step.attempt is not None else -1) + 1
         step.started_at = now
         return NextHop(topic=prefixed(topic, with_prefix), is_egress=False)
     event.type = EGRESS_EVENT_TYPE

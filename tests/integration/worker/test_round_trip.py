@@ -69,7 +69,7 @@ async def test_an_event_goes_on_to_the_next_step_with_a_candidate(
     assert message.attributes["correlationId"] == event.correlation_id
     assert message.attributes["type"] == event.type == out["type"]
     first, second = out["routing"]["slip"]
-    assert (first["status"], second["status"], second["attempt"]) == ("OK", "PENDING", 1)
+    assert (first["status"], second["status"], second["attempt"]) == ("OK", "PENDING", 0)
     assert "endedAt" in first
     assert "startedAt" in second
     (candidate,) = out["candidates"]

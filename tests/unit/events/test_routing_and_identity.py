@@ -153,3 +153,15 @@ def test_a_public_channel_never_shares_an_id_with_a_dm() -> None:
     direct["egress"].update({"channel": "a", "type": "dm"})
     direct["identity"]["user"] = {"id": "b"}
     assert thread_id_of(from_document(public)) != thread_id_of(from_document(direct))
+
+
+def test_a_next_step_without_an_attempt_starts_at_0_as_on_the_platform() -> None:
+    document = load("chat-message.json")
+    document["routing"]["slip"] = [
+        {"id": "llm-bot", "status": "PENDING", "attempt": 1},
+        {"id": "tts", "status": "PENDING", "nextTopic": "internal.tts.v1"},
+    ]
+    event = from_document(document)
+    complete_current_step(event, "OK", NOW)
+    advance(event, NOW)
+    assert event.routing.slip[1].attempt == 0
