@@ -124,11 +124,14 @@ build_image() {
 
 migrate() {
     # `jobs deploy` creates the job or updates it to this image; `execute --wait` fails the
-    # script when the migration fails, before any worker runs against an old schema.
+    # script when the migration fails, before any worker runs against an old schema. The
+    # migration also creates the memory store's tables at the embedding model's vector size,
+    # so the job asks that model (the same settings as the manifests) once.
     gcloud run jobs deploy "$MIGRATE_JOB" --image="$IMAGE" --args=migrate \
         --service-account="$SERVICE_ACCOUNT" \
         --set-cloudsql-instances="$CLOUDSQL_INSTANCE" \
-        --set-secrets="DATABASE_URL=llm-bot-database-url:latest" \
+        --set-secrets="DATABASE_URL=llm-bot-database-url:latest,OPENAI_API_KEY=llm-bot-openai-api-key:latest" \
+        --set-env-vars="MEMORY_EMBEDDING_PROVIDER=openai,MEMORY_EMBEDDING_MODEL=text-embedding-3-small" \
         --tasks=1 --max-retries=1 --task-timeout=600s
     gcloud run jobs execute "$MIGRATE_JOB" --wait
 }
