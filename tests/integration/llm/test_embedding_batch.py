@@ -4,7 +4,6 @@ caller's text the endpoint refuses costs no other caller theirs."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -13,17 +12,7 @@ from llm_bot.llm.embeddings import EmbeddingError, EmbeddingInputRejected, OpenA
 from llm_bot.local.openai_payloads import REJECT_CUE
 from llm_bot.local.openai_server import EMBEDDINGS_PATH, LocalModelServer
 
-from ..conftest import server_embedder
-
 TEXTS = ["I am vegetarian", "my time zone is CET", "call me Ada", "I like thrillers"]
-
-
-@pytest.fixture
-async def inner(embedding_server: LocalModelServer) -> AsyncIterator[OpenAIEmbedder]:
-    embedding_server.reset()
-    embedder = server_embedder(embedding_server)
-    yield embedder
-    await embedder.close()
 
 
 def embedding_requests(server: LocalModelServer) -> int:

@@ -2,26 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
-import pytest
-
 from llm_bot.llm.embeddings import CachingEmbedder, OpenAIEmbedder, entry_bytes
 from llm_bot.local.openai_payloads import DEFAULT_EMBEDDING_DIMENSIONS
 from llm_bot.local.openai_server import EMBEDDINGS_PATH, LocalModelServer
 
-from ..conftest import server_embedder
-
 SMALL = ["memory one", "memory two", "memory six", "memory ten"]  # all of one size
 SMALL_BYTES = entry_bytes(SMALL[0], [0.0] * DEFAULT_EMBEDDING_DIMENSIONS)
-
-
-@pytest.fixture
-async def inner(embedding_server: LocalModelServer) -> AsyncIterator[OpenAIEmbedder]:
-    embedding_server.reset()
-    embedder = server_embedder(embedding_server)
-    yield embedder
-    await embedder.close()
 
 
 def sent(server: LocalModelServer) -> list[str]:
