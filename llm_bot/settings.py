@@ -82,6 +82,7 @@ class Settings(BaseSettings):
     # --- thread history and context --------------------------------------------------------
     context_pairs: Annotated[int, Field(ge=0)] = Field(15, alias="CONTEXT_PAIRS")
     history_max_chars: Count = Field(16_000, alias="HISTORY_MAX_CHARS")
+    private_in_public: bool = Field(False, alias="MEMORY_PRIVATE_IN_PUBLIC")
     session_idle_seconds: Count = Field(21_600, alias="SESSION_IDLE_SECONDS")
     max_context_tokens: Count = Field(8000, alias="MAX_CONTEXT_TOKENS")
     notes_max_chars: Count = Field(8000, alias="NOTES_MAX_CHARS")

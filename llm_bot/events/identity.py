@@ -31,11 +31,16 @@ def user_id_of(event: InternalEventV2) -> str:
     return f"{escaped(external.platform)}:{external.id}"
 
 
+def is_direct(event: InternalEventV2) -> bool:
+    """A private conversation: a direct message, or an event with no channel at all."""
+    return event.egress.type == "dm" or not (event.egress.channel or event.ingress.channel)
+
+
 def thread_id_of(event: InternalEventV2) -> str:
     """The conversation this event belongs to (see the module docstring for the rule)."""
     channel = event.egress.channel or event.ingress.channel
     base = f"{escaped(event.egress.connector or '')}:{escaped(channel or '')}"
-    if event.egress.type == "dm" or not channel:
+    if is_direct(event):
         return f"{base}:{user_id_of(event)}"
     return base
 

@@ -23,7 +23,10 @@ async def retrieve_memories(state: GraphState, runtime: Runtime[GraphContext]) -
     try:
         async with asyncio.timeout(context.retrieval_timeout_s):
             recalled = await context.retriever.retrieve(
-                state["user_id"], state["thread_id"], state["combined_prompt"]
+                state["user_id"],
+                state["thread_id"],
+                state["combined_prompt"],
+                private=state["writes"].learned_in == "dm",
             )
     except Exception as error:  # degrade, never fail: docs/memory.md, Retrieval
         cause = "timeout" if isinstance(error, TimeoutError) else f"{type(error).__name__}: {error}"

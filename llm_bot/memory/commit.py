@@ -82,6 +82,7 @@ class MemoryCommit:
             turn.source_event,
             vectors[0],
             vectors[1],
+            turn.writes.learned_in if turn.writes is not None else "public",
         )
         memory_vectors = {
             text: vector for text, vector in zip(texts[2:], vectors[2:], strict=True) if vector
@@ -96,14 +97,16 @@ class MemoryCommit:
             on_connection = self._store.store_on(connection, prepared.memory_vectors)
             namespace = user_namespace(writes.user_id)
             for put in writes.memory_puts:
-                value = memory_value(put.content, put.metadata)
+                value = memory_value(put.content, put.metadata, writes.learned_in)
                 # Without its vector (embeddings failed) a memory is still found by its words.
                 embedded = put.content in prepared.memory_vectors
                 await on_connection.aput(
                     namespace, put.key, value, index=["content"] if embedded else False
                 )
         if writes is not None and writes.notes_changed and writes.notes is not None:
-            await write_notes(connection, writes.user_id, self._agent, writes.notes)
+            await write_notes(
+                connection, writes.user_id, self._agent, writes.notes, writes.learned_in
+            )
         await write_pair(connection, prepared.pair, self._idle)
 
     async def commit_now(self, turn: TurnOutcome) -> None:

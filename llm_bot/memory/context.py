@@ -45,6 +45,7 @@ class ContextLimits:
     recall_limit: int = 5
     threshold: float = 0.7
     session_idle: timedelta = timedelta(hours=6)
+    private_in_public: bool = False  # MEMORY_PRIVATE_IN_PUBLIC: DM knowledge in shared channels
 
 
 @dataclass(frozen=True)
@@ -70,17 +71,25 @@ class ConversationMemory:
         self._agent = agent
         self._clock = clock
 
-    async def retrieve(self, user_id: str, thread_id: str, query: str) -> Recollection:
+    async def retrieve(
+        self, user_id: str, thread_id: str, query: str, *, private: bool
+    ) -> Recollection:
+        """In a shared channel (``private`` false) only what was learned in shared channels is
+        shown (notes, memories, recalled messages), unless ``private_in_public`` widens it."""
         with metrics.timed(metrics.memory_retrieval_duration):
-            context = await self._retrieve(user_id, thread_id, query)
+            context = await self._retrieve(
+                user_id, thread_id, query, private or self._limits.private_in_public
+            )
         metrics.memory_retrievals.add(1)
         return context
 
-    async def _retrieve(self, user_id: str, thread_id: str, query: str) -> Recollection:
+    async def _retrieve(
+        self, user_id: str, thread_id: str, query: str, include_private: bool
+    ) -> Recollection:
         failed: list[str] = []
         notes, (memories, window, recalled) = await asyncio.gather(
-            _degrade("notes", self._notes(user_id), "", user_id, failed),
-            self._searches(user_id, thread_id, query, failed),
+            _degrade("notes", self._notes(user_id, include_private), "", user_id, failed),
+            self._searches(user_id, thread_id, query, include_private, failed),
         )
         parts = Parts(notes, memories, window, recalled)
         context = self.assemble(
@@ -91,7 +100,7 @@ class ConversationMemory:
         return context
 
     async def _searches(
-        self, user_id: str, thread_id: str, query: str, failed: list[str]
+        self, user_id: str, thread_id: str, query: str, include_private: bool, failed: list[str]
     ) -> tuple[list[MemoryHit], list[Turn], list[RecalledTurn]]:
         """The parts that need the query's embedding, started as soon as each can be: the
         window alongside the embedding, then memories and recall (outside the window)."""
@@ -102,8 +111,20 @@ class ConversationMemory:
         if vector is None:
             return [], window, []
         memories, recalled = await asyncio.gather(
-            _degrade("memories", self._memories(user_id, query, vector), [], user_id, failed),
-            _degrade("recall", self._recall(user_id, query, vector, window), [], user_id, failed),
+            _degrade(
+                "memories",
+                self._memories(user_id, query, vector, include_private),
+                [],
+                user_id,
+                failed,
+            ),
+            _degrade(
+                "recall",
+                self._recall(user_id, query, vector, window, include_private),
+                [],
+                user_id,
+                failed,
+            ),
         )
         return memories, window, recalled
 
@@ -148,9 +169,10 @@ class ConversationMemory:
     async def _embed(self, query: str) -> list[float]:
         return (await self._store.embedder.embed([query]))[0]
 
-    async def _notes(self, user_id: str) -> str:
+    async def _notes(self, user_id: str, include_private: bool) -> str:
         async with self._store.connection() as connection:
-            return await read_notes(connection, user_id, self._agent)
+            notes = await read_notes(connection, user_id, self._agent)
+        return notes.content if include_private or notes.learned_in == "public" else ""
 
     async def _window(self, thread_id: str) -> list[Turn]:
         limits = self._limits
@@ -159,13 +181,24 @@ class ConversationMemory:
                 connection, thread_id, limits.context_pairs, self._clock(), limits.session_idle
             )
 
-    async def _memories(self, user_id: str, query: str, vector: list[float]) -> list[MemoryHit]:
+    async def _memories(
+        self, user_id: str, query: str, vector: list[float], include_private: bool
+    ) -> list[MemoryHit]:
         return await self._store.for_user(user_id).search(
-            query, limit=MEMORY_CANDIDATES, threshold=self._limits.threshold, vector=vector
+            query,
+            limit=MEMORY_CANDIDATES,
+            threshold=self._limits.threshold,
+            vector=vector,
+            include_private=include_private,
         )
 
     async def _recall(
-        self, user_id: str, query: str, vector: list[float], window: list[Turn]
+        self,
+        user_id: str,
+        query: str,
+        vector: list[float],
+        window: list[Turn],
+        include_private: bool,
     ) -> list[RecalledTurn]:
         async with self._store.connection() as connection:
             return await recall_turns(
@@ -176,6 +209,7 @@ class ConversationMemory:
                 exclude={(turn.thread_id, turn.seq) for turn in window},
                 limit=self._limits.recall_limit,
                 threshold=self._limits.threshold,
+                include_private=include_private,
             )
 
 

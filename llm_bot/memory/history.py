@@ -43,6 +43,7 @@ class PairToWrite:
     source_event: str
     user_vector: list[float] | None = None
     assistant_vector: list[float] | None = None
+    learned_in: str = "public"  # a DM's turns are recalled only in DMs
 
 
 # Creates the thread on its first pair and locks its row either way, for the transaction.
@@ -57,9 +58,9 @@ RETURNING th.last_seq, th.session_id, th.last_turn_at
 _APPEND_PAIR = """
 WITH turns AS (
     INSERT INTO conversation_turns (thread_id, seq, user_id, session_id, pair_index, role,
-                                    content, created_at, source_event, embedding)
+                                    content, created_at, source_event, embedding, learned_in)
     SELECT %(thread_id)s, t.seq, %(user_id)s, %(session_id)s, %(pair_index)s, t.role,
-           t.content, %(at)s, %(source_event)s, t.embedding
+           t.content, %(at)s, %(source_event)s, t.embedding, %(learned_in)s
       FROM (VALUES (%(user_seq)s::bigint, 'user', %(user_text)s, %(user_vector)s::vector),
                    (%(user_seq)s + 1, 'assistant', %(assistant_text)s, %(assistant_vector)s::vector)
            ) AS t (seq, role, content, embedding)
@@ -100,6 +101,7 @@ async def write_pair(connection: AsyncConnection[Any], pair: PairToWrite, idle: 
             "assistant_text": pair.assistant_text,
             "user_vector": vector_param(pair.user_vector),
             "assistant_vector": vector_param(pair.assistant_vector),
+            "learned_in": pair.learned_in,
         },
     )
 

@@ -6,37 +6,54 @@ run's own edits, and the database gets at most one write per turn, at commit.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from psycopg import AsyncConnection
 
 from llm_bot.llm.messages import ToolSpec
 from llm_bot.memory.notes import OPERATIONS, NotesError, apply_operation
-from llm_bot.memory.run_writes import RunWrites
+from llm_bot.memory.run_writes import LearnedIn, RunWrites
 from llm_bot.memory.store import MemoryStore
 
 
-async def read_notes(connection: AsyncConnection[Any], user_id: str, agent: str) -> str:
+@dataclass(frozen=True)
+class Notes:
+    """The document and where it was written: once edited in a DM, it is private for good."""
+
+    content: str
+    learned_in: LearnedIn
+
+
+async def read_notes(connection: AsyncConnection[Any], user_id: str, agent: str) -> Notes:
     cursor = await connection.execute(
-        "SELECT content FROM agent_notes WHERE user_id = %s AND agent_name = %s", (user_id, agent)
+        "SELECT content, learned_in FROM agent_notes WHERE user_id = %s AND agent_name = %s",
+        (user_id, agent),
     )
     row = await cursor.fetchone()
     if row is None:
-        return ""
-    content = row["content"] if isinstance(row, dict) else row[0]
-    return str(content)
+        return Notes("", "public")
+    content, learned_in = (row["content"], row["learned_in"]) if isinstance(row, dict) else row
+    return Notes(str(content), "dm" if learned_in == "dm" else "public")
 
 
 async def write_notes(
-    connection: AsyncConnection[Any], user_id: str, agent: str, content: str
+    connection: AsyncConnection[Any], user_id: str, agent: str, content: str, learned_in: LearnedIn
 ) -> None:
     await connection.execute(
-        "INSERT INTO agent_notes (user_id, agent_name, content, updated_at)"
-        " VALUES (%s, %s, %s, now()) ON CONFLICT (user_id, agent_name)"
-        " DO UPDATE SET content = EXCLUDED.content, updated_at = now()",
-        (user_id, agent, content),
+        "INSERT INTO agent_notes (user_id, agent_name, content, learned_in, updated_at)"
+        " VALUES (%s, %s, %s, %s, now()) ON CONFLICT (user_id, agent_name)"
+        " DO UPDATE SET content = EXCLUDED.content, updated_at = now(),"
+        " learned_in = CASE WHEN agent_notes.learned_in = 'dm' THEN 'dm'"
+        " ELSE EXCLUDED.learned_in END",
+        (user_id, agent, content, learned_in),
     )
 
+
+PRIVATE_NOTES = (
+    "error: your notes about this user were written in a private conversation;"
+    " they cannot be read or changed in a shared channel"
+)
 
 MANAGE_NOTES = ToolSpec(
     name="manage_long_term_memory",
@@ -86,7 +103,10 @@ class ManageNotesTool:
     async def run(self, arguments: dict[str, Any], run: RunWrites) -> str:
         if run.notes is None:
             async with self._store.connection() as connection:
-                run.notes = await read_notes(connection, run.user_id, self._agent)
+                notes = await read_notes(connection, run.user_id, self._agent)
+            if notes.learned_in == "dm" and run.learned_in == "public":
+                return PRIVATE_NOTES
+            run.notes = notes.content
         updated, result = run_notes_operation(run.notes, arguments, self._max_chars)
         if updated != run.notes:
             run.notes, run.notes_changed = updated, True

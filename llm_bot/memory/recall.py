@@ -23,12 +23,14 @@ dense AS (
     SELECT thread_id, seq, row_number() OVER (ORDER BY embedding <=> %(vector)s::vector) AS rank
     FROM conversation_turns
     WHERE user_id = %(user)s AND embedding IS NOT NULL AND %(use_dense)s
+      AND (%(include_private)s OR learned_in = 'public')
     ORDER BY embedding <=> %(vector)s::vector
     LIMIT %(pool)s
 ),
 mine AS MATERIALIZED (  -- this user's turns first, as in memory search
     SELECT thread_id, seq, search FROM conversation_turns
     WHERE user_id = %(user)s AND %(use_lexical)s
+      AND (%(include_private)s OR learned_in = 'public')
 ),
 lexical AS (
     SELECT mine.thread_id, mine.seq,
@@ -69,12 +71,19 @@ async def recall_turns(
     limit: int,
     threshold: float,
     mode: SearchMode = "hybrid",
+    include_private: bool = True,
 ) -> list[RecalledTurn]:
     """The ``limit`` most relevant turns above ``threshold``, outside ``exclude``, best first
     (context assembly puts the ones it keeps back in time order)."""
     pool = max(limit * 4, 20) + len(exclude)
     rows = await fused_candidates(
-        connection, _RECALL_SQL, {"user": user_id}, text, vector, pool, mode
+        connection,
+        _RECALL_SQL,
+        {"user": user_id, "include_private": include_private},
+        text,
+        vector,
+        pool,
+        mode,
     )
     turns = (
         RecalledTurn(

@@ -23,11 +23,17 @@ class Recollection:
 
 
 class MemoryRetriever(Protocol):
-    async def retrieve(self, user_id: str, thread_id: str, query: str) -> Recollection: ...
+    """``private``: the conversation is a DM, where what was learned in DMs may be shown."""
+
+    async def retrieve(
+        self, user_id: str, thread_id: str, query: str, *, private: bool
+    ) -> Recollection: ...
 
 
 class NoMemory:
     """A retriever that knows nothing: the graph's default before memory is wired in."""
 
-    async def retrieve(self, user_id: str, thread_id: str, query: str) -> Recollection:
+    async def retrieve(
+        self, user_id: str, thread_id: str, query: str, *, private: bool
+    ) -> Recollection:
         return Recollection()

@@ -9,6 +9,10 @@ is retried therefore leaves nothing behind, and a redelivered event cannot write
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
+
+# Where something was learned: in a private conversation (a DM) or in a shared channel.
+LearnedIn = Literal["dm", "public"]
 
 
 @dataclass(frozen=True)
@@ -21,6 +25,7 @@ class MemoryPut:
 @dataclass
 class RunWrites:
     user_id: str
+    learned_in: LearnedIn = "public"
     memory_puts: list[MemoryPut] = field(default_factory=list)
     notes: str | None = None  # the run's notes document, once read or edited
     notes_changed: bool = False

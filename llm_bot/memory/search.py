@@ -46,6 +46,7 @@ mine AS MATERIALIZED (
     SELECT s.key, to_tsvector('english', s.value->>'content') AS document
     FROM store s
     WHERE s.prefix = %(prefix)s AND %(use_lexical)s
+      AND (%(include_private)s OR coalesce(s.value->>'learnedIn', 'public') = 'public')
 ),
 lexical AS (
     SELECT mine.key,
@@ -62,6 +63,7 @@ JOIN store s ON s.prefix = %(prefix)s AND s.key = hit.key
 JOIN store_vectors v ON v.prefix = s.prefix AND v.key = s.key AND v.field_name = 'content'
 LEFT JOIN dense ON dense.key = hit.key
 LEFT JOIN lexical ON lexical.key = hit.key
+WHERE %(include_private)s OR coalesce(s.value->>'learnedIn', 'public') = 'public'
 """
 
 
@@ -94,7 +96,7 @@ R = TypeVar("R", bound=Ranked)
 async def fused_candidates(
     connection: AsyncConnection[Any],
     sql: str,
-    scope: dict[str, str],
+    scope: dict[str, object],
     text: str,
     vector: list[float],
     pool: int,
@@ -129,10 +131,13 @@ async def hybrid_search(
     limit: int,
     threshold: float,
     mode: SearchMode = "hybrid",
+    include_private: bool = True,
 ) -> list[MemoryHit]:
-    """The ``limit`` best hits at or above ``threshold``: by fused rank, then similarity."""
+    """The ``limit`` best hits at or above ``threshold``: by fused rank, then similarity;
+    without ``include_private``, only memories learned in shared channels."""
+    scope = {"prefix": prefix, "include_private": include_private}
     rows = await fused_candidates(
-        connection, _HYBRID_SQL, {"prefix": prefix}, text, vector, max(limit * 4, 20), mode
+        connection, _HYBRID_SQL, scope, text, vector, max(limit * 4, 20), mode
     )
     hits = (
         MemoryHit(

@@ -173,8 +173,10 @@ class UserMemories:
         threshold: float,
         mode: SearchMode = "hybrid",
         vector: list[float] | None = None,
+        include_private: bool = True,
     ) -> list[MemoryHit]:
-        """``vector`` is the query's embedding when the caller already has it."""
+        """``vector`` is the query's embedding when the caller already has it;
+        ``include_private`` false leaves out what was learned in DMs."""
         if vector is None:
             vector = (await self._memory.embedder.embed([query]))[0]
         async with self._memory.connection() as connection:
@@ -186,6 +188,7 @@ class UserMemories:
                 limit=limit,
                 threshold=threshold,
                 mode=mode,
+                include_private=include_private,
             )
 
     async def forget(self) -> int:
@@ -201,8 +204,12 @@ class UserMemories:
         return hits[0] if hits else None
 
 
-def memory_value(content: str, metadata: dict[str, str] | None) -> dict[str, object]:
-    return {"content": content, "metadata": metadata or {}}
+def memory_value(
+    content: str, metadata: dict[str, str] | None, learned_in: str = "public"
+) -> dict[str, object]:
+    """The stored value; ``learnedIn`` says where the memory was (last) told: a memory without
+    one (written before it was recorded, or by an operator) counts as learned in public."""
+    return {"content": content, "metadata": metadata or {}, "learnedIn": learned_in}
 
 
 def _memory_of(item: Item) -> Memory:

@@ -17,6 +17,7 @@ from llm_bot.llm.embeddings import CachingEmbedder, embedder_from_settings
 from llm_bot.memory.commit import MemoryCommit
 from llm_bot.memory.context import ContextLimits, ConversationMemory
 from llm_bot.memory.notes_store import ManageNotesTool
+from llm_bot.memory.personalities import Personalities, PersonalityLookup
 from llm_bot.memory.retrieval import MemoryRetriever, NoMemory
 from llm_bot.memory.store import MemoryStore, StoreOptions
 from llm_bot.memory.tools import Tool, UpsertMemoryTool
@@ -28,6 +29,7 @@ class MemoryServices:
     retriever: MemoryRetriever = field(default_factory=NoMemory)
     tools: Sequence[Tool] = ()
     commit: MemoryCommit | None = None  # None: nothing to write (no database)
+    personalities: Personalities | None = None  # None: named personalities are left out
 
 
 def store_options(settings: Settings) -> StoreOptions:
@@ -77,6 +79,7 @@ async def memory_services(
         recall_limit=settings.retrieval_limit,
         threshold=settings.memory_threshold(),
         session_idle=idle,
+        private_in_public=settings.private_in_public,
     )
     async with open_memory_store(settings) as store:
         retriever = ConversationMemory(store, limits, settings.agent_name, clock)
@@ -88,4 +91,5 @@ async def memory_services(
             retriever,
             tools,
             MemoryCommit(store, settings.agent_name, idle, max_chars=settings.history_max_chars),
+            PersonalityLookup(store.connection),
         )

@@ -28,6 +28,7 @@ from llm_bot.local.embedded_postgres import EmbeddedPostgres
 from llm_bot.local.openai_server import LocalModelServer
 from llm_bot.memory.commit import MemoryCommit, TurnOutcome
 from llm_bot.memory.context import ContextLimits, ConversationMemory
+from llm_bot.memory.notes_store import ManageNotesTool
 from llm_bot.memory.store import MemoryStore, StoreOptions
 from llm_bot.memory.tools import UpsertMemoryTool
 
@@ -247,3 +248,36 @@ async def test_a_thread_of_one_speaker_has_no_labels(
     sent = chat_server.chat_requests()[-1]["messages"]
     assert {"role": "user", "content": "hello"} in sent
     assert not any(m.get("name") for m in sent)
+
+
+def said_privately(user: str, channel: str, text: str) -> InternalEventV2:
+    event = said(user, channel, text)
+    event.egress.type = "dm"
+    return event
+
+
+async def test_what_is_learned_in_a_dm_never_reaches_a_shared_channel_but_does_reach_dms(
+    memory_store: MemoryStore, model: ModelClient, chat_server: LocalModelServer
+) -> None:
+    """The memory, the notes and the DM's own turns (recall) all stay private."""
+    context = context_for(memory_store, model)
+    context = GraphContext(
+        model=context.model,
+        retriever=context.retriever,
+        tools=[*context.tools, ManageNotesTool(memory_store, "llm-bot", 8000)],
+        system_prompt=context.system_prompt,
+    )
+    memory = json.dumps({"content": "the door code of Ada is 4242"})
+    note = json.dumps({"operation": "append", "content": "Ada's door code: 4242"})
+    cues = f"[[tool:upsertMemory {memory}]] [[tool:manage_long_term_memory {note}]]"
+    secret = f"my door code is 4242 {cues}"
+    await run_and_commit(memory_store, context, said_privately("ada", "dm-1", secret))
+    for room in ("lobby", "den"):
+        chat_server.reset()
+        await run_and_commit(memory_store, context, said("ada", room, "what is my door code?"))
+        assert "4242" not in context_sent(chat_server), f"a DM's fact reached #{room}"
+    chat_server.reset()
+    await run_and_commit(memory_store, context, said_privately("ada", "dm-2", "my door code?"))
+    sent = context_sent(chat_server)
+    assert "the door code of Ada is 4242" in sent, "the memory, in another DM"
+    assert "Ada's door code: 4242" in sent, "the notes, in another DM"

@@ -244,12 +244,16 @@ async def test_responses_api_mode(server: LocalModelServer) -> None:
 
 
 class BrokenMemory:
-    async def retrieve(self, user_id: str, thread_id: str, query: str) -> Recollection:
+    async def retrieve(
+        self, user_id: str, thread_id: str, query: str, *, private: bool
+    ) -> Recollection:
         raise ConnectionError("database is down")
 
 
 class SlowMemory:
-    async def retrieve(self, user_id: str, thread_id: str, query: str) -> Recollection:
+    async def retrieve(
+        self, user_id: str, thread_id: str, query: str, *, private: bool
+    ) -> Recollection:
         await asyncio.Event().wait()  # never answers
         raise AssertionError
 
@@ -268,7 +272,9 @@ async def test_failing_memory_degrades_to_no_memories(
 
 
 class OneMemory:
-    async def retrieve(self, user_id: str, thread_id: str, query: str) -> Recollection:
+    async def retrieve(
+        self, user_id: str, thread_id: str, query: str, *, private: bool
+    ) -> Recollection:
         from llm_bot.llm.messages import ChatMessage
 
         return Recollection(
