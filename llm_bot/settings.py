@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, ValidationError
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 Count = Annotated[int, Field(ge=1)]
@@ -19,7 +19,7 @@ Similarity = Annotated[float, Field(ge=-1.0, le=1.0)]
 # Measured on eval/memory_pairs.jsonl (best F1); 0.7 is the design's value for large API models.
 CALIBRATED_THRESHOLDS = {"openai": 0.7, "local": 0.2}
 
-_SECRET_VARIABLES = frozenset({"OPENAI_API_KEY", "DATABASE_URL"})
+_SECRET_VARIABLES = frozenset({"OPENAI_API_KEY", "LLM_API_KEY", "DATABASE_URL"})
 
 
 class Settings(BaseSettings):
@@ -64,9 +64,24 @@ class Settings(BaseSettings):
     )
 
     # --- model -----------------------------------------------------------------------------
-    openai_base_url: str | None = Field(None, alias="OPENAI_BASE_URL")
-    openai_api_key: SecretStr | None = Field(None, alias="OPENAI_API_KEY")
-    openai_model: str = Field("gpt-4o-mini", alias="OPENAI_MODEL")
+    # BitBrat's names (LLM_BASE_URL, LLM_API_KEY, LLM_MODEL) are read too; ours win when both
+    # are set. BitBrat's OPENAI_MAX_RETRIES is accepted and ignored, as BitBrat ignores it:
+    # model retries here are bounded by LLM_BOT_MODEL_DEADLINE_MS, not by a count.
+    openai_base_url: str | None = Field(
+        None,
+        alias="OPENAI_BASE_URL",
+        validation_alias=AliasChoices("OPENAI_BASE_URL", "LLM_BASE_URL"),
+    )
+    openai_api_key: SecretStr | None = Field(
+        None,
+        alias="OPENAI_API_KEY",
+        validation_alias=AliasChoices("OPENAI_API_KEY", "LLM_API_KEY"),
+    )
+    openai_model: str = Field(
+        "gpt-4o-mini",
+        alias="OPENAI_MODEL",
+        validation_alias=AliasChoices("OPENAI_MODEL", "LLM_MODEL"),
+    )
     openai_api_mode: Literal["chat", "responses"] = Field("chat", alias="OPENAI_API_MODE")
     openai_timeout_ms: Millis = Field(30_000, alias="OPENAI_TIMEOUT_MS")
     openai_max_tokens: Count | None = Field(None, alias="OPENAI_MAX_TOKENS")
@@ -112,6 +127,14 @@ class Settings(BaseSettings):
 
     # --- telemetry -------------------------------------------------------------------------
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", alias="LOG_LEVEL")
+
+    @field_validator("openai_base_url", mode="before")
+    @classmethod
+    def _unset_base_url(cls, value: object) -> object:
+        """BitBrat's convention: an empty or ``n/a`` base URL means none."""
+        if isinstance(value, str) and value.strip().lower() in ("", "n/a"):
+            return None
+        return value
 
     def memory_threshold(self) -> float:
         """``MEMORY_SIMILARITY_THRESHOLD``, else the calibrated default of the embedding provider

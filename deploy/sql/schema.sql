@@ -135,3 +135,39 @@ UPDATE conversation_turns u SET thread_id = r.new_id
 UPDATE conversation_threads t SET thread_id = r.new_id
   FROM thread_renames r WHERE t.thread_id = r.old_id;
 INSERT INTO schema_migrations (version, name) VALUES (5, '0005_unambiguous_thread_ids.sql') ON CONFLICT DO NOTHING;
+
+-- ==== 0006_personalities.sql ====
+-- Personalities by name (BitBrat's personality documents, personality.v1.schema.json): a
+-- `personality` annotation naming one gets the text of its highest active version
+-- (llm_bot/memory/personalities.py). One row per name and version.
+CREATE TABLE IF NOT EXISTS personalities (
+    name        text        NOT NULL,
+    version     integer     NOT NULL CHECK (version >= 1),
+    status      text        NOT NULL CHECK (status IN ('active', 'inactive', 'archived')),
+    text        text        NOT NULL,
+    platform    text,
+    model       text,
+    tags        text[],
+    description text,
+    author      text,
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    updated_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (name, version)
+);
+INSERT INTO schema_migrations (version, name) VALUES (6, '0006_personalities.sql') ON CONFLICT DO NOTHING;
+
+-- ==== 0007_learned_in.sql ====
+-- Where each turn and the notes document were learned: in a DM or in a shared channel. In a
+-- shared channel, only what was learned in shared channels reaches the model's context
+-- (MEMORY_PRIVATE_IN_PUBLIC widens it); memories carry the same as `learnedIn` in their value.
+-- Turns written before: a DM thread's id ends with ':' and its user's id (identity.py).
+ALTER TABLE conversation_turns
+    ADD COLUMN IF NOT EXISTS learned_in text NOT NULL DEFAULT 'public'
+    CHECK (learned_in IN ('dm', 'public'));
+UPDATE conversation_turns SET learned_in = 'dm'
+ WHERE learned_in = 'public' AND thread_id LIKE '%:%:%'
+   AND right(thread_id, length(user_id) + 1) = ':' || user_id;
+ALTER TABLE agent_notes
+    ADD COLUMN IF NOT EXISTS learned_in text NOT NULL DEFAULT 'public'
+    CHECK (learned_in IN ('dm', 'public'));
+INSERT INTO schema_migrations (version, name) VALUES (7, '0007_learned_in.sql') ON CONFLICT DO NOTHING;

@@ -56,7 +56,9 @@ async def _process(settings: Settings, event: InternalEventV2) -> dict[str, Any]
     model = ModelClient.from_settings(settings)
     try:
         async with memory_services(settings) as memory:
-            context = context_from_settings(settings, model, memory.retriever, memory.tools)
+            context = context_from_settings(
+                settings, model, memory.retriever, memory.tools, memory.personalities
+            )
             result = await process_event(graph_from_settings(settings), context, event)
             turn = turn_of(result, source_of(event), utc_now())
             if memory.commit is not None and turn is not None:

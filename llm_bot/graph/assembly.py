@@ -12,6 +12,7 @@ from llm_bot.graph.builder import LlmBotGraph, compile_graph
 from llm_bot.graph.reducer import MessageLimits
 from llm_bot.graph.state import ChatModel, GraphContext
 from llm_bot.graph.system_prompt import resolve_system_prompt
+from llm_bot.memory.personalities import Personalities
 from llm_bot.memory.retrieval import MemoryRetriever, NoMemory
 from llm_bot.memory.tools import Tool
 from llm_bot.settings import Settings
@@ -26,6 +27,7 @@ def context_from_settings(
     model: ChatModel,
     retriever: MemoryRetriever | None = None,
     tools: Sequence[Tool] = (),
+    personalities: Personalities | None = None,
 ) -> GraphContext:
     return GraphContext(
         model=model,
@@ -34,4 +36,5 @@ def context_from_settings(
         system_prompt=resolve_system_prompt(settings),
         max_tool_rounds=settings.max_tool_rounds,
         retrieval_timeout_s=settings.retrieval_timeout_ms / 1000,
+        personalities=personalities,
     )

@@ -28,7 +28,12 @@ async def call_model(
     recalled = list(state["recalled"].messages) if "recalled" in state else []
     tools_allowed = state.get("tool_rounds", 0) < context.max_tool_rounds
     specs = [tool.spec for tool in context.tools] if tools_allowed else []
-    reply = await context.model.complete([*system, *recalled, *state["messages"]], specs)
+    messages = [*system, *recalled, *state["messages"]]
+    override = state.get("model_override")
+    if override:  # the event's personality names its model
+        reply = await context.model.complete(messages, specs, model=override)
+    else:
+        reply = await context.model.complete(messages, specs)
     calls = reply.tool_calls if specs else ()  # calls to tools we did not offer are ignored
     update: GraphState = {
         "messages": [ChatMessage("assistant", reply.text, calls)],

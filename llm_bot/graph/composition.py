@@ -5,8 +5,10 @@ an appropriate answer to user alice's latest message.") and the *user's words* i
 ``message.text``; the bot's identity comes in ``personality`` annotations, context packs of
 earlier stages in ``context`` annotations. The model gets:
 
-- the system message: our system prompt, then ``## [Assistant Identity]`` with the inline
-  personalities (at most 3, by ``score``, each cut to 4,000 characters);
+- the system message: our system prompt, then ``## [Assistant Identity]`` with the
+  personalities (at most 3, by ``score``, each cut to 4,000 characters): written out
+  (``payload.text``) or named (``payload.name`` or ``value``), a name standing for the text of
+  its highest active version in the personality store (:mod:`llm_bot.memory.personalities`);
 - memory's messages (notes, memories, recalled messages, the thread's window), as before;
 - one user message, in BitBrat's section order: ``## [Requesting User]`` (handle, user id,
   display name, roles), ``## [Contexts]`` (the packs), ``## [Task]`` (the prompt and instruction
@@ -19,11 +21,16 @@ when it has text, as on the platform.
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Iterable
+import logging
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from llm_bot.events.models import AnnotationV1, InternalEventV2
+from llm_bot.memory.personalities import Personalities
+
+logger = logging.getLogger(__name__)
 
 TASK_KINDS = frozenset({"prompt", "instruction"})
 MAX_PERSONALITIES = 3
@@ -32,12 +39,34 @@ _QUOTE_PAIRS = (('"', '"'), ("'", "'"), ("\u201c", "\u201d"), ("\u2018", "\u2019
 
 
 @dataclass(frozen=True)
+class IdentityPart:
+    """One personality annotation: its text written out, or else the name to look up."""
+
+    text: str = ""
+    name: str = ""
+    model: str | None = None
+
+
+@dataclass(frozen=True)
+class Identity:
+    """The bot's identity for one event and the model its first personality asks for."""
+
+    text: str = ""
+    model: str | None = None
+
+
+@dataclass(frozen=True)
 class Request:
-    """What one event asks: the task, the user's words, and the bot's identity (if any)."""
+    """What one event asks: the task, the user's words, and the bot's personalities (if any)."""
 
     task: list[str]
     words: str
-    identity: str
+    personalities: tuple[IdentityPart, ...] = ()
+
+    @property
+    def identity(self) -> str:
+        """The written-out personalities only (named ones need :func:`resolve_identity`)."""
+        return "\n\n".join(part.text for part in self.personalities if part.text)
 
     def user_message(self, event: InternalEventV2) -> str:
         sections = [
@@ -56,7 +85,7 @@ def request_of(event: InternalEventV2) -> Request | None:
     if not task:
         return None
     words = ((event.message.text if event.message else None) or "").strip()
-    return Request(task, words or "\n\n".join(task), _identity(annotations))
+    return Request(task, words or "\n\n".join(task), _personalities(annotations))
 
 
 def system_message(system_prompt: str | None, identity: str) -> str | None:
@@ -93,17 +122,53 @@ def _text_of(annotation: AnnotationV1) -> str:
     return text.strip() if isinstance(text, str) else ""
 
 
-def _identity(annotations: list[AnnotationV1]) -> str:
-    """Inline personalities (``payload.text``), by ``score`` then ``createdAt``; a personality
-    named but not written out needs the personality store, which this stage has not yet."""
-    personalities = [a for a in annotations if a.kind == "personality"]
-    personalities.sort(key=lambda a: (_score(a), a.created_at or "", a.id))
-    texts = []
-    for annotation in personalities[:MAX_PERSONALITIES]:
-        text = (annotation.payload or {}).get("text")
-        if isinstance(text, str) and text.strip():
-            texts.append(text.replace("\x00", "").strip()[:MAX_PERSONALITY_CHARS])
-    return "\n\n".join(texts)
+def _personalities(annotations: list[AnnotationV1]) -> tuple[IdentityPart, ...]:
+    """Personality annotations that write one out (``payload.text``) or name one
+    (``payload.name``, else ``value``), by ``score``, ``createdAt``, id; the first 3."""
+    parts = []
+    chosen = [a for a in annotations if a.kind == "personality"]
+    chosen.sort(key=lambda a: (_score(a), a.created_at or "", a.id))
+    for annotation in chosen:
+        payload = annotation.payload or {}
+        text, name, model = payload.get("text"), payload.get("name"), payload.get("model")
+        text = _sanitized(text) if isinstance(text, str) else ""
+        if not (isinstance(name, str) and name.strip()):
+            name = annotation.value if isinstance(annotation.value, str) else ""
+        name = name.strip()
+        if text or name:
+            parts.append(IdentityPart(text, name, model if isinstance(model, str) else None))
+    return tuple(parts[:MAX_PERSONALITIES])
+
+
+async def resolve_identity(
+    parts: Sequence[IdentityPart], lookup: Personalities | None, timeout_s: float = 5.0
+) -> Identity:
+    """The personalities' texts, named ones looked up (active, highest version); a name that
+    is not found, cannot be looked up in ``timeout_s`` or has no store is left out. The first
+    personality that names a model chooses the model of this event."""
+    texts: list[str] = []
+    model: str | None = None
+    for part in parts:
+        text, part_model = part.text, part.model
+        if not text and lookup is not None:
+            try:
+                async with asyncio.timeout(timeout_s):
+                    found = await lookup.active(part.name)
+            except Exception:  # the personality is left out; the event goes on without it
+                logger.warning("personality %r could not be looked up", part.name, exc_info=True)
+                continue
+            if found is None:
+                logger.info("personality %r not found (no active version)", part.name)
+                continue
+            text, part_model = _sanitized(found.text), found.model
+        if text:
+            texts.append(text)
+            model = model or part_model
+    return Identity("\n\n".join(texts), model)
+
+
+def _sanitized(text: str) -> str:
+    return text.replace("\x00", "").strip()[:MAX_PERSONALITY_CHARS]
 
 
 def _score(annotation: AnnotationV1) -> float:

@@ -17,6 +17,7 @@ from llm_bot.clock import utc_now
 from llm_bot.events.models import CandidateV1, InternalEventV2
 from llm_bot.graph.reducer import MessageLimits, reduce_messages
 from llm_bot.llm.messages import ChatMessage, ModelReply, TokenUsage, ToolCall, ToolSpec
+from llm_bot.memory.personalities import Personalities
 from llm_bot.memory.retrieval import MemoryRetriever, NoMemory, Recollection
 from llm_bot.memory.run_writes import RunWrites
 from llm_bot.memory.tools import Tool
@@ -24,7 +25,7 @@ from llm_bot.memory.tools import Tool
 
 class ChatModel(Protocol):
     async def complete(
-        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], model: str | None = None
     ) -> ModelReply: ...
 
 
@@ -35,6 +36,7 @@ class GraphState(TypedDict, total=False):
     messages: list[ChatMessage]  # reducer bound by `bounded_state`
     combined_prompt: str  # the user's words
     identity: str  # the event's personalities, for the system message
+    model_override: str  # the model the event's first personality names, if any
     recalled: Recollection
     pending_calls: tuple[ToolCall, ...]
     tool_rounds: int
@@ -70,3 +72,4 @@ class GraphContext:
     system_prompt: str | None = None
     max_tool_rounds: int = 3
     retrieval_timeout_s: float = 5.0
+    personalities: Personalities | None = None  # None: named personalities are left out

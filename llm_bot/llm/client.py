@@ -73,16 +73,18 @@ class ModelClient:
         await self._client.close()
 
     async def complete(
-        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], model: str | None = None
     ) -> ModelReply:
-        """One model turn; tools may be empty to demand a text answer."""
+        """One model turn; tools may be empty to demand a text answer. ``model`` replaces the
+        configured model for this call (an event's personality may name one)."""
+        model = model or self.model
         attributes = {
             "gen_ai.operation.name": "chat",
             "gen_ai.provider.name": "openai",
-            "gen_ai.request.model": self.model,
+            "gen_ai.request.model": model,
         }
-        with child_span(f"chat {self.model}", kind=SpanKind.CLIENT, attributes=attributes) as span:
-            reply = await self._complete(messages, tools)
+        with child_span(f"chat {model}", kind=SpanKind.CLIENT, attributes=attributes) as span:
+            reply = await self._complete(messages, tools, model)
             span.set_attributes(
                 {
                     "gen_ai.response.model": reply.model,
@@ -95,7 +97,7 @@ class ModelClient:
         return reply
 
     async def _complete(
-        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], model: str
     ) -> ModelReply:
         try:
             async with asyncio.timeout(self._deadline_s):
@@ -107,7 +109,7 @@ class ModelClient:
                     reraise=True,
                 ):
                     with attempt:
-                        return await self._request(messages, tools)
+                        return await self._request(messages, tools, model)
         except TimeoutError:
             raise errors.ModelTimeout(
                 f"model gave no answer within {self._deadline_s:g} s"
@@ -117,11 +119,11 @@ class ModelClient:
         raise AssertionError("unreachable: tenacity either returns or re-raises")
 
     async def _request(
-        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], model: str
     ) -> ModelReply:
         if self._mode == "responses":
             response = await self._client.responses.create(
-                model=self.model,
+                model=model,
                 **openai_format.responses_request(messages, tools, max_tokens=self._max_tokens),
             )
             return openai_format.parse_responses_reply(response)
@@ -131,7 +133,7 @@ class ModelClient:
         raw = await self._client.post(
             "/chat/completions",
             body={
-                "model": self.model,
+                "model": model,
                 **openai_format.chat_request(messages, tools, max_tokens=self._max_tokens),
             },
             cast_to=bytes,

@@ -3,6 +3,7 @@
 from llm_bot.memory.commit import MemoryCommit, TurnOutcome
 from llm_bot.memory.context import ContextLimits, ConversationMemory
 from llm_bot.memory.notes_store import ManageNotesTool
+from llm_bot.memory.personalities import Personalities, Personality, PersonalityLookup
 from llm_bot.memory.retrieval import MemoryRetriever, NoMemory, Recollection
 from llm_bot.memory.run_writes import RunWrites
 from llm_bot.memory.store import MemoryStore, StoreOptions
@@ -18,6 +19,9 @@ __all__ = [
     "MemoryServices",
     "MemoryStore",
     "NoMemory",
+    "Personalities",
+    "Personality",
+    "PersonalityLookup",
     "Recollection",
     "RunWrites",
     "StoreOptions",

@@ -2,7 +2,8 @@
 
 - no exception: the output is published and committed → ack;
 - a :class:`~llm_bot.errors.PermanentError` (invalid input, a slip that cannot be followed): no
-  delivery can fix it → publish the original bytes to the dead-letter topic with the reason in
+  delivery can fix it → publish a ``router.deadletter.v1`` event carrying the original
+  (:mod:`llm_bot.events.deadletter`) to the dead-letter topic, with the reason also in
   attributes, then ack;
 - anything else (a :class:`~llm_bot.errors.TransientError` such as a model or database that did
   not answer or an unconfirmed publish, or a bug) → nack, so Pub/Sub delivers again. The

@@ -29,6 +29,7 @@ from llm_bot.db.leases import LeaseKeeper
 from llm_bot.db.processed_events import source_of
 from llm_bot.errors import PermanentError
 from llm_bot.events.codec import decode, encode
+from llm_bot.events.deadletter import deadletter_body
 from llm_bot.events.identity import thread_id_of, user_id_of
 from llm_bot.events.limits import check_event
 from llm_bot.events.models import InternalEventV2
@@ -47,7 +48,14 @@ from llm_bot.settings import Settings
 from llm_bot.telemetry import metrics
 from llm_bot.telemetry.logs import event_ids
 from llm_bot.telemetry.traces import child_span, consumer_span, current_trace_id, inject
-from llm_bot.transport.ack import Delivery, RetryLater, dead_letter_attributes, settle
+from llm_bot.transport.ack import (
+    MAX_ATTRIBUTE_BYTES,
+    Delivery,
+    RetryLater,
+    clipped,
+    dead_letter_attributes,
+    settle,
+)
 from llm_bot.transport.publisher import Publisher
 from llm_bot.transport.stats import WorkerStats
 
@@ -273,6 +281,15 @@ class EventHandler:
 
     async def _dead_letter(self, delivery: Delivery, reason: str) -> None:
         metrics.deadletters.add(1, {"reason": "invalid_event"})
-        attributes = dead_letter_attributes(delivery, reason, iso_timestamp(utc_now()))
+        now = iso_timestamp(utc_now())
+        attributes = dead_letter_attributes(delivery, reason, now)
+        body = deadletter_body(
+            delivery.data,
+            delivery.attributes,
+            reason=clipped(reason, MAX_ATTRIBUTE_BYTES),
+            error=reason,
+            source=SOURCE,
+            now=now,
+        )
         topic = prefixed(self._settings.deadletter_topic, self._settings.bus_prefix)
-        await self._publisher.publish(topic, delivery.data, attributes)
+        await self._publisher.publish(topic, body, attributes)

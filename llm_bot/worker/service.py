@@ -89,7 +89,9 @@ class Worker:
         model = ModelClient.from_settings(settings)
         resources.push_async_callback(model.close)
         services = await resources.enter_async_context(memory_services(settings))
-        context = context_from_settings(settings, model, services.retriever, services.tools)
+        context = context_from_settings(
+            settings, model, services.retriever, services.tools, services.personalities
+        )
         publisher = Publisher.from_settings(settings)
         resources.push_async_callback(asyncio.to_thread, publisher.close)
         committer = GroupCommitter(

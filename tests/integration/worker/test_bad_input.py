@@ -73,7 +73,10 @@ async def test_every_malformed_message_is_dead_lettered_with_a_reason_and_the_wo
     by_case = {m.attributes["case"]: m for m in received}
     assert set(by_case) == set(bodies)
     for name, message in by_case.items():
-        assert message.data == bodies[name], name
+        dead = json.loads(message.data)
+        assert dead["type"] == "router.deadletter.v1", name
+        assert dead["payload"]["reason"] == message.attributes["deadLetterReason"], name
+        assert _original_in(dead) == _original_of(bodies[name]), name
         assert message.attributes["deadLetterSource"] == "llm-bot"
         assert message.attributes["deadLetterReason"], name
     reasons = {name: m.attributes["deadLetterReason"] for name, m in by_case.items()}
@@ -85,3 +88,19 @@ async def test_every_malformed_message_is_dead_lettered_with_a_reason_and_the_wo
     assert json.loads(answer.data)["candidates"][0]["text"] == "echo: still here?"
     assert worker.stats.dead_lettered == len(bodies)
     assert await egress.drain() == []
+
+
+def _original_of(body: bytes) -> Any:
+    """What a dead letter carries of ``body``: the document when it is a JSON object, else
+    a preview of the bytes."""
+    try:
+        document = json.loads(body)
+    except ValueError:
+        document = None
+    if isinstance(document, dict):
+        return document
+    return {"bytes": len(body), "preview": body.decode("utf-8", "replace")[:1000]}
+
+
+def _original_in(dead: dict[str, Any]) -> Any:
+    return dead.get("original", dead["payload"].get("originalPayloadPreview"))

@@ -98,3 +98,65 @@ def test_bad_start_up_value_exits_2_with_one_line() -> None:
         "llm-bot: configuration error: LLM_BOT_MEMORY_MAX_MESSAGES: Input should be a valid "
         "integer, unable to parse string as an integer (got 'abc')"
     ]
+
+
+BITBRAT_NAMES = {
+    "openai_model": ("OPENAI_MODEL", "LLM_MODEL"),
+    "openai_base_url": ("OPENAI_BASE_URL", "LLM_BASE_URL"),
+    "openai_api_key": ("OPENAI_API_KEY", "LLM_API_KEY"),
+}
+
+
+def _value(settings: Settings, field: str) -> Any:
+    value = getattr(settings, field)
+    return value.get_secret_value() if hasattr(value, "get_secret_value") else value
+
+
+@pytest.fixture
+def no_model_variables(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    for names in BITBRAT_NAMES.values():
+        for name in names:
+            monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(ROOT / "tests")  # no .env of the working copy
+    return monkeypatch
+
+
+@pytest.mark.parametrize("field", sorted(BITBRAT_NAMES))
+@pytest.mark.parametrize("which", [0, 1])
+def test_ours_and_bitbrats_variable_names_each_work_alone(
+    no_model_variables: pytest.MonkeyPatch, field: str, which: int
+) -> None:
+    no_model_variables.setenv(BITBRAT_NAMES[field][which], "http://one/v1")
+    assert _value(load_settings(), field) == "http://one/v1"
+
+
+@pytest.mark.parametrize("field", sorted(BITBRAT_NAMES))
+def test_our_name_wins_when_both_are_set(
+    no_model_variables: pytest.MonkeyPatch, field: str
+) -> None:
+    ours, theirs = BITBRAT_NAMES[field]
+    no_model_variables.setenv(theirs, "http://bitbrat/v1")
+    no_model_variables.setenv(ours, "http://ours/v1")
+    assert _value(load_settings(), field) == "http://ours/v1"
+
+
+@pytest.mark.parametrize("value", ["n/a", "N/A", ""])
+@pytest.mark.parametrize("name", ["LLM_BASE_URL", "OPENAI_BASE_URL"])
+def test_an_na_or_empty_base_url_is_unset(
+    no_model_variables: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    no_model_variables.setenv(name, value)
+    assert load_settings().openai_base_url is None
+
+
+def test_bitbrats_max_retries_is_accepted_and_ignored(
+    no_model_variables: pytest.MonkeyPatch,
+) -> None:
+    no_model_variables.setenv("OPENAI_MAX_RETRIES", "not even a number")
+    settings = load_settings()
+    assert "OPENAI_MAX_RETRIES" not in settings.model_dump(by_alias=True)
+
+
+def test_settings_can_still_be_given_by_our_name() -> None:
+    assert load_settings(OPENAI_MODEL="m").openai_model == "m"
+    assert load_settings(openai_model="m").openai_model == "m"

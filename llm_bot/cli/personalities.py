@@ -1,0 +1,155 @@
+"""``llm-bot personalities ...``: the personalities a ``personality`` annotation may name.
+
+BitBrat's rules name the bot's personality (``{"kind": "personality", "value": "bratty"}``);
+the worker answers with the text of that name's highest active version
+(:mod:`llm_bot.memory.personalities`). ``import`` reads BitBrat's own personality documents
+(``personality.v1.schema.json``), one per file or a list of them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from psycopg import AsyncConnection
+
+from llm_bot.cli.support import UsageError, require_database_url
+from llm_bot.memory import personalities as store
+from llm_bot.memory.personalities import InvalidPersonality, Personality
+from llm_bot.settings import Settings
+
+Action = Callable[[AsyncConnection[Any], argparse.Namespace], Awaitable[Any]]
+
+
+def add_personality_commands(commands: Any, parser_class: type[argparse.ArgumentParser]) -> None:
+    group = commands.add_parser("personalities", help="manage the personalities events may name")
+    actions = group.add_subparsers(dest="action", required=True, parser_class=parser_class)
+
+    def action(name: str, handler: Action, help_text: str) -> argparse.ArgumentParser:
+        sub: argparse.ArgumentParser = actions.add_parser(name, help=help_text)
+        sub.add_argument("--json", action="store_true", help="print JSON")
+        sub.set_defaults(handler=run_personality_action, personality_action=handler)
+        return sub
+
+    listing = action("list", list_personalities, "list every stored version")
+    listing.add_argument("--name", help="only this personality's versions")
+    get = action("get", get_personality, "show one personality (default: its highest version)")
+    get.add_argument("name")
+    get.add_argument("--version", type=positive_int)
+    put = action("put", put_personality, "store a version of a personality")
+    put.add_argument("name")
+    text = put.add_mutually_exclusive_group(required=True)
+    text.add_argument("--text", help="the personality's text")
+    text.add_argument("--file", type=Path, help="read the text from this file")
+    put.add_argument("--version", type=positive_int, help="default: one past the highest")
+    put.add_argument("--status", choices=store.STATUSES, default="active")
+    put.add_argument("--model", help="model used for events with this personality")
+    put.add_argument("--platform", help="BitBrat's platform field (kept, not used)")
+    put.add_argument("--tags", help="comma-separated tags")
+    put.add_argument("--description")
+    put.add_argument("--author")
+    delete = action("delete", delete_personality, "delete a version (default: every version)")
+    delete.add_argument("name")
+    delete.add_argument("--version", type=positive_int)
+    imported = action("import", import_personalities, "store BitBrat personality JSON files")
+    imported.add_argument("paths", nargs="+", type=Path, metavar="PATH")
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text}")
+    return value
+
+
+def run_personality_action(args: argparse.Namespace, settings: Settings) -> int:
+    database_url = require_database_url(settings)
+    handler: Action = args.personality_action
+
+    async def run() -> Any:
+        async with await AsyncConnection.connect(database_url, autocommit=True) as connection:
+            return await handler(connection, args)
+
+    try:
+        result = asyncio.run(run())
+    except InvalidPersonality as error:
+        raise UsageError(str(error)) from None
+    print(json.dumps(result, indent=2) if args.json else human(result))
+    return 0
+
+
+def human(result: Any) -> str:
+    if isinstance(result, list):
+        return "\n".join(human(item) for item in result) or "(none)"
+    if isinstance(result, dict) and "text" in result:
+        text = " ".join(result["text"].split())
+        text = text if len(text) <= 72 else text[:71] + "…"
+        model = f" model={result['model']}" if result.get("model") else ""
+        return f"{result['name']} v{result['version']} {result['status']}{model}  {text}"
+    return json.dumps(result)
+
+
+async def list_personalities(connection: AsyncConnection[Any], args: argparse.Namespace) -> Any:
+    return [p.document() for p in await store.list_personalities(connection, args.name)]
+
+
+async def get_personality(connection: AsyncConnection[Any], args: argparse.Namespace) -> Any:
+    found = await store.get(connection, args.name, args.version)
+    if found is None:
+        version = f" version {args.version}" if args.version else ""
+        raise UsageError(f"no personality {args.name!r}{version}")
+    return found.document()
+
+
+async def put_personality(connection: AsyncConnection[Any], args: argparse.Namespace) -> Any:
+    text = args.text if args.file is None else _read(args.file)
+    version = args.version or await store.next_version(connection, args.name)
+    tags = tuple(t.strip() for t in args.tags.split(",") if t.strip()) if args.tags else None
+    personality = Personality(
+        name=args.name,
+        version=version,
+        status=args.status,
+        text=text,
+        platform=args.platform,
+        model=args.model,
+        tags=tags,
+        description=args.description,
+        author=args.author,
+    )
+    return (await store.put(connection, personality)).document()
+
+
+async def delete_personality(connection: AsyncConnection[Any], args: argparse.Namespace) -> Any:
+    deleted = await store.delete(connection, args.name, args.version)
+    return {"name": args.name, "version": args.version, "deleted": deleted}
+
+
+async def import_personalities(connection: AsyncConnection[Any], args: argparse.Namespace) -> Any:
+    """Every document of every file is checked before any is stored."""
+    documents: list[Personality] = []
+    for path in args.paths:
+        try:
+            loaded = json.loads(_read(path))
+        except json.JSONDecodeError as error:
+            raise UsageError(f"{path}: not JSON: {error.msg} (line {error.lineno})") from None
+        for document in loaded if isinstance(loaded, list) else [loaded]:
+            try:
+                documents.append(store.import_document(document))
+            except InvalidPersonality as error:
+                raise UsageError(f"{path}: {error}") from None
+    async with connection.transaction():
+        return [(await store.put(connection, p)).document() for p in documents]
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise UsageError(f"cannot read {path}: {error}") from None

@@ -1,0 +1,143 @@
+"""Personalities by name: the store picks the highest active version (as a number), the graph
+puts its text into the identity, its model into the model call, and a failing or missing
+lookup never fails the event."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from psycopg import AsyncConnection
+from psycopg_pool import AsyncConnectionPool
+
+from llm_bot.db.migrate import migrate
+from llm_bot.events.builder import prompt_event
+from llm_bot.events.models import AnnotationV1, InternalEventV2
+from llm_bot.graph.builder import compile_graph
+from llm_bot.graph.process import process_event
+from llm_bot.graph.reducer import MessageLimits
+from llm_bot.graph.state import GraphContext
+from llm_bot.llm.client import ModelClient
+from llm_bot.local.openai_server import LocalModelServer
+from llm_bot.memory import personalities as store
+from llm_bot.memory.personalities import Personality, PersonalityLookup
+
+pytestmark = pytest.mark.integration
+GRAPH = compile_graph(MessageLimits())
+NOW = "2026-11-22T12:00:00.000Z"
+
+
+@pytest.fixture
+async def pool(fresh_database_url: str) -> AsyncIterator[AsyncConnectionPool[Any]]:
+    migrate(fresh_database_url)
+    async with AsyncConnectionPool(
+        fresh_database_url, min_size=1, max_size=2, kwargs={"autocommit": True}
+    ) as pool:
+        yield pool
+
+
+@pytest.fixture(autouse=True)
+def fresh_server(chat_server: LocalModelServer) -> None:
+    chat_server.reset()
+
+
+def named(event: InternalEventV2, *annotations: dict[str, Any]) -> InternalEventV2:
+    extra = [AnnotationV1.model_validate({"createdAt": NOW, **a}) for a in annotations]
+    return event.model_copy(update={"annotations": [*(event.annotations or []), *extra]})
+
+
+def said(text: str = "hello") -> InternalEventV2:
+    return prompt_event(text, user="u1", thread="t1", egress_topic="internal.egress.v1")
+
+
+def system_sent(server: LocalModelServer) -> str:
+    content = server.chat_requests()[-1]["messages"][0]
+    assert content["role"] == "system"
+    return str(content["content"])
+
+
+async def test_the_highest_active_version_wins_numerically(
+    pool: AsyncConnectionPool[Any],
+) -> None:
+    for version in (9, 10, 2):
+        await store.put(pool, Personality("bratty", version, "active", f"v{version}"))
+    await store.put(pool, Personality("bratty", 11, "inactive", "v11"))
+    await store.put(pool, Personality("bratty", 12, "archived", "v12"))
+    found = await store.active(pool, "bratty")
+    assert found is not None
+    assert (found.version, found.text) == (10, "v10"), "10 beats 9; inactive/archived ignored"
+    assert (await store.get(pool, "bratty")).version == 12  # type: ignore[union-attr]
+    await store.put(pool, Personality("quiet", 1, "inactive", "shh"))
+    assert await store.active(pool, "quiet") is None
+    assert await store.active(pool, "nobody") is None
+    assert [p.version for p in await store.list_personalities(pool, "bratty")] == [2, 9, 10, 11, 12]
+    assert await store.delete(pool, "bratty", 10) == 1
+    assert (await store.active(pool, "bratty")).version == 9  # type: ignore[union-attr]
+
+
+async def test_the_lookup_caches_hits_for_five_minutes_but_not_misses(
+    pool: AsyncConnectionPool[Any],
+) -> None:
+    now = [0.0]
+    lookup = PersonalityLookup(pool.connection, clock=lambda: now[0])
+    assert await lookup.active("bratty") is None
+    await store.put(pool, Personality("bratty", 1, "active", "first"))
+    assert (await lookup.active("bratty")).text == "first", "a miss is not cached"  # type: ignore[union-attr]
+    await store.put(pool, Personality("bratty", 2, "active", "second"))
+    now[0] = 299.0
+    assert (await lookup.active("bratty")).text == "first", "a hit is"  # type: ignore[union-attr]
+    now[0] = 300.0
+    assert (await lookup.active("bratty")).text == "second"  # type: ignore[union-attr]
+
+
+async def test_a_named_personality_reaches_the_system_message_with_its_model(
+    pool: AsyncConnectionPool[Any], model: ModelClient, chat_server: LocalModelServer
+) -> None:
+    await store.put(pool, Personality("bratty", 9, "active", "You are Bratty v9."))
+    await store.put(
+        pool, Personality("bratty", 10, "active", "You are Bratty v10.", model="bratty-model")
+    )
+    await store.put(pool, Personality("bratty", 11, "inactive", "You are Bratty v11."))
+    context = GraphContext(
+        model=model, system_prompt="system", personalities=PersonalityLookup(pool.connection)
+    )
+    event = named(
+        said(),
+        {"id": "p2", "kind": "personality", "score": 2, "payload": {"text": "Be brief."}},
+        {"id": "p1", "kind": "personality", "score": 1, "value": "bratty"},
+        {"id": "p3", "kind": "personality", "score": 3, "payload": {"name": "missing"}},
+    )
+    result = await process_event(GRAPH, context, event)
+    assert result.outcome == "OK"
+    assert system_sent(chat_server) == (
+        "system\n\n## [Assistant Identity]\nYou are Bratty v10.\n\nBe brief."
+    )
+    assert chat_server.chat_requests()[-1]["model"] == "bratty-model"
+
+
+async def test_without_a_store_or_with_a_failing_one_names_are_left_out(
+    pool: AsyncConnectionPool[Any], model: ModelClient, chat_server: LocalModelServer
+) -> None:
+    await store.put(pool, Personality("bratty", 1, "active", "You are Bratty."))
+    event = named(said(), {"id": "p1", "kind": "personality", "value": "bratty"})
+    result = await process_event(GRAPH, GraphContext(model=model, system_prompt="system"), event)
+    assert result.outcome == "OK"
+    assert system_sent(chat_server) == "system"
+
+    class Broken:
+        async def active(self, name: str) -> Personality | None:
+            raise ConnectionError("database down")
+
+    context = GraphContext(model=model, system_prompt="system", personalities=Broken())
+    result = await process_event(GRAPH, context, event)
+    assert result.outcome == "OK"
+    assert system_sent(chat_server) == "system"
+    assert chat_server.chat_requests()[-1]["model"] == "local-test-model"
+
+
+async def test_a_connection_works_as_well_as_a_pool(fresh_database_url: str) -> None:
+    migrate(fresh_database_url)
+    async with await AsyncConnection.connect(fresh_database_url, autocommit=True) as connection:
+        await store.put(connection, Personality("solo", 1, "active", "alone"))
+        assert (await store.active(connection, "solo")).text == "alone"  # type: ignore[union-attr]
