@@ -8,7 +8,6 @@ about a user: semantic memories, history messages and notes.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict
@@ -16,7 +15,7 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from llm_bot.cli.support import UsageError, require_database_url
+from llm_bot.cli.support import UsageError, print_result, require_database_url
 from llm_bot.db.store_schema import DimensionMismatch, drop_vectors
 from llm_bot.memory.store import MemoryStore
 from llm_bot.memory.validation import InvalidMemory, validate_memory
@@ -67,12 +66,9 @@ def run_memory_action(args: argparse.Namespace, settings: Settings) -> int:
         async with open_memory_store(settings) as store:
             return await handler(store, args, settings)
 
-    try:
-        result = asyncio.run(run())
-    except (InvalidMemory, DimensionMismatch) as error:
-        raise UsageError(str(error)) from None
-    print(json.dumps(result, indent=2) if args.json else human(result))
-    return 0
+    return print_result(
+        run(), as_json=args.json, human=human, refused=(InvalidMemory, DimensionMismatch)
+    )
 
 
 def human(result: Any) -> str:

@@ -9,7 +9,6 @@ the worker answers with the text of that name's highest active version
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from llm_bot.cli.support import UsageError, require_database_url
+from llm_bot.cli.support import UsageError, print_result, require_database_url
 from llm_bot.memory import personalities as store
 from llm_bot.memory.personalities import InvalidPersonality, Personality
 from llm_bot.settings import Settings
@@ -77,12 +76,7 @@ def run_personality_action(args: argparse.Namespace, settings: Settings) -> int:
         async with await AsyncConnection.connect(database_url, autocommit=True) as connection:
             return await handler(connection, args)
 
-    try:
-        result = asyncio.run(run())
-    except InvalidPersonality as error:
-        raise UsageError(str(error)) from None
-    print(json.dumps(result, indent=2) if args.json else human(result))
-    return 0
+    return print_result(run(), as_json=args.json, human=human, refused=(InvalidPersonality,))
 
 
 def human(result: Any) -> str:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
-from collections.abc import Iterator
+import json
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from llm_bot.settings import Settings
 
@@ -42,3 +44,20 @@ def database_for_measurements(settings: Settings) -> Iterator[str]:
 
     with EmbeddedPostgres(Path(".llm-bot/postgres")) as postgres:
         yield postgres.url
+
+
+def print_result(
+    action: Coroutine[Any, Any, Any],
+    *,
+    as_json: bool,
+    human: Callable[[Any], str],
+    refused: tuple[type[Exception], ...],
+) -> int:
+    """Run a command's ``action`` and print what it returns, as JSON or for a person; an
+    error of the ``refused`` kinds is the caller's mistake: one line, exit 2."""
+    try:
+        result = asyncio.run(action)
+    except refused as error:
+        raise UsageError(str(error)) from None
+    print(json.dumps(result, indent=2) if as_json else human(result))
+    return 0
