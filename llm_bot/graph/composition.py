@@ -63,11 +63,6 @@ class Request:
     words: str
     personalities: tuple[IdentityPart, ...] = ()
 
-    @property
-    def identity(self) -> str:
-        """The written-out personalities only (named ones need :func:`resolve_identity`)."""
-        return "\n\n".join(part.text for part in self.personalities if part.text)
-
     def user_message(self, event: InternalEventV2) -> str:
         sections = [
             ("Requesting User", "\n".join(_requesting_user(event))),
