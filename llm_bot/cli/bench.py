@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from llm_bot.bench.retrieval import LatencyReport, run_recall_bench, run_retrieval_bench
-from llm_bot.cli.support import database_for_measurements
+from llm_bot.cli.support import database_for_measurements, positive
 from llm_bot.settings import Settings
 
 if TYPE_CHECKING:  # the service bench pulls in the whole local stack: load it when run
@@ -89,16 +89,6 @@ def number_list(convert: Callable[[str], N], minimum: N, example: str) -> Callab
 
 sizes = number_list(int, 1, "10000,100000")
 latencies = number_list(float, 0.0, "0,800")
-
-
-def positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
-    return value
 
 
 def run_service(args: argparse.Namespace, settings: Settings) -> int:

@@ -16,7 +16,7 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from llm_bot.cli.support import UsageError, print_result, require_database_url
+from llm_bot.cli.support import UsageError, positive, print_result, require_database_url
 from llm_bot.memory import personalities as store
 from llm_bot.memory.personalities import InvalidPersonality, Personality
 from llm_bot.settings import Settings
@@ -38,13 +38,13 @@ def add_personality_commands(commands: Any, parser_class: type[argparse.Argument
     listing.add_argument("--name", help="only this personality's versions")
     get = action("get", get_personality, "show one personality (default: its highest version)")
     get.add_argument("name")
-    get.add_argument("--version", type=positive_int)
+    get.add_argument("--version", type=positive)
     put = action("put", put_personality, "store a version of a personality")
     put.add_argument("name")
     text = put.add_mutually_exclusive_group(required=True)
     text.add_argument("--text", help="the personality's text")
     text.add_argument("--file", type=Path, help="read the text from this file")
-    put.add_argument("--version", type=positive_int, help="default: one past the highest")
+    put.add_argument("--version", type=positive, help="default: one past the highest")
     put.add_argument("--status", choices=store.STATUSES, default="active")
     put.add_argument("--model", help="model used for events with this personality")
     put.add_argument("--platform", help="BitBrat's platform field (kept, not used)")
@@ -53,19 +53,9 @@ def add_personality_commands(commands: Any, parser_class: type[argparse.Argument
     put.add_argument("--author")
     delete = action("delete", delete_personality, "delete a version (default: every version)")
     delete.add_argument("name")
-    delete.add_argument("--version", type=positive_int)
+    delete.add_argument("--version", type=positive)
     imported = action("import", import_personalities, "store BitBrat personality JSON files")
     imported.add_argument("paths", nargs="+", type=Path, metavar="PATH")
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text}")
-    return value
 
 
 def run_personality_action(args: argparse.Namespace, settings: Settings) -> int:

@@ -26,6 +26,17 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see --help)\n")
 
 
+def positive(text: str) -> int:
+    """An argparse type: a whole number of at least 1, else a one-line error."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
+    return value
+
+
 def require_database_url(settings: Settings) -> str:
     if settings.database_url is None:
         raise UsageError(

@@ -2,7 +2,7 @@
 
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.codec import decode, encode, from_document, to_document
-from llm_bot.events.deadletter import deadletter_body
+from llm_bot.events.deadletter import Cause, deadletter_body
 from llm_bot.events.identity import thread_id_of, user_id_of
 from llm_bot.events.limits import InvalidEvent, check_document, check_event
 from llm_bot.events.models import CandidateV1, InternalEventV2, Outcome, RoutingStep, StepError
@@ -17,6 +17,7 @@ from llm_bot.events.routing import (
 
 __all__ = [
     "CandidateV1",
+    "Cause",
     "InternalEventV2",
     "InvalidEvent",
     "Outcome",

@@ -18,6 +18,7 @@ import json
 import math
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 DEADLETTER_TYPE = "router.deadletter.v1"
@@ -29,45 +30,36 @@ MAX_BODY_BYTES = 9_000_000
 _CORRELATION_ATTRIBUTES = ("correlationId", "correlationid", "correlation_id")
 
 
-def deadletter_body(
-    data: bytes,
-    attributes: Mapping[str, str],
-    *,
-    reason: str,
-    error: BaseException | str | None,
-    source: str,
-    now: str,
-) -> bytes:
+@dataclass(frozen=True)
+class Cause:
+    """Why, by whom and when a message was given up: what every dead letter says."""
+
+    reason: str
+    error: BaseException | str | None
+    source: str
+    now: str
+
+
+def deadletter_body(data: bytes, attributes: Mapping[str, str], cause: Cause) -> bytes:
     """The dead letter's body for a message ``data`` that could not be handled."""
     original = _json_object(data)
     if original is not None:
         try:
-            event = deadletter_event(
-                original, attributes, reason=reason, error=error, source=source, now=now
-            )
+            event = deadletter_event(original, attributes, cause)
             event["original"] = original
             body = _dumps(event)
         except (RecursionError, ValueError, TypeError):
             body = None
         if body is not None and len(body) <= MAX_BODY_BYTES:
             return body
-    event = raw_deadletter_event(
-        data, attributes, reason=reason, error=error, source=source, now=now
-    )
+    event = raw_deadletter_event(data, attributes, cause)
     if original is not None:  # too large or not JSON-safe: keep at least its correlation id
         event["correlationId"] = _correlation_id(original.get("correlationId"), attributes)
     return _dumps(event)
 
 
 def deadletter_event(
-    original: Mapping[str, Any],
-    attributes: Mapping[str, str],
-    *,
-    reason: str,
-    error: BaseException | str | None,
-    source: str,
-    now: str,
-    last_step_id: str | None = None,
+    original: Mapping[str, Any], attributes: Mapping[str, str], cause: Cause
 ) -> dict[str, Any]:
     """``buildDlqEvent(original, ...)``, field for field, without ``original``."""
     routing = original.get("routing")
@@ -85,16 +77,16 @@ def deadletter_event(
     if "traceId" in original:
         event["traceId"] = original["traceId"]
     event |= {
-        "ingress": ingress if _js_truthy(ingress) else {"ingressAt": now, "source": source},
+        "ingress": ingress if _js_truthy(ingress) else _fallback_ingress(cause),
         "identity": _or(original.get("identity"), _fallback_identity()),
         "egress": _or(original.get("egress"), {"destination": "deadletter"}),
     }
     if routing is not None:
         event["routing"] = routing
     payload: dict[str, Any] = {
-        "reason": reason,
-        "error": normalize_error(error),
-        "lastStepId": last_step_id or infer_last_step_id(slip),
+        "reason": cause.reason,
+        "error": normalize_error(cause.error),
+        "lastStepId": infer_last_step_id(slip),
         "originalType": original.get("type"),
         "slipSummary": summarize_slip(slip),
         "originalPayloadPreview": safe_preview(payload_value),
@@ -107,25 +99,19 @@ def deadletter_event(
 
 
 def raw_deadletter_event(
-    data: bytes,
-    attributes: Mapping[str, str],
-    *,
-    reason: str,
-    error: BaseException | str | None,
-    source: str,
-    now: str,
+    data: bytes, attributes: Mapping[str, str], cause: Cause
 ) -> dict[str, Any]:
     """The dead letter of a body that is no JSON object: fallbacks and a preview of the bytes."""
     return {
         "v": "2",
         "type": DEADLETTER_TYPE,
         "correlationId": _correlation_id(None, attributes),
-        "ingress": {"ingressAt": now, "source": source},
+        "ingress": _fallback_ingress(cause),
         "identity": _fallback_identity(),
         "egress": {"destination": "deadletter"},
         "payload": {
-            "reason": reason,
-            "error": normalize_error(error),
+            "reason": cause.reason,
+            "error": normalize_error(cause.error),
             "slipSummary": "[]",
             "originalPayloadPreview": raw_preview(data),
         },
@@ -211,6 +197,10 @@ def _correlation_id(value: Any, attributes: Mapping[str, str]) -> str:
         if attributes.get(name):
             return attributes[name]
     return str(uuid.uuid4())
+
+
+def _fallback_ingress(cause: Cause) -> dict[str, Any]:
+    return {"ingressAt": cause.now, "source": cause.source}
 
 
 def _fallback_identity() -> dict[str, Any]:

@@ -29,11 +29,8 @@ async def call_model(
     tools_allowed = state.get("tool_rounds", 0) < context.max_tool_rounds
     specs = [tool.spec for tool in context.tools] if tools_allowed else []
     messages = [*system, *recalled, *state["messages"]]
-    override = state.get("model_override")
-    if override:  # the event's personality names its model
-        reply = await context.model.complete(messages, specs, model=override)
-    else:
-        reply = await context.model.complete(messages, specs)
+    # An event's personality may name its model; None keeps the configured one.
+    reply = await context.model.complete(messages, specs, model=state.get("model_override"))
     calls = reply.tool_calls if specs else ()  # calls to tools we did not offer are ignored
     update: GraphState = {
         "messages": [ChatMessage("assistant", reply.text, calls)],

@@ -29,7 +29,7 @@ from llm_bot.db.leases import LeaseKeeper
 from llm_bot.db.processed_events import source_of
 from llm_bot.errors import PermanentError
 from llm_bot.events.codec import decode, encode
-from llm_bot.events.deadletter import deadletter_body
+from llm_bot.events.deadletter import Cause, deadletter_body
 from llm_bot.events.identity import thread_id_of, user_id_of
 from llm_bot.events.limits import check_event
 from llm_bot.events.models import InternalEventV2
@@ -283,13 +283,7 @@ class EventHandler:
         metrics.deadletters.add(1, {"reason": "invalid_event"})
         now = iso_timestamp(utc_now())
         attributes = dead_letter_attributes(delivery, reason, now)
-        body = deadletter_body(
-            delivery.data,
-            delivery.attributes,
-            reason=clipped(reason, MAX_ATTRIBUTE_BYTES),
-            error=reason,
-            source=SOURCE,
-            now=now,
-        )
+        cause = Cause(clipped(reason, MAX_ATTRIBUTE_BYTES), reason, SOURCE, now)
+        body = deadletter_body(delivery.data, delivery.attributes, cause)
         topic = prefixed(self._settings.deadletter_topic, self._settings.bus_prefix)
         await self._publisher.publish(topic, body, attributes)

@@ -12,6 +12,7 @@ import pytest
 from llm_bot.events.deadletter import (
     DEADLETTER_TYPE,
     MAX_BODY_BYTES,
+    Cause,
     deadletter_body,
     infer_last_step_id,
     normalize_error,
@@ -25,8 +26,8 @@ NOW = "2026-11-21T12:00:00.000Z"
 
 def body_of(data: bytes, attributes: dict[str, str] | None = None, **kw: Any) -> dict[str, Any]:
     args: dict[str, Any] = {"reason": "bad slip", "error": "bad slip", "source": "llm-bot"}
-    args |= kw
-    result: dict[str, Any] = json.loads(deadletter_body(data, attributes or {}, now=NOW, **args))
+    cause = Cause(**(args | kw), now=NOW)
+    result: dict[str, Any] = json.loads(deadletter_body(data, attributes or {}, cause))
     return result
 
 
@@ -104,7 +105,7 @@ def test_raw_bytes_keep_a_correlation_id_given_in_the_attributes() -> None:
 
 def test_text_utf8_cannot_carry_is_escaped_not_lost() -> None:
     data = json.dumps({"correlationId": "c", "message": {"text": "a\ud800"}}).encode()
-    body = deadletter_body(data, {}, reason="r", error="r", source="llm-bot", now=NOW)
+    body = deadletter_body(data, {}, Cause("r", "r", "llm-bot", NOW))
     assert json.loads(body)["original"]["message"]["text"] == "a\ud800"
 
 
