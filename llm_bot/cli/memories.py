@@ -13,10 +13,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from typing import Any
 
-from psycopg import AsyncConnection
-
 from llm_bot.cli.support import UsageError, print_result, require_database_url
-from llm_bot.db.store_schema import DimensionMismatch, drop_vectors
+from llm_bot.db.embedding_space import EmbeddingModelMismatch
 from llm_bot.memory.store import MemoryStore
 from llm_bot.memory.validation import InvalidMemory, validate_memory
 from llm_bot.memory.wiring import open_memory_store
@@ -52,22 +50,18 @@ def add_memory_commands(commands: Any, parser_class: type[argparse.ArgumentParse
     action("delete", delete_memory, "delete one memory").add_argument("key")
     forget = action("forget-user", forget_user, "erase everything held about a user", user=False)
     forget.add_argument("user", help="user id")
-    action("reembed", reembed, "re-embed every memory with the configured model", user=False)
 
 
 def run_memory_action(args: argparse.Namespace, settings: Settings) -> int:
-    database_url = require_database_url(settings)
+    require_database_url(settings)  # one line, not a traceback, when it is missing
     handler: Action = args.memory_action
 
     async def run() -> Any:
-        if handler is reembed:  # the old vectors would fail the dimension check on open
-            async with await AsyncConnection.connect(database_url, autocommit=True) as connection:
-                await drop_vectors(connection)
         async with open_memory_store(settings) as store:
             return await handler(store, args, settings)
 
     return print_result(
-        run(), as_json=args.json, human=human, refused=(InvalidMemory, DimensionMismatch)
+        run(), as_json=args.json, human=human, refused=(InvalidMemory, EmbeddingModelMismatch)
     )
 
 
@@ -138,17 +132,3 @@ async def forget_user(store: MemoryStore, args: argparse.Namespace, settings: Se
             "messagesDeleted": turns.rowcount,
             "notesDeleted": notes.rowcount,
         }
-
-
-async def reembed(store: MemoryStore, args: argparse.Namespace, settings: Settings) -> Any:
-    """Embed every memory again (the vector table was dropped and recreated at the new size)."""
-    count = 0
-    for label in await store.users():
-        namespace = ("memories", label)
-        offset = 0
-        while items := await store.store.asearch(namespace, limit=500, offset=offset):
-            for item in items:
-                await store.store.aput(namespace, item.key, item.value, index=["content"])
-            count += len(items)
-            offset += len(items)
-    return {"reembedded": count, "dimensions": store.dimensions}

@@ -20,6 +20,7 @@ from llm_bot.cli.bench import add_bench_commands
 from llm_bot.cli.evaluation import add_eval_commands
 from llm_bot.cli.memories import add_memory_commands
 from llm_bot.cli.personalities import add_personality_commands
+from llm_bot.cli.reembed import add_reembed_command
 from llm_bot.cli.support import EXIT_USAGE, OneLineParser, UsageError, require_database_url
 from llm_bot.cli.worker import add_worker_commands
 from llm_bot.events.routing import DEFAULT_EGRESS_TOPIC
@@ -118,6 +119,7 @@ def build_parser() -> OneLineParser:
 
     add_memory_commands(commands, OneLineParser)
     add_personality_commands(commands, OneLineParser)
+    add_reembed_command(commands)
     add_eval_commands(commands, OneLineParser)
     add_bench_commands(commands, OneLineParser)
 

@@ -1,6 +1,7 @@
 """Postgres plumbing that is not memory: migrations, the group committer, the processed-events
 ledger, the store's schema, binary vectors and throw-away schemas for measurements."""
 
+from llm_bot.db.embedding_space import EmbeddingModelMismatch
 from llm_bot.db.group_commit import GroupCommitter, Work
 from llm_bot.db.migrate import migrate
 from llm_bot.db.processed_events import (
@@ -13,12 +14,12 @@ from llm_bot.db.processed_events import (
     source_of,
 )
 from llm_bot.db.schemas import scratch_schema
-from llm_bot.db.store_schema import DimensionMismatch, ensure_schema
+from llm_bot.db.store_schema import ensure_schema
 from llm_bot.db.vectors import vector_param
 
 __all__ = [
     "Claim",
-    "DimensionMismatch",
+    "EmbeddingModelMismatch",
     "EventKey",
     "GroupCommitter",
     "Published",

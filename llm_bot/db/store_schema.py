@@ -6,8 +6,9 @@ runs it again only when LangGraph's migration records say something is missing, 
 for the migration lock as :mod:`llm_bot.db.migrate` does, never inside a statement.
 
 ``CREATE TABLE IF NOT EXISTS`` would silently keep a ``store_vectors`` table of another
-dimension (a known LangGraph pitfall: every insert would then fail), so the stored dimension is
-checked against the embedding model's and start-up stops with instructions when they differ.
+dimension (a known LangGraph pitfall: every insert would then fail), so the stored vectors'
+model is checked against the configured one (:mod:`llm_bot.db.embedding_space`) and start-up
+stops with instructions when they differ.
 """
 
 from __future__ import annotations
@@ -22,11 +23,8 @@ from langgraph.store.postgres import AsyncPostgresStore
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
+from llm_bot.db.embedding_space import settle_space
 from llm_bot.db.migrate import LOCK_POLL_S, LOCK_WAIT_S, MIGRATION_LOCK_ID, LockTimeout
-
-
-class DimensionMismatch(RuntimeError):
-    """Stored vectors and the embedding model disagree on size; no write could succeed."""
 
 
 async def ensure_schema(
@@ -39,14 +37,7 @@ async def ensure_schema(
         if not await _is_current(connection, store):
             async with _store_lock(connection):
                 await store.setup()
-        stored = await stored_dimensions(connection)
-    if stored is not None and stored != dimensions:
-        raise DimensionMismatch(
-            f"memory vectors in the database have {stored} dimensions but the embedding model"
-            f" {model!r} produces {dimensions}. Either set MEMORY_EMBEDDING_MODEL /"
-            f" MEMORY_EMBEDDING_DIMENSIONS back to a {stored}-dimension model, or re-embed"
-            " every memory with the new one: `llm-bot memories reembed`."
-        )
+        await settle_space(connection, model, dimensions)
 
 
 async def _is_current(connection: AsyncConnection[Any], store: AsyncPostgresStore) -> bool:
@@ -87,19 +78,3 @@ async def _fetch_value(connection: AsyncConnection[Any], query: str, *params: An
     if row is None:
         return None
     return next(iter(row.values())) if isinstance(row, dict) else row[0]
-
-
-async def stored_dimensions(connection: AsyncConnection[Any]) -> int | None:
-    """Size of ``store_vectors.embedding`` as declared in the catalog (None if no table)."""
-    value = await _fetch_value(
-        connection,
-        "SELECT atttypmod FROM pg_attribute"
-        " WHERE attrelid = to_regclass('store_vectors') AND attname = 'embedding'",
-    )
-    return int(value) if value and value > 0 else None
-
-
-async def drop_vectors(connection: AsyncConnection[Any]) -> None:
-    """Forget every stored vector so ``setup()`` recreates the table at the new size."""
-    await connection.execute("DROP TABLE IF EXISTS store_vectors")
-    await connection.execute("DROP TABLE IF EXISTS vector_migrations")

@@ -11,14 +11,15 @@ vectors: the pair shows in windows and a memory is found by its words, not by si
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from psycopg import AsyncConnection
 
+from llm_bot.db.embedding_space import EmbeddingSpace, space_for_write
 from llm_bot.memory.history import PairToWrite, write_pair
-from llm_bot.memory.namespaces import user_namespace
+from llm_bot.memory.namespaces import namespace_text, user_namespace
 from llm_bot.memory.notes_store import write_notes
 from llm_bot.memory.run_writes import RunWrites
 from llm_bot.memory.store import MemoryStore, memory_value
@@ -58,6 +59,7 @@ class MemoryCommit:
         self._agent = agent
         self._idle = idle
         self._max_chars = max_chars
+        self._warned_of_switch = False
 
     async def prepare(self, turn: TurnOutcome) -> PreparedTurn:
         """The history pair and the memories to write, with their embeddings, computed outside
@@ -92,6 +94,9 @@ class MemoryCommit:
     async def apply(
         self, connection: AsyncConnection[Any], turn: TurnOutcome, prepared: PreparedTurn
     ) -> None:
+        space = await space_for_write(connection)
+        if not space.made_by(self._store.embedder.model, self._store.dimensions):
+            prepared = self._without_vectors(prepared, space)
         writes = turn.writes
         if writes is not None and writes.memory_puts:
             on_connection = self._store.store_on(connection, prepared.memory_vectors)
@@ -103,11 +108,31 @@ class MemoryCommit:
                 await on_connection.aput(
                     namespace, put.key, value, index=["content"] if embedded else False
                 )
+                if not embedded:  # the key's old vector would describe the old content
+                    await connection.execute(
+                        "DELETE FROM store_vectors WHERE prefix = %s AND key = %s",
+                        (namespace_text(namespace), put.key),
+                    )
         if writes is not None and writes.notes_changed and writes.notes is not None:
             await write_notes(
                 connection, writes.user_id, self._agent, writes.notes, writes.learned_in
             )
         await write_pair(connection, prepared.pair, self._idle)
+
+    def _without_vectors(self, prepared: PreparedTurn, space: EmbeddingSpace) -> PreparedTurn:
+        """The writes of a worker whose model is no longer the stored one (``llm-bot reembed``
+        switched while it ran): kept, without vectors of the wrong model; the next
+        ``llm-bot reembed`` gives them vectors."""
+        if not self._warned_of_switch:
+            self._warned_of_switch = True
+            logger.error(
+                "stored vectors are now %s's (%d dimensions): writing without vectors; restart"
+                " the worker with MEMORY_EMBEDDING_MODEL / MEMORY_EMBEDDING_DIMENSIONS set to it",
+                space.model,
+                space.dimensions,
+            )
+        pair = replace(prepared.pair, user_vector=None, assistant_vector=None)
+        return PreparedTurn(pair, memory_vectors={})
 
     async def commit_now(self, turn: TurnOutcome) -> None:
         """Prepare and apply in a transaction of its own (``send --local``, tests)."""

@@ -72,22 +72,6 @@ def test_put_list_search_get_delete_forget(capsys: pytest.CaptureFixture[str]) -
 
 
 @pytest.mark.usefixtures("cli_env")
-def test_reembed_moves_every_memory_to_the_new_dimension(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    run(capsys, "put", "Rae speaks Welsh", "--user", "rae")
-    monkeypatch.setenv("MEMORY_EMBEDDING_DIMENSIONS", "32")
-    assert main(["memories", "list", "--user", "rae"]) == 2
-    refused = capsys.readouterr().err.strip().splitlines()
-    assert len(refused) == 1
-    assert "have 384 dimensions" in refused[0]
-    assert "`llm-bot memories reembed`" in refused[0]
-    assert run(capsys, "reembed") == {"reembedded": 1, "dimensions": 32}
-    found = run(capsys, "search", "does rae speak welsh", "--user", "rae")
-    assert [m["content"] for m in found] == ["Rae speaks Welsh"]  # type: ignore[union-attr]
-
-
-@pytest.mark.usefixtures("cli_env")
 def test_bad_metadata_is_a_one_line_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["memories", "put", "x", "--user", "u", "--metadata", '{"id": "1"}']) == 2
     assert capsys.readouterr().err.strip() == "llm-bot: error: metadata key 'id' is reserved"

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from llm_bot.db.store_schema import DimensionMismatch
+from llm_bot.db.embedding_space import EmbeddingModelMismatch
+from llm_bot.db.migrate import migrate
 from llm_bot.llm.embeddings import CachingEmbedder
 from llm_bot.local.openai_server import LocalModelServer
 from llm_bot.memory.store import MemoryStore, StoreOptions
@@ -92,6 +93,8 @@ user_ids = st.sampled_from(
 def test_no_search_ever_returns_another_users_memory(
     facts: dict[str, str], fresh_database_url: str, embedding_server: LocalModelServer
 ) -> None:
+    migrate(fresh_database_url)
+
     async def scenario() -> None:
         embedder = server_embedder(embedding_server)
         async with MemoryStore.open(
@@ -116,16 +119,17 @@ def test_no_search_ever_returns_another_users_memory(
     asyncio.run(scenario())
 
 
-async def test_a_store_of_another_dimension_stops_start_up_with_instructions(
+async def test_vectors_of_another_model_stop_start_up_with_instructions(
     fresh_database_url: str, embedding_server: LocalModelServer
 ) -> None:
+    migrate(fresh_database_url)
     async with MemoryStore.open(
         fresh_database_url, server_embedder(embedding_server), StoreOptions()
     ) as store:
         await store.for_user("gina").put("Gina speaks Italian")
     smaller = server_embedder(embedding_server, dimensions=16)
     with pytest.raises(
-        DimensionMismatch, match=r"have 384 dimensions .* produces 16.*llm-bot memories reembed"
+        EmbeddingModelMismatch, match=r"\(384 dimensions\) .* \(16 dimensions\).*`llm-bot reembed`"
     ):
         async with MemoryStore.open(fresh_database_url, smaller, StoreOptions()):
             pass
@@ -134,6 +138,7 @@ async def test_a_store_of_another_dimension_stops_start_up_with_instructions(
 async def test_ivfflat_index_is_an_option(
     fresh_database_url: str, embedding_server: LocalModelServer
 ) -> None:
+    migrate(fresh_database_url)
     options = StoreOptions(index_kind="ivfflat", ivfflat_lists=4, ivfflat_probes=2)
     async with MemoryStore.open(
         fresh_database_url, server_embedder(embedding_server), options

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from llm_bot.db.migrate import migrate
 from llm_bot.llm.embeddings import CachingEmbedder, LocalEmbedder
 from llm_bot.local.embedded_postgres import EmbeddedPostgres
 from llm_bot.memory.store import MemoryStore, StoreOptions
@@ -36,6 +37,7 @@ SCENARIOS = [
 @pytest.fixture(scope="module")
 async def local_store(embedded_postgres: EmbeddedPostgres) -> AsyncIterator[MemoryStore]:
     url = embedded_postgres.create_database("seed_scenarios")
+    migrate(url)
     try:
         async with MemoryStore.open(url, CachingEmbedder(LocalEmbedder()), StoreOptions()) as store:
             for fact in FACTS:

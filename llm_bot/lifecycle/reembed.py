@@ -1,0 +1,191 @@
+"""Move every stored vector, memories and history together, to a new embedding model while the
+workers keep running.
+
+Vectors of two models cannot be mixed (:mod:`llm_bot.db.embedding_space`), so the new ones are
+built beside the live ones — ``conversation_turns.embedding_next`` and ``store_vectors_next`` —
+while workers go on writing and searching the live ones. Passes embed what is missing or stale
+(a memory updated since its vector was made) until little is left; then one short transaction
+waits for the writers to finish, embeds the last few rows, and swaps the new vectors in (a
+rename: no table is rewritten) and records the new model. From then on, workers still on the
+old model write without vectors and the next ones start on the new model.
+
+Resumable: the target model is recorded, and a run interrupted at any point starts again where
+the previous one stopped (the rows that still need a vector). Run with the model already live,
+it fills what has no vector yet (writes made while embeddings failed, or by workers of the
+previous model after a switch).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg import AsyncConnection, sql
+
+from llm_bot.db.embedding_space import (
+    EmbeddingModelMismatch,
+    EmbeddingSpace,
+    lock_for_switch,
+    read_space,
+)
+from llm_bot.lifecycle.vector_slots import LIVE, SHADOW, Slot, fill_pass
+from llm_bot.llm.embeddings import Embedder
+
+logger = logging.getLogger(__name__)
+
+Progress = Callable[[str], None]
+
+# A pass that finds no more than this many rows to embed leaves the rest to the switch, which
+# embeds while the writers wait (or, with the model already live, to the next run).
+SWITCH_WHEN_AT_MOST = 200
+
+
+@dataclass
+class ReembedReport:
+    model: str
+    dimensions: int
+    previous_model: str
+    vectors: int = 0  # made by this run, history and memories together
+    unembeddable: int = 0  # refused by the endpoint: left without a vector, found by words
+    switched: bool = False
+
+
+async def reembed(
+    connection: AsyncConnection[Any], embedder: Embedder, *, batch: int, progress: Progress
+) -> ReembedReport:
+    """Bring every stored vector to ``embedder``'s model; ``connection`` is in autocommit."""
+    dimensions = await embedder.dimensions()
+    space = await read_space(connection)
+    if space is None:
+        raise EmbeddingModelMismatch("no embedding model is recorded: run `llm-bot migrate`")
+    report = ReembedReport(embedder.model, dimensions, previous_model=space.model)
+    if space.made_by(embedder.model, dimensions):
+        progress(f"vectors are {space.model}'s already: filling what has none")
+        await _fill_until(
+            connection, embedder, LIVE, batch, progress, report, at_most=SWITCH_WHEN_AT_MOST
+        )
+        return report
+    await _begin(connection, space, embedder.model, dimensions, progress)
+    await _fill_until(
+        connection, embedder, SHADOW, batch, progress, report, at_most=SWITCH_WHEN_AT_MOST
+    )
+    await _index_like_live(connection, progress)
+    await _switch(connection, embedder, batch, progress, report)
+    return report
+
+
+async def _begin(
+    connection: AsyncConnection[Any],
+    space: EmbeddingSpace,
+    model: str,
+    dimensions: int,
+    progress: Progress,
+) -> None:
+    """Record the target and make room for its vectors; a run towards the same target that
+    was interrupted keeps what it built."""
+    if (space.next_model, space.next_dimensions) == (model, dimensions):
+        progress(f"resuming the move from {space.model} to {model}")
+        return
+    progress(f"moving vectors from {space.model} ({space.dimensions}) to {model} ({dimensions})")
+    async with connection.transaction():
+        await lock_for_switch(connection)
+        await connection.execute(
+            "DROP TABLE IF EXISTS store_vectors_next;"
+            " ALTER TABLE conversation_turns DROP COLUMN IF EXISTS embedding_next;"
+            " ALTER TABLE conversation_turns ADD COLUMN embedding_next vector"
+        )
+        await connection.execute(
+            sql.SQL(
+                "CREATE TABLE store_vectors_next ("
+                " prefix text NOT NULL, key text NOT NULL, field_name text NOT NULL,"
+                " embedding vector({dimensions}),"
+                " created_at timestamptz DEFAULT CURRENT_TIMESTAMP,"
+                " updated_at timestamptz DEFAULT CURRENT_TIMESTAMP,"
+                " CONSTRAINT store_vectors_next_pkey PRIMARY KEY (prefix, key, field_name),"
+                " CONSTRAINT store_vectors_next_prefix_key_fkey FOREIGN KEY (prefix, key)"
+                "   REFERENCES store (prefix, key) ON DELETE CASCADE)"
+            ).format(dimensions=sql.Literal(dimensions))
+        )
+        await connection.execute(
+            "UPDATE embedding_space SET next_model = %s, next_dimensions = %s",
+            (model, dimensions),
+        )
+
+
+async def _fill_until(
+    connection: AsyncConnection[Any],
+    embedder: Embedder,
+    slot: Slot,
+    batch: int,
+    progress: Progress,
+    report: ReembedReport,
+    *,
+    at_most: int,
+) -> None:
+    """Passes over history and memories until one finds no more than ``at_most`` rows to
+    embed (workers keep adding rows while a pass runs)."""
+    while True:
+        started = time.monotonic()
+        made, refused = await fill_pass(connection, embedder, slot, batch, progress)
+        report.vectors += made
+        report.unembeddable = refused
+        elapsed = time.monotonic() - started
+        progress(f"pass: {made} vector(s) in {elapsed:.1f} s, {refused} refused by the endpoint")
+        if made <= at_most:
+            return
+
+
+async def _index_like_live(connection: AsyncConnection[Any], progress: Progress) -> None:
+    """The new memory vectors get the live table's ANN index (LangGraph's definition, so the
+    kind and parameters stay the operator's), built without blocking the workers."""
+    cursor = await connection.execute(
+        "SELECT pg_get_indexdef(to_regclass('store_vectors_embedding_idx'))"
+    )
+    row = await cursor.fetchone()
+    if row is None or row[0] is None:
+        return
+    progress("building the memory vector index")
+    definition = (
+        str(row[0])
+        .replace(
+            "INDEX store_vectors_embedding_idx",
+            "INDEX CONCURRENTLY IF NOT EXISTS store_vectors_next_embedding_idx",
+        )
+        .replace("ON public.store_vectors ", "ON public.store_vectors_next ")
+        .replace("ON store_vectors ", "ON store_vectors_next ")
+    )
+    await connection.execute(definition.encode())
+
+
+async def _switch(
+    connection: AsyncConnection[Any],
+    embedder: Embedder,
+    batch: int,
+    progress: Progress,
+    report: ReembedReport,
+) -> None:
+    progress("switching: waiting for in-flight writes")
+    async with connection.transaction():
+        await lock_for_switch(connection)
+        await _fill_until(connection, embedder, SHADOW, batch, progress, report, at_most=0)
+        await connection.execute(
+            "ALTER TABLE conversation_turns DROP COLUMN embedding;"
+            " ALTER TABLE conversation_turns RENAME COLUMN embedding_next TO embedding;"
+            " ALTER TABLE conversation_turns ADD COLUMN embedding_next vector;"
+            " DROP TABLE store_vectors;"
+            " ALTER TABLE store_vectors_next RENAME TO store_vectors;"
+            " ALTER INDEX store_vectors_next_pkey RENAME TO store_vectors_pkey;"
+            " ALTER TABLE store_vectors RENAME CONSTRAINT store_vectors_next_prefix_key_fkey"
+            "   TO store_vectors_prefix_key_fkey;"
+            " ALTER INDEX IF EXISTS store_vectors_next_embedding_idx"
+            "   RENAME TO store_vectors_embedding_idx"
+        )
+        await connection.execute(
+            "UPDATE embedding_space SET model = next_model, dimensions = next_dimensions,"
+            " next_model = NULL, next_dimensions = NULL, switched_at = now()"
+        )
+    report.switched = True
+    progress(f"switched: every vector is {report.model}'s ({report.dimensions} dimensions)")

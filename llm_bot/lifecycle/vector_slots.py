@@ -1,0 +1,154 @@
+"""Where vectors live (the live slot, or the one a re-embedding builds) and one pass that gives
+every row of history and every memory in a slot the vector it lacks.
+
+A turn never changes, so it needs a vector when it has none. A memory can be rewritten under
+the same key, so it also needs one when its vector is older than the memory; a vector is
+written only if the memory is still the one that was embedded (same ``updated_at``), so a write
+racing the pass is picked up by the next one instead of being overwritten with a stale vector.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg import AsyncConnection, sql
+
+from llm_bot.db.vectors import vector_param
+from llm_bot.llm.embeddings import Embedder, EmbeddingInputRejected
+from llm_bot.memory.namespaces import MEMORIES
+
+PROGRESS_EVERY_S = 2.0
+
+
+@dataclass(frozen=True)
+class Slot:
+    turns_column: str
+    memory_table: str
+
+
+LIVE = Slot("embedding", "store_vectors")
+SHADOW = Slot("embedding_next", "store_vectors_next")
+
+
+async def fill_pass(
+    connection: AsyncConnection[Any],
+    embedder: Embedder,
+    slot: Slot,
+    batch: int,
+    progress: Callable[[str], None],
+) -> tuple[int, int]:
+    """Vectors made, and texts the endpoint refused (left without one, found by their words)."""
+    made = refused = 0
+    for rows in (_turn_rows(slot), _memory_rows(slot)):
+        total = await rows.count(connection)
+        done, last_report = 0, time.monotonic()
+        after: tuple[Any, ...] = rows.start
+        while page := await rows.page(connection, after, batch):
+            vectors = await _embed(embedder, [row[-1] for row in page])
+            kept = [(row, v) for row, v in zip(page, vectors, strict=True) if v is not None]
+            await rows.write_vectors(connection, kept)
+            made += len(kept)
+            refused += len(page) - len(kept)
+            done += len(page)
+            after = page[-1][: len(rows.start)]
+            if time.monotonic() - last_report >= PROGRESS_EVERY_S or done >= total:
+                progress(f"{rows.name}: {done}/{total}")
+                last_report = time.monotonic()
+    return made, refused
+
+
+async def _embed(embedder: Embedder, texts: Sequence[str]) -> list[list[float] | None]:
+    """One request; when the endpoint refuses an input, each text alone, so only the refused
+    ones go without a vector. Any other failure stops the run (it resumes where it stopped)."""
+    try:
+        return list(await embedder.embed(texts))
+    except EmbeddingInputRejected:
+        vectors: list[list[float] | None] = []
+        for text in texts:
+            try:
+                vectors.append((await embedder.embed([text]))[0])
+            except EmbeddingInputRejected:
+                vectors.append(None)
+        return vectors
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """Rows of one kind needing a vector in a slot, read page by page in key order (``start``
+    is before the first key; a row's key is its first ``len(start)`` columns, its text the
+    last); ``write_params`` binds a row and its vector to ``write``."""
+
+    name: str
+    start: tuple[Any, ...]
+    count_query: sql.Composed
+    page_query: sql.Composed
+    write: sql.Composed
+    write_params: Callable[[tuple[Any, ...], list[float]], tuple[Any, ...]]
+
+    async def count(self, connection: AsyncConnection[Any]) -> int:
+        cursor = await connection.execute(self.count_query)
+        row = await cursor.fetchone()
+        return int(row[0]) if row else 0
+
+    async def page(
+        self, connection: AsyncConnection[Any], after: tuple[Any, ...], limit: int
+    ) -> list[tuple[Any, ...]]:
+        cursor = await connection.execute(self.page_query, (*after, limit))
+        return list(await cursor.fetchall())
+
+    async def write_vectors(
+        self, connection: AsyncConnection[Any], kept: list[tuple[tuple[Any, ...], list[float]]]
+    ) -> None:
+        async with connection.cursor() as cursor:
+            await cursor.executemany(self.write, [self.write_params(row, v) for row, v in kept])
+
+
+def _turn_rows(slot: Slot) -> _Rows:
+    column = sql.Identifier(slot.turns_column)
+    return _Rows(
+        name="history",
+        start=("", -1),
+        count_query=sql.SQL("SELECT count(*) FROM conversation_turns WHERE {} IS NULL").format(
+            column
+        ),
+        page_query=sql.SQL(
+            "SELECT thread_id, seq, content FROM conversation_turns"
+            " WHERE {c} IS NULL AND (thread_id, seq) > (%s, %s)"
+            " ORDER BY thread_id, seq LIMIT %s"
+        ).format(c=column),
+        write=sql.SQL(
+            "UPDATE conversation_turns SET {c} = %s::vector"
+            " WHERE thread_id = %s AND seq = %s AND {c} IS NULL"
+        ).format(c=column),
+        write_params=lambda row, vector: (vector_param(vector), row[0], row[1]),
+    )
+
+
+def _memory_rows(slot: Slot) -> _Rows:
+    table = sql.Identifier(slot.memory_table)
+    needing = sql.SQL(
+        "FROM store s LEFT JOIN {t} v"
+        " ON v.prefix = s.prefix AND v.key = s.key AND v.field_name = 'content'"
+        " WHERE s.prefix LIKE {memories} AND s.value ? 'content'"
+        " AND (v.key IS NULL OR v.updated_at < s.updated_at)"
+    ).format(t=table, memories=sql.Literal(MEMORIES + ".%"))
+    return _Rows(
+        name="memories",
+        start=("", ""),
+        count_query=sql.SQL("SELECT count(*) {}").format(needing),
+        page_query=sql.SQL(
+            "SELECT s.prefix, s.key, s.updated_at, s.value->>'content' {needing}"
+            " AND (s.prefix, s.key) > (%s, %s) ORDER BY s.prefix, s.key LIMIT %s"
+        ).format(needing=needing),
+        write=sql.SQL(
+            "INSERT INTO {t} (prefix, key, field_name, embedding, created_at, updated_at)"
+            " SELECT prefix, key, 'content', %s::vector, updated_at, updated_at FROM store"
+            " WHERE prefix = %s AND key = %s AND updated_at = %s"
+            " ON CONFLICT (prefix, key, field_name) DO UPDATE"
+            " SET embedding = EXCLUDED.embedding, updated_at = EXCLUDED.updated_at"
+        ).format(t=table),
+        write_params=lambda row, vector: (vector_param(vector), row[0], row[1], row[2]),
+    )
