@@ -132,9 +132,9 @@ def _memory_rows(slot: Slot) -> _Rows:
     needing = sql.SQL(
         "FROM store s LEFT JOIN {t} v"
         " ON v.prefix = s.prefix AND v.key = s.key AND v.field_name = 'content'"
-        " WHERE s.prefix LIKE {memories} AND s.value ? 'content'"
+        " WHERE starts_with(s.prefix, {memories}) AND s.value ? 'content'"
         " AND (v.key IS NULL OR v.updated_at < s.updated_at)"
-    ).format(t=table, memories=sql.Literal(MEMORIES + ".%"))
+    ).format(t=table, memories=sql.Literal(MEMORIES + "."))
     return _Rows(
         name="memories",
         start=("", ""),

@@ -1,0 +1,106 @@
+"""`llm-bot reembed` against a real database: memories and history move to the new model together,
+an interrupted run resumes, and the old model is refused afterwards with the command to run."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+import pytest
+
+from llm_bot.cli import main
+from llm_bot.db.migrate import migrate
+from llm_bot.local.openai_server import LocalModelServer
+from llm_bot.memory.commit import MemoryCommit, TurnOutcome
+from llm_bot.memory.store import MemoryStore, StoreOptions
+
+from ..conftest import server_embedder
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def cli_env(
+    fresh_database_url: str, embedding_server: LocalModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DATABASE_URL", fresh_database_url)
+    monkeypatch.setenv("MEMORY_EMBEDDING_PROVIDER", "openai")
+    monkeypatch.setenv("MEMORY_EMBEDDING_ENDPOINT", embedding_server.base_url)
+    monkeypatch.setenv("MEMORY_EMBEDDING_MODEL", "local-embeddings")  # server_embedder's
+    monkeypatch.setenv("MEMORY_SIMILARITY_THRESHOLD", "0.1")
+
+
+async def remember(url: str, server: LocalModelServer) -> None:
+    """A memory and a history pair, with the server's 384-dimension model."""
+    embedder = server_embedder(server)
+    async with MemoryStore.open(url, embedder, StoreOptions()) as store:
+        await store.for_user("rae").put("Rae speaks Welsh")
+        turn = TurnOutcome(
+            "event-1", "chat:room", "rae", "I grew up in Cardiff", "noted", datetime.now(UTC), None
+        )
+        await MemoryCommit(store, "llm-bot", idle=timedelta(hours=1)).commit_now(turn)
+    await embedder.close()
+
+
+def vector_sizes(url: str) -> tuple[object, ...]:
+    with psycopg.connect(url) as connection:
+        row = connection.execute(
+            "SELECT (SELECT array_agg(DISTINCT vector_dims(embedding)) FROM conversation_turns),"
+            " (SELECT atttypmod FROM pg_attribute WHERE attrelid = 'store_vectors'::regclass"
+            "   AND attname = 'embedding'),"
+            " (SELECT count(*) FROM store_vectors),"
+            " to_regclass('store_vectors_embedding_idx') IS NOT NULL"
+        ).fetchone()
+    assert row is not None
+    return tuple(row)
+
+
+@pytest.mark.usefixtures("cli_env")
+def test_reembed_moves_memories_and_history_and_resumes(
+    fresh_database_url: str,
+    embedding_server: LocalModelServer,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    migrate(fresh_database_url)
+    asyncio.run(remember(fresh_database_url, embedding_server))
+    assert vector_sizes(fresh_database_url) == ([384], 384, 1, True)
+    monkeypatch.setenv("MEMORY_EMBEDDING_MODEL", "embedder-b")
+    monkeypatch.setenv("MEMORY_EMBEDDING_DIMENSIONS", "32")
+
+    assert main(["memories", "list", "--user", "rae"]) == 2
+    refused = capsys.readouterr().err.strip().splitlines()
+    assert len(refused) == 1
+    assert "(384 dimensions)" in refused[0]
+    assert "`llm-bot reembed`" in refused[0]
+
+    embedding_server.fail_next(100, status=500, kind="embeddings")  # beyond any retry
+    assert main(["reembed", "--batch", "1"]) == 1
+    assert "run again to resume" in capsys.readouterr().err
+    embedding_server.reset()
+
+    assert main(["reembed", "--batch", "1", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "reembed: resuming the move" in captured.err
+    report = json.loads(captured.out)
+    assert report["switched"] is True
+    assert report["vectors"] == 3  # the memory and both messages of the pair
+    assert vector_sizes(fresh_database_url) == ([32], 32, 1, True)
+
+    assert main(["memories", "search", "does rae speak welsh", "--user", "rae", "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert [m["content"] for m in found] == ["Rae speaks Welsh"]
+
+    assert main(["reembed", "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert (again["switched"], again["vectors"]) == (False, 0)
+
+
+@pytest.mark.usefixtures("cli_env")
+def test_a_bad_batch_is_a_one_line_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["reembed", "--batch", "0"])
+    assert exit_info.value.code == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
