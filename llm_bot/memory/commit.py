@@ -1,4 +1,5 @@
-"""Apply one event's writes inside the caller's transaction: memories, notes, history pair.
+"""Apply one event's writes inside the caller's transaction: memories (puts and deletes),
+notes, history pair.
 
 The worker calls :meth:`MemoryCommit.apply` in the transaction that also stores the
 processed-event record, so the three either all happen or none do. Every embedding the writes
@@ -98,26 +99,37 @@ class MemoryCommit:
         if not space.made_by(self._store.embedder.model, self._store.dimensions):
             prepared = self._without_vectors(prepared, space)
         writes = turn.writes
-        if writes is not None and writes.memory_puts:
-            on_connection = self._store.store_on(connection, prepared.memory_vectors)
-            namespace = user_namespace(writes.user_id)
-            for put in writes.memory_puts:
-                value = memory_value(put.content, put.metadata, writes.learned_in)
-                # Without its vector (embeddings failed) a memory is still found by its words.
-                embedded = put.content in prepared.memory_vectors
-                await on_connection.aput(
-                    namespace, put.key, value, index=["content"] if embedded else False
-                )
-                if not embedded:  # the key's old vector would describe the old content
-                    await connection.execute(
-                        "DELETE FROM store_vectors WHERE prefix = %s AND key = %s",
-                        (namespace_text(namespace), put.key),
-                    )
+        if writes is not None and (writes.memory_puts or writes.memory_deletes):
+            await self._apply_memories(connection, writes, prepared)
         if writes is not None and writes.notes_changed and writes.notes is not None:
             await write_notes(
                 connection, writes.user_id, self._agent, writes.notes, writes.learned_in
             )
         await write_pair(connection, prepared.pair, self._idle)
+
+    async def _apply_memories(
+        self, connection: AsyncConnection[Any], writes: RunWrites, prepared: PreparedTurn
+    ) -> None:
+        """Puts and deletes, only ever in the run's user's namespace. A delete removes the
+        memory's row in ``store``; its vectors (``store_vectors``, and ``store_vectors_next``
+        while ``llm-bot reembed`` builds it) go with it by their ``ON DELETE CASCADE`` keys.
+        A key already gone (a redelivery, a concurrent delete) deletes nothing."""
+        on_connection = self._store.store_on(connection, prepared.memory_vectors)
+        namespace = user_namespace(writes.user_id)
+        for key in writes.memory_deletes:
+            await on_connection.adelete(namespace, key)
+        for put in writes.memory_puts:
+            value = memory_value(put.content, put.metadata, writes.learned_in)
+            # Without its vector (embeddings failed) a memory is still found by its words.
+            embedded = put.content in prepared.memory_vectors
+            await on_connection.aput(
+                namespace, put.key, value, index=["content"] if embedded else False
+            )
+            if not embedded:  # the key's old vector would describe the old content
+                await connection.execute(
+                    "DELETE FROM store_vectors WHERE prefix = %s AND key = %s",
+                    (namespace_text(namespace), put.key),
+                )
 
     def _without_vectors(self, prepared: PreparedTurn, space: EmbeddingSpace) -> PreparedTurn:
         """The writes of a worker whose model is no longer the stored one (``llm-bot reembed``

@@ -20,7 +20,7 @@ from llm_bot.memory.notes_store import ManageNotesTool
 from llm_bot.memory.personalities import Personalities, PersonalityLookup
 from llm_bot.memory.retrieval import MemoryRetriever, NoMemory
 from llm_bot.memory.store import MemoryStore, StoreOptions
-from llm_bot.memory.tools import Tool, UpsertMemoryTool
+from llm_bot.memory.tools import DeleteMemoryTool, Tool, UpsertMemoryTool
 from llm_bot.settings import Settings
 
 
@@ -85,6 +85,7 @@ async def memory_services(
         retriever = ConversationMemory(store, limits, settings.agent_name, clock)
         tools: tuple[Tool, ...] = (
             UpsertMemoryTool(store, settings.memory_max_tokens),
+            DeleteMemoryTool(store),
             ManageNotesTool(store, settings.agent_name, settings.notes_max_chars),
         )
         yield MemoryServices(

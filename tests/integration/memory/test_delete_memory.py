@@ -1,0 +1,218 @@
+"""``deleteMemory`` through the graph: the model forgets a memory it was shown, by its key, at
+the event's commit; a key that is not the user's is an answer to the model, never a deletion."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import timedelta
+
+import psycopg
+import pytest
+
+from llm_bot.clock import utc_now
+from llm_bot.db.processed_events import source_of
+from llm_bot.events.builder import prompt_event
+from llm_bot.events.models import InternalEventV2
+from llm_bot.graph.builder import compile_graph
+from llm_bot.graph.process import ProcessResult, process_event, turn_of
+from llm_bot.graph.reducer import MessageLimits
+from llm_bot.graph.state import GraphContext
+from llm_bot.lifecycle.reembed import reembed
+from llm_bot.llm.client import ModelClient
+from llm_bot.llm.embeddings import Embedder
+from llm_bot.local.openai_server import LocalModelServer
+from llm_bot.memory.commit import MemoryCommit, TurnOutcome
+from llm_bot.memory.context import ContextLimits, ConversationMemory
+from llm_bot.memory.run_writes import RunWrites
+from llm_bot.memory.store import MemoryStore
+from llm_bot.memory.tools import DeleteMemoryTool, UpsertMemoryTool
+
+from ..conftest import server_embedder
+
+pytestmark = pytest.mark.integration
+GRAPH = compile_graph(MessageLimits())
+# Shares "user" and "is" with the memories below, so they are found, and never names the diet.
+QUESTION = "what does the user eat, is the user picky?"
+
+
+@pytest.fixture(autouse=True)
+def fresh_servers(chat_server: LocalModelServer, embedding_server: LocalModelServer) -> None:
+    chat_server.reset()
+    embedding_server.reset()
+
+
+def context_for(store: MemoryStore, model: ModelClient) -> GraphContext:
+    return GraphContext(
+        model=model,
+        retriever=ConversationMemory(store, ContextLimits(threshold=0.2), "llm-bot", utc_now),
+        tools=[UpsertMemoryTool(store, max_tokens=2048), DeleteMemoryTool(store)],
+        system_prompt="system",
+    )
+
+
+def said(user: str, thread: str, text: str) -> InternalEventV2:
+    return prompt_event(text, user=user, thread=thread, egress_topic="internal.egress.v1")
+
+
+async def commit(store: MemoryStore, event: InternalEventV2, result: ProcessResult) -> None:
+    turn = turn_of(result, source_of(event), utc_now())
+    assert turn is not None
+    await MemoryCommit(store, "llm-bot", timedelta(hours=6)).commit_now(turn)
+
+
+def first_request(server: LocalModelServer) -> str:
+    return json.dumps(server.chat_requests()[0]["messages"])
+
+
+def tool_results(server: LocalModelServer) -> list[str]:
+    messages = server.chat_requests()[-1]["messages"]
+    return [m["content"] for m in messages if m["role"] == "tool"]
+
+
+async def test_the_model_forgets_a_memory_by_its_key_and_it_is_never_shown_again(
+    memory_store: MemoryStore, model: ModelClient, chat_server: LocalModelServer
+) -> None:
+    context = context_for(memory_store, model)
+    mira = memory_store.for_user("mira")
+    key, _ = await mira.put("User is vegetarian")
+    await process_event(GRAPH, context, said("mira", "thread-a", QUESTION))
+    assert f"[{key}] User is vegetarian" in first_request(chat_server), "shown, with its key"
+
+    chat_server.reset()
+    chat_server.script_tool_call("deleteMemory", {"key": key})
+    forget = said("mira", "thread-b", "please forget what you know about my diet")
+    result = await process_event(GRAPH, context, forget)
+    assert tool_results(chat_server) == [f"deleted memory {key}"]
+    assert await mira.get(key) is not None, "nothing is deleted before the event's commit"
+    await commit(memory_store, forget, result)
+    assert await mira.get(key) is None
+
+    chat_server.reset()
+    await process_event(GRAPH, context, said("mira", "thread-c", QUESTION))
+    assert "vegetarian" not in first_request(chat_server)
+
+
+async def test_an_unknown_key_or_another_users_key_is_an_answer_and_deletes_nothing(
+    memory_store: MemoryStore, model: ModelClient, chat_server: LocalModelServer
+) -> None:
+    otto_key, _ = await memory_store.for_user("otto").put("User is allergic to nuts")
+    mira_key, _ = await memory_store.for_user("mira").put("User is vegetarian")
+    chat_server.script_tool_calls(
+        [
+            ("deleteMemory", {"key": otto_key}),
+            ("deleteMemory", {"key": "no-such-key"}),
+            ("deleteMemory", {"key": 42}),
+        ]
+    )
+    event = said("mira", "thread-a", "forget otto's allergy")
+    result = await process_event(GRAPH, context_for(memory_store, model), event)
+    assert result.outcome == "OK"
+    assert tool_results(chat_server) == [
+        f"error: no memory with key {otto_key}; nothing deleted",
+        "error: no memory with key no-such-key; nothing deleted",
+        "error: nothing deleted: key must be the key of a memory you were shown",
+    ]
+    await commit(memory_store, event, result)
+    otto = await memory_store.for_user("otto").get(otto_key)
+    assert otto is not None
+    assert otto.content == "User is allergic to nuts"
+    assert await memory_store.for_user("mira").get(mira_key) is not None
+
+
+async def test_a_commit_deletes_only_in_its_own_users_namespace(memory_store: MemoryStore) -> None:
+    """Even a deletion recorded without the tool's check cannot reach another user."""
+    otto_key, _ = await memory_store.for_user("otto").put("User is allergic to nuts")
+    writes = RunWrites("mira")
+    writes.delete_memory(otto_key)
+    turn = TurnOutcome("event-1", "chat:room", "mira", "hi", "hello", utc_now(), writes)
+    await MemoryCommit(memory_store, "llm-bot", timedelta(hours=6)).commit_now(turn)
+    assert await memory_store.for_user("otto").get(otto_key) is not None
+
+
+async def test_within_one_run_the_later_call_on_a_key_wins(
+    memory_store: MemoryStore, model: ModelClient, chat_server: LocalModelServer
+) -> None:
+    mira = memory_store.for_user("mira")
+    updated_then_deleted, _ = await mira.put("User drinks tea")
+    deleted_then_updated, _ = await mira.put("User lives in Oslo")
+    deleted_then_resaved, _ = await mira.put("User is vegetarian")
+    chat_server.script_tool_calls(
+        [
+            ("upsertMemory", {"key": updated_then_deleted, "content": "User drinks coffee"}),
+            ("deleteMemory", {"key": deleted_then_updated}),
+            ("deleteMemory", {"key": deleted_then_resaved}),
+        ]
+    )
+    chat_server.script_tool_calls(
+        [
+            ("deleteMemory", {"key": updated_then_deleted}),
+            ("upsertMemory", {"key": deleted_then_updated, "content": "User lives in Bergen"}),
+            ("upsertMemory", {"content": "User is vegetarian"}),  # its deleted twin: no merge
+        ]
+    )
+    event = said("mira", "thread-a", "a change of habits")
+    result = await process_event(GRAPH, context_for(memory_store, model), event)
+    resaved = tool_results(chat_server)[-1]
+    assert resaved.endswith("(created)")
+    await commit(memory_store, event, result)
+
+    assert await mira.get(updated_then_deleted) is None
+    moved = await mira.get(deleted_then_updated)
+    assert moved is not None
+    assert moved.content == "User lives in Bergen"
+    assert await mira.get(deleted_then_resaved) is None
+    contents = sorted(memory.content for memory in await mira.list_memories())
+    assert contents == ["User is vegetarian", "User lives in Bergen"]
+
+
+class DownAfter:
+    """A new embedding model whose endpoint goes down after ``calls`` requests: a re-embedding
+    stops half way, with ``store_vectors_next`` partly built."""
+
+    model = "next-embeddings"
+
+    def __init__(self, inner: Embedder, calls: int) -> None:
+        self._inner = inner
+        self._calls = calls
+
+    async def dimensions(self) -> int:
+        return await self._inner.dimensions()
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if self._calls == 0:
+            raise ConnectionError("embeddings endpoint down")
+        self._calls -= 1
+        return await self._inner.embed(texts)
+
+
+def vector_rows(url: str, table: str, key: str) -> int:
+    with psycopg.connect(url) as connection:
+        row = connection.execute(f"SELECT count(*) FROM {table} WHERE key = %s", (key,)).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def test_a_deleted_memory_leaves_no_vector_in_a_reembedding_under_way(
+    memory_store: MemoryStore, embedding_server: LocalModelServer, fresh_database_url: str
+) -> None:
+    mira = memory_store.for_user("mira")
+    await mira.put("User is vegetarian", key="a-forgotten")
+    await mira.put("User lives in Oslo", key="b-kept")
+    new_model = DownAfter(server_embedder(embedding_server, dimensions=64), calls=1)
+    async with await psycopg.AsyncConnection.connect(
+        fresh_database_url, autocommit=True
+    ) as connection:
+        with pytest.raises(ConnectionError):
+            await reembed(connection, new_model, batch=1, progress=lambda _: None)
+    assert vector_rows(fresh_database_url, "store_vectors_next", "a-forgotten") == 1
+
+    writes = RunWrites("mira")
+    assert await DeleteMemoryTool(memory_store).run({"key": "a-forgotten"}, writes) == (
+        "deleted memory a-forgotten"
+    )
+    turn = TurnOutcome("event-1", "chat:room", "mira", "forget it", "done", utc_now(), writes)
+    await MemoryCommit(memory_store, "llm-bot", timedelta(hours=6)).commit_now(turn)
+    assert vector_rows(fresh_database_url, "store_vectors_next", "a-forgotten") == 0
+    assert vector_rows(fresh_database_url, "store_vectors", "a-forgotten") == 0
+    assert await mira.get("b-kept") is not None
