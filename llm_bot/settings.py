@@ -14,6 +14,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 Count = Annotated[int, Field(ge=1)]
 Millis = Annotated[int, Field(ge=1)]
+NonNegative = Annotated[int, Field(ge=0)]
 Similarity = Annotated[float, Field(ge=-1.0, le=1.0)]
 
 # Measured on eval/memory_pairs.jsonl (best F1); 0.7 is the design's value for large API models.
@@ -124,6 +125,15 @@ class Settings(BaseSettings):
     vector_index: Literal["hnsw", "ivfflat"] = Field("hnsw", alias="MEMORY_VECTOR_INDEX")
     ivfflat_lists: Count = Field(100, alias="MEMORY_IVFFLAT_LISTS")
     ivfflat_probes: Count = Field(10, alias="MEMORY_IVFFLAT_PROBES")
+
+    # --- retention (llm-bot maintain; 0 keeps forever) -----------------------------------------
+    retention_processed_events_days: NonNegative = Field(7, alias="RETENTION_PROCESSED_EVENTS_DAYS")
+    retention_history_days: NonNegative = Field(365, alias="RETENTION_HISTORY_DAYS")
+    retention_history_turns_per_thread: NonNegative = Field(
+        10_000, alias="RETENTION_HISTORY_TURNS_PER_THREAD"
+    )
+    retention_memories_per_user: NonNegative = Field(1_000, alias="RETENTION_MEMORIES_PER_USER")
+    retention_batch_rows: Count = Field(1_000, alias="RETENTION_BATCH_ROWS")
 
     # --- telemetry -------------------------------------------------------------------------
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", alias="LOG_LEVEL")

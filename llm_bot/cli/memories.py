@@ -1,8 +1,8 @@
 """``llm-bot memories ...``: operators read, fix and erase what the service remembers.
 
 Every subcommand goes through the same :class:`~llm_bot.memory.store.UserMemories` the worker
-uses, so an admin cannot reach across users either. ``forget-user`` erases everything held
-about a user: semantic memories, history messages and notes.
+uses, so an admin cannot reach across users either. Erasing a user is ``llm-bot forget-user``
+(:mod:`llm_bot.cli.lifecycle`), which reaches every table, not only memories.
 """
 
 from __future__ import annotations
@@ -27,12 +27,9 @@ def add_memory_commands(commands: Any, parser_class: type[argparse.ArgumentParse
     memories = commands.add_parser("memories", help="inspect and manage long-term memories")
     actions = memories.add_subparsers(dest="action", required=True, parser_class=parser_class)
 
-    def action(
-        name: str, handler: Action, help_text: str, user: bool = True
-    ) -> argparse.ArgumentParser:
+    def action(name: str, handler: Action, help_text: str) -> argparse.ArgumentParser:
         sub: argparse.ArgumentParser = actions.add_parser(name, help=help_text)
-        if user:
-            sub.add_argument("--user", required=True, help="user id")
+        sub.add_argument("--user", required=True, help="user id")
         sub.add_argument("--json", action="store_true", help="print JSON")
         sub.set_defaults(handler=run_memory_action, memory_action=handler)
         return sub
@@ -48,8 +45,6 @@ def add_memory_commands(commands: Any, parser_class: type[argparse.ArgumentParse
     put.add_argument("--key", help="update this memory instead of adding one")
     put.add_argument("--metadata", default="{}", help="flat JSON object of strings")
     action("delete", delete_memory, "delete one memory").add_argument("key")
-    forget = action("forget-user", forget_user, "erase everything held about a user", user=False)
-    forget.add_argument("user", help="user id")
 
 
 def run_memory_action(args: argparse.Namespace, settings: Settings) -> int:
@@ -115,20 +110,3 @@ async def put_memory(store: MemoryStore, args: argparse.Namespace, settings: Set
 
 async def delete_memory(store: MemoryStore, args: argparse.Namespace, settings: Settings) -> Any:
     return {"key": args.key, "deleted": await store.for_user(args.user).delete(args.key)}
-
-
-async def forget_user(store: MemoryStore, args: argparse.Namespace, settings: Settings) -> Any:
-    """Memories, every message the user wrote or was answered with, and all notes about them,
-    in one transaction. Shared threads keep their sequence numbers (other users' turns stay)."""
-    memories = await store.for_user(args.user).forget()
-    async with store.connection() as connection, connection.transaction():
-        turns = await connection.execute(
-            "DELETE FROM conversation_turns WHERE user_id = %s", (args.user,)
-        )
-        notes = await connection.execute("DELETE FROM agent_notes WHERE user_id = %s", (args.user,))
-        return {
-            "user": args.user,
-            "memoriesDeleted": memories,
-            "messagesDeleted": turns.rowcount,
-            "notesDeleted": notes.rowcount,
-        }

@@ -18,6 +18,7 @@ from psycopg_pool import PoolTimeout
 
 from llm_bot.cli.bench import add_bench_commands
 from llm_bot.cli.evaluation import add_eval_commands
+from llm_bot.cli.lifecycle import add_lifecycle_commands
 from llm_bot.cli.memories import add_memory_commands
 from llm_bot.cli.personalities import add_personality_commands
 from llm_bot.cli.reembed import add_reembed_command
@@ -120,6 +121,7 @@ def build_parser() -> OneLineParser:
     add_memory_commands(commands, OneLineParser)
     add_personality_commands(commands, OneLineParser)
     add_reembed_command(commands)
+    add_lifecycle_commands(commands)
     add_eval_commands(commands, OneLineParser)
     add_bench_commands(commands, OneLineParser)
 

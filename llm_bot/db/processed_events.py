@@ -67,6 +67,9 @@ class StoredOutput:
     attributes: Mapping[str, str]
     ordering_key: str
     outcome: Outcome
+    # Whose conversation it is: erasure and export find the record by these (llm_bot/lifecycle).
+    user_id: str | None = None
+    thread_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -130,7 +133,7 @@ _STORE = """
 UPDATE processed_events
    SET outcome = %(outcome)s, output_topic = %(topic)s, output_data = %(data)s,
        output_attributes = %(attributes)s, ordering_key = %(ordering_key)s,
-       stored_at = clock_timestamp()
+       user_id = %(user_id)s, thread_id = %(thread_id)s, stored_at = clock_timestamp()
  WHERE correlation_id = %(correlation_id)s AND step_key = %(step)s AND claim_token = %(token)s
 RETURNING 1
 """
@@ -223,6 +226,8 @@ async def store_output(connection: AnyConnection, claim: Claim, output: StoredOu
         "data": output.data,
         "attributes": Jsonb(dict(output.attributes)),
         "ordering_key": output.ordering_key,
+        "user_id": output.user_id,
+        "thread_id": output.thread_id,
     }
     # A fetched row, not ``rowcount``: in pipeline mode (the group commit) that is only known
     # once the result has been fetched.

@@ -7,12 +7,13 @@ from llm_bot.memory.personalities import Personalities, Personality, Personality
 from llm_bot.memory.retrieval import MemoryRetriever, NoMemory, Recollection
 from llm_bot.memory.run_writes import RunWrites
 from llm_bot.memory.store import MemoryStore, StoreOptions
-from llm_bot.memory.tools import Tool, UpsertMemoryTool
+from llm_bot.memory.tools import DeleteMemoryTool, Tool, UpsertMemoryTool
 from llm_bot.memory.wiring import MemoryServices, memory_services, open_memory_store
 
 __all__ = [
     "ContextLimits",
     "ConversationMemory",
+    "DeleteMemoryTool",
     "ManageNotesTool",
     "MemoryCommit",
     "MemoryRetriever",

@@ -191,14 +191,6 @@ class UserMemories:
                 include_private=include_private,
             )
 
-    async def forget(self) -> int:
-        """Delete every memory of this user; returns how many there were."""
-        async with self._memory.connection() as connection:
-            cursor = await connection.execute(
-                "DELETE FROM store WHERE prefix = %s", (namespace_text(self.namespace),)
-            )
-            return cursor.rowcount
-
     async def _nearest(self, content: str) -> MemoryHit | None:
         hits = await self.search(content, limit=1, threshold=-1.0, mode="dense")
         return hits[0] if hits else None

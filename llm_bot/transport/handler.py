@@ -91,8 +91,11 @@ def output_of(result: ProcessResult, settings: Settings) -> processed_events.Sto
     data, encoded_attributes = encode(event)
     attributes = {**hop_attributes(event, hop), **encoded_attributes, "source": SOURCE}
     inject(attributes)
-    ordering_key = thread_id_of(event) if settings.ordering else ""
-    return processed_events.StoredOutput(hop.topic, data, attributes, ordering_key, result.outcome)
+    thread_id = thread_id_of(event)
+    ordering_key = thread_id if settings.ordering else ""
+    return processed_events.StoredOutput(
+        hop.topic, data, attributes, ordering_key, result.outcome, user_id_of(event), thread_id
+    )
 
 
 @dataclass(frozen=True)

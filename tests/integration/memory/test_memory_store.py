@@ -66,16 +66,6 @@ async def test_search_finds_relevant_memories_best_first(memory_store: MemorySto
     assert [hit.content for hit in lexical] == ["Dave works at Microsoft in Dublin"]
 
 
-async def test_forget_erases_one_user_only(memory_store: MemoryStore) -> None:
-    erin, frank = memory_store.for_user("erin"), memory_store.for_user("frank")
-    await erin.put("Erin likes jazz")
-    await erin.put("Erin has a cat")
-    await frank.put("Frank likes jazz")
-    assert await erin.forget() == 2
-    assert await erin.list_memories() == []
-    assert len(await frank.list_memories()) == 1
-
-
 # Ids chosen to collide under naive namespacing: prefixes, dots, LIKE wildcards, escapes.
 user_ids = st.sampled_from(
     ["u1", "u10", "u1.0", "u1%2E0", "u_1", "u%1", "a.b", "a", "a%2Eb", "discord:42", "x\\y"]

@@ -1,0 +1,100 @@
+"""Erasure with a receipt: every row that holds one user's (or one thread's) data, in every
+table we own, deleted in one transaction, and how many rows went from each table.
+
+A user's rows are found by what names them: the memory namespace (``store`` and its vector
+tables), ``user_id`` (turns, notes, processed-event records) and the thread id of each of the
+user's direct-message threads (:func:`llm_bot.events.identity.thread_id_of` ends a DM thread
+with ``":" + user id`` after a base of exactly one unescaped colon). A shared thread's row names
+only its room, so it stays, with the other speakers' turns.
+
+A table added later must be added to :data:`USER_ROWS`: the erasure test scans every column of
+every table in the schema, from the catalog, and fails when a user's data survives anywhere.
+Events of the user still in flight while this runs may write again; erase after the user's
+traffic has stopped (or run it again: it is idempotent).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg import AsyncConnection
+
+from llm_bot.memory.namespaces import namespace_text, user_namespace
+
+# A DM thread of %(user)s: "<connector>:<channel>:<user id>", the part before the user id
+# holding exactly one (unescaped) colon.
+_IS_USERS_DM = """(right(thread_id, length(%(user)s) + 1) = ':' || %(user)s
+    AND array_length(string_to_array(
+        left(thread_id, length(thread_id) - length(%(user)s) - 1), ':'), 1) = 2)"""
+
+# (table, condition) in deletion order: vectors before the memories they belong to.
+USER_ROWS: tuple[tuple[str, str], ...] = (
+    ("store_vectors_next", "prefix = %(namespace)s"),
+    ("store_vectors", "prefix = %(namespace)s"),
+    ("store", "prefix = %(namespace)s"),
+    ("conversation_turns", f"user_id = %(user)s OR {_IS_USERS_DM}"),
+    ("conversation_threads", _IS_USERS_DM),
+    ("agent_notes", "user_id = %(user)s"),
+    ("processed_events", f"user_id = %(user)s OR {_IS_USERS_DM}"),
+)
+
+THREAD_ROWS: tuple[tuple[str, str], ...] = (
+    ("conversation_turns", "thread_id = %(thread)s"),
+    ("conversation_threads", "thread_id = %(thread)s"),
+    ("processed_events", "thread_id = %(thread)s"),
+)
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """What an erasure deleted: rows per table (tables that do not exist are left out)."""
+
+    subject: str
+    deleted: dict[str, int]
+
+    @property
+    def total(self) -> int:
+        return sum(self.deleted.values())
+
+
+async def forget_user(connection: AsyncConnection[Any], user_id: str) -> Receipt:
+    """Delete everything held about ``user_id``, all or nothing."""
+    deleted = await _delete_all(connection, USER_ROWS, user_params(user_id))
+    return Receipt(f"user {user_id}", deleted)
+
+
+def user_params(user_id: str) -> dict[str, str]:
+    """The parameters :data:`USER_ROWS`' conditions name."""
+    return {"user": user_id, "namespace": namespace_text(user_namespace(user_id))}
+
+
+async def forget_thread(connection: AsyncConnection[Any], thread_id: str) -> Receipt:
+    """Delete one conversation: its turns (every speaker's), its row and its event records.
+    Memories and notes are the users' own and stay; forget those per memory or per user."""
+    params = {"thread": thread_id}
+    return Receipt(f"thread {thread_id}", await _delete_all(connection, THREAD_ROWS, params))
+
+
+async def _delete_all(
+    connection: AsyncConnection[Any], rows: tuple[tuple[str, str], ...], params: dict[str, str]
+) -> dict[str, int]:
+    deleted: dict[str, int] = {}
+    async with connection.transaction():
+        present = await existing_tables(connection, [table for table, _ in rows])
+        for table, condition in rows:
+            if table in present:
+                cursor = await connection.execute(
+                    f"DELETE FROM {table} WHERE {condition}",  # noqa: S608 (constants above)
+                    params,
+                )
+                deleted[table] = cursor.rowcount
+    return deleted
+
+
+async def existing_tables(connection: AsyncConnection[Any], tables: list[str]) -> set[str]:
+    """Which of ``tables`` exist in the search path (a re-embedding's table comes and goes)."""
+    cursor = await connection.execute(
+        "SELECT t FROM unnest(%s::text[]) AS t WHERE to_regclass(t) IS NOT NULL", (tables,)
+    )
+    return {row[0] if isinstance(row, tuple) else row["t"] for row in await cursor.fetchall()}

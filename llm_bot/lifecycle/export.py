@@ -1,0 +1,64 @@
+"""An access request: everything we hold about one user, as one JSON document.
+
+The rows exported are exactly the rows :func:`llm_bot.lifecycle.erasure.forget_user` deletes
+(the same table list and conditions), read in one snapshot, so what a user is shown and what
+an erasure removes can never drift apart. Vectors and full-text columns are left out: they are
+derived from the texts that are exported, and mean nothing to a person. A stored event (the
+bytes llm-bot published) is exported as the JSON it is.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import datetime
+from typing import Any
+
+from psycopg import AsyncConnection
+from psycopg.rows import dict_row
+
+from llm_bot.clock import iso_timestamp, utc_now
+from llm_bot.lifecycle.erasure import USER_ROWS, existing_tables, user_params
+
+FORMAT = "llm-bot.user-export.v1"
+# Derived or internal columns: vectors, full-text lexemes, claim tokens.
+_LEFT_OUT = {"embedding", "embedding_next", "search", "claim_token"}
+_DERIVED_TABLES = {"store_vectors", "store_vectors_next"}
+
+
+async def export_user(connection: AsyncConnection[Any], user_id: str) -> dict[str, Any]:
+    tables: dict[str, list[dict[str, Any]]] = {}
+    params = user_params(user_id)
+    async with connection.transaction():
+        await connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        present = await existing_tables(connection, [table for table, _ in USER_ROWS])
+        for table, condition in USER_ROWS:
+            if table in present and table not in _DERIVED_TABLES:
+                async with connection.cursor(row_factory=dict_row) as cursor:
+                    await cursor.execute(
+                        f"SELECT * FROM {table} WHERE {condition}",  # noqa: S608 (constants)
+                        params,
+                    )
+                    tables[table] = [_readable(row) for row in await cursor.fetchall()]
+    return {
+        "format": FORMAT,
+        "userId": user_id,
+        "exportedAt": iso_timestamp(utc_now()),
+        "tables": tables,
+    }
+
+
+def _readable(row: dict[str, Any]) -> dict[str, Any]:
+    return {name: _value(value) for name, value in row.items() if name not in _LEFT_OUT}
+
+
+def _value(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return iso_timestamp(value)
+    if isinstance(value, bytes | memoryview):
+        data = bytes(value)
+        try:
+            return json.loads(data)
+        except ValueError:
+            return {"base64": base64.b64encode(data).decode("ascii")}
+    return value

@@ -1,0 +1,178 @@
+"""Retention: what ``llm-bot maintain`` deletes, and how without disturbing the workers.
+
+Each rule is a setting whose ``0`` keeps data forever. Enforced by an operator job (a Cloud Run
+job on a schedule, ``deploy/``), not by the workers: one small periodic task is cheaper than a
+timer in every instance, it is observable as one execution with one report, and an event's
+path never shares its CPU or connections with a sweep.
+
+Every rule deletes in batches of ``RETENTION_BATCH_ROWS``, each its own short transaction, so
+no lock is held for long. Several runs at once (a retried job beside a scheduled one) neither
+fail nor double-count: rows picked by age are locked ``SKIP LOCKED`` (two runs take disjoint
+batches), and the per-user memory cap is recomputed from each batch's snapshot (a row that
+another run deleted first is skipped by ``DELETE``). Times compare with ``now``, given by the
+caller, so tests move the clock; a row under a live claim is never touched whatever ``now``
+says.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from psycopg import AsyncConnection
+
+from llm_bot.lifecycle.erasure import existing_tables
+from llm_bot.memory.namespaces import MEMORIES
+from llm_bot.settings import Settings
+
+PROGRESS_EVERY_S = 2.0
+
+# Published (or abandoned) records: a redelivery can no longer come after Pub/Sub's retention.
+_PROCESSED_EVENTS = """
+DELETE FROM processed_events p USING (
+    SELECT correlation_id, step_key FROM processed_events
+     WHERE claimed_at < %(cutoff)s
+       AND (published AND published_at < %(cutoff)s
+            OR NOT published AND lease_until < least(%(cutoff)s, clock_timestamp()))
+     LIMIT %(batch)s FOR UPDATE SKIP LOCKED) old
+ WHERE p.correlation_id = old.correlation_id AND p.step_key = old.step_key
+"""
+
+_OLD_TURNS = """
+DELETE FROM conversation_turns t USING (
+    SELECT thread_id, seq FROM conversation_turns WHERE created_at < %(cutoff)s
+     LIMIT %(batch)s FOR UPDATE SKIP LOCKED) old
+ WHERE t.thread_id = old.thread_id AND t.seq = old.seq
+"""
+
+# seq is gap-free per thread, so the newest N turns are those above last_seq - N.
+_TURNS_BEYOND_CAP = """
+DELETE FROM conversation_turns t USING (
+    SELECT u.thread_id, u.seq FROM conversation_threads th
+      JOIN conversation_turns u ON u.thread_id = th.thread_id AND u.seq <= th.last_seq - %(cap)s
+     LIMIT %(batch)s FOR UPDATE OF u SKIP LOCKED) old
+ WHERE t.thread_id = old.thread_id AND t.seq = old.seq
+"""
+
+# A thread row whose turns are all gone; a new message starts it again.
+_EMPTY_THREADS = """
+DELETE FROM conversation_threads th USING (
+    SELECT thread_id FROM conversation_threads c
+     WHERE c.last_turn_at < %(cutoff)s
+       AND NOT EXISTS (SELECT 1 FROM conversation_turns u WHERE u.thread_id = c.thread_id)
+     LIMIT %(batch)s FOR UPDATE SKIP LOCKED) old
+ WHERE th.thread_id = old.thread_id
+"""
+
+_USERS_OVER_CAP = """
+SELECT prefix FROM store WHERE prefix LIKE %(memories)s
+ GROUP BY prefix HAVING count(*) > %(cap)s
+"""
+
+# The least recently updated beyond the cap; their vectors go with them (ON DELETE CASCADE).
+_MEMORIES_BEYOND_CAP = """
+DELETE FROM store s USING (
+    SELECT key FROM store WHERE prefix = %(prefix)s
+     ORDER BY updated_at DESC, key OFFSET %(cap)s LIMIT %(batch)s) old
+ WHERE s.prefix = %(prefix)s AND s.key = old.key
+"""
+
+
+@dataclass(frozen=True)
+class RetentionPolicy:
+    """Days and counts kept; 0 keeps forever."""
+
+    processed_events_days: int = 7
+    history_days: int = 365
+    history_turns_per_thread: int = 10_000
+    memories_per_user: int = 1_000
+    batch_rows: int = 1_000
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> RetentionPolicy:
+        return cls(
+            processed_events_days=settings.retention_processed_events_days,
+            history_days=settings.retention_history_days,
+            history_turns_per_thread=settings.retention_history_turns_per_thread,
+            memories_per_user=settings.retention_memories_per_user,
+            batch_rows=settings.retention_batch_rows,
+        )
+
+
+Progress = Callable[[str], None]
+
+
+async def maintain(
+    connection: AsyncConnection[Any], policy: RetentionPolicy, now: datetime, progress: Progress
+) -> dict[str, int]:
+    """Apply every rule on an autocommit ``connection``; rows deleted per rule."""
+    deleted: dict[str, int] = {}
+    batch = {"batch": policy.batch_rows}
+    if policy.processed_events_days:
+        cutoff = now - timedelta(days=policy.processed_events_days)
+        deleted["processed_events"] = await _sweep(
+            connection, "processed_events", _PROCESSED_EVENTS, {**batch, "cutoff": cutoff}, progress
+        )
+    if policy.history_days:
+        cutoff = now - timedelta(days=policy.history_days)
+        params = {**batch, "cutoff": cutoff}
+        deleted["turns_expired"] = await _sweep(
+            connection, "turns_expired", _OLD_TURNS, params, progress
+        )
+        deleted["threads_empty"] = await _sweep(
+            connection, "threads_empty", _EMPTY_THREADS, params, progress
+        )
+    if policy.history_turns_per_thread:
+        params = {**batch, "cap": policy.history_turns_per_thread}
+        deleted["turns_beyond_cap"] = await _sweep(
+            connection, "turns_beyond_cap", _TURNS_BEYOND_CAP, params, progress
+        )
+    if policy.memories_per_user:
+        deleted["memories_beyond_cap"] = await _cap_memories(connection, policy, progress)
+    return deleted
+
+
+async def _cap_memories(
+    connection: AsyncConnection[Any], policy: RetentionPolicy, progress: Progress
+) -> int:
+    params: dict[str, Any] = {
+        "batch": policy.batch_rows,
+        "cap": policy.memories_per_user,
+        "memories": f"{MEMORIES}.%",
+    }
+    if "store" not in await existing_tables(connection, ["store"]):
+        return 0
+    cursor = await connection.execute(_USERS_OVER_CAP, params)
+    total = 0
+    for row in await cursor.fetchall():
+        prefix = row[0] if isinstance(row, tuple) else row["prefix"]
+        total += await _sweep(
+            connection, "memories_beyond_cap", _MEMORIES_BEYOND_CAP, {**params, "prefix": prefix}
+        )
+    progress(f"memories_beyond_cap: {total} deleted")
+    return total
+
+
+async def _sweep(
+    connection: AsyncConnection[Any],
+    rule: str,
+    statement: str,
+    params: dict[str, Any],
+    progress: Progress | None = None,
+) -> int:
+    """Run ``statement`` (one batch, one transaction) until a batch comes back short."""
+    total, last_report = 0, time.monotonic()
+    while True:
+        cursor = await connection.execute(statement, params)
+        total += cursor.rowcount
+        if progress and time.monotonic() - last_report >= PROGRESS_EVERY_S:
+            progress(f"{rule}: {total} deleted so far")
+            last_report = time.monotonic()
+        if cursor.rowcount < params["batch"]:
+            break
+    if progress:
+        progress(f"{rule}: {total} deleted")
+    return total

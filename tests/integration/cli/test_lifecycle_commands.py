@@ -1,0 +1,107 @@
+"""`llm-bot forget-user | forget-thread | export-user | maintain` as an operator runs them:
+receipts per table, the export in a file, the retention report, one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from llm_bot.cli import main
+from llm_bot.db.migrate import migrate
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def database(fresh_database_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    migrate(fresh_database_url)
+    monkeypatch.setenv("DATABASE_URL", fresh_database_url)
+    with psycopg.connect(fresh_database_url) as db:
+        for seq, (thread, user, age) in enumerate(
+            [
+                ("cli:room", "quinn", "1 day"),
+                ("cli:room", "rosa", "2 years"),
+                ("cli:dm:quinn", "quinn", "1 day"),
+            ]
+        ):
+            db.execute(
+                "INSERT INTO conversation_turns (thread_id, seq, user_id, session_id, pair_index,"
+                " role, content, created_at, source_event)"
+                " VALUES (%s, %s, %s, 1, 1, 'user', %s, now() - %s::interval, %s)",
+                (thread, seq, user, f"{user} says hi", age, f"e{seq}"),
+            )
+        db.execute("INSERT INTO conversation_threads (thread_id) VALUES ('cli:dm:quinn')")
+        db.execute(
+            "INSERT INTO agent_notes (user_id, agent_name, content) VALUES ('quinn', 'b', 'n')"
+        )
+    return fresh_database_url
+
+
+@pytest.mark.usefixtures("database")
+def test_forget_user_prints_a_receipt_per_table(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["forget-user", "quinn"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "user quinn: deleted"
+    counts = dict(line.split() for line in lines[1:])
+    assert counts == {
+        "conversation_turns": "2",
+        "conversation_threads": "1",
+        "agent_notes": "1",
+        "processed_events": "0",
+    }
+
+
+@pytest.mark.usefixtures("database")
+def test_forget_thread_removes_every_speaker_there(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["forget-thread", "cli:room", "--json"]) == 0
+    receipt = json.loads(capsys.readouterr().out)
+    assert receipt["deleted"]["conversation_turns"] == 2
+    assert receipt["subject"] == "thread cli:room"
+
+
+@pytest.mark.usefixtures("database")
+def test_export_user_writes_one_json_document(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "quinn.json"
+    assert main(["export-user", "quinn", "--output", str(target)]) == 0
+    document = json.loads(target.read_text(encoding="utf-8"))
+    assert document["format"] == "llm-bot.user-export.v1"
+    assert sorted(turn["content"] for turn in document["tables"]["conversation_turns"]) == [
+        "quinn says hi",
+        "quinn says hi",
+    ]
+    assert "rosa" not in target.read_text(encoding="utf-8")
+    assert "exported user quinn: " in capsys.readouterr().err
+
+
+def test_maintain_reports_what_each_rule_deleted(
+    database: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RETENTION_HISTORY_DAYS", "30")
+    assert main(["maintain", "--json"]) == 0
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    assert report["deleted"]["turns_expired"] == 1  # rosa's turn of two years ago
+    assert "maintain: turns_expired: 1 deleted" in captured.err
+    with psycopg.connect(database) as db:
+        assert [r[0] for r in db.execute("SELECT user_id FROM conversation_turns")] == [
+            "quinn",
+            "quinn",
+        ]
+
+
+@pytest.mark.parametrize(
+    "argv", [["maintain"], ["forget-user", "u"], ["forget-thread", "t"], ["export-user", "u"]]
+)
+def test_without_a_database_one_line_and_exit_2(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    assert main(argv) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("llm-bot: error: DATABASE_URL is not set")
+    assert len(error.strip().splitlines()) == 1

@@ -1,0 +1,99 @@
+"""Erasure finds exactly one user's (or one thread's) rows, also among ids made to collide:
+prefixes, dots and wildcards in namespaces, colons in user ids and channel names."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from psycopg import AsyncConnection
+
+from llm_bot.db.migrate import migrate
+from llm_bot.lifecycle.erasure import forget_thread, forget_user
+from llm_bot.memory.namespaces import namespace_text, user_namespace
+
+pytestmark = pytest.mark.integration
+
+USERS = ["x", "cli:x", "a", "a.b", "a%", "u_1", "u%1"]
+# Each user's DM in channel "room", and in a channel whose name holds a colon; a shared room.
+THREADS = {user: [f"cli:room:{user}", f"cli:r%3Aoom:{user}"] for user in USERS}
+SHARED = "cli:room"
+
+
+def fill(url: str) -> None:
+    migrate(url)
+    with psycopg.connect(url) as db:
+        db.execute("CREATE TABLE store (prefix text, key text, PRIMARY KEY (prefix, key))")
+        db.execute(
+            "INSERT INTO conversation_threads (thread_id) SELECT unnest(%s::text[])",
+            ([SHARED, *(thread for threads in THREADS.values() for thread in threads)],),
+        )
+        for user in USERS:
+            db.execute(
+                "INSERT INTO store VALUES (%s, 'k')", (namespace_text(user_namespace(user)),)
+            )
+            db.execute(
+                "INSERT INTO agent_notes (user_id, agent_name, content) VALUES (%s, 'bot', 'n')",
+                (user,),
+            )
+            for seq, thread in enumerate([SHARED, *THREADS[user]]):
+                db.execute(
+                    "INSERT INTO conversation_turns (thread_id, seq, user_id, session_id,"
+                    " pair_index, role, content, created_at, source_event)"
+                    " VALUES (%s, %s, %s, 1, 1, 'user', 'hi', now(), %s)",
+                    (thread, USERS.index(user) * 10 + seq, user, f"{user}/{thread}"),
+                )
+                db.execute(
+                    "INSERT INTO processed_events (correlation_id, step_key, lease_until,"
+                    " user_id, thread_id) VALUES (%s, '0:llm-bot', now(), %s, %s)",
+                    (f"{user}/{thread}", user, thread),
+                )
+
+
+def owners(url: str) -> dict[str, set[str]]:
+    with psycopg.connect(url) as db:
+        return {
+            "threads": {r[0] for r in db.execute("SELECT thread_id FROM conversation_threads")},
+            "turns": {r[0] for r in db.execute("SELECT DISTINCT user_id FROM conversation_turns")},
+            "notes": {r[0] for r in db.execute("SELECT user_id FROM agent_notes")},
+            "events": {r[0] for r in db.execute("SELECT DISTINCT user_id FROM processed_events")},
+            "memories": {r[0] for r in db.execute("SELECT prefix FROM store")},
+        }
+
+
+@pytest.mark.parametrize("gone", USERS)
+async def test_forget_user_takes_exactly_their_rows(fresh_database_url: str, gone: str) -> None:
+    fill(fresh_database_url)
+    async with await AsyncConnection.connect(fresh_database_url, autocommit=True) as db:
+        receipt = await forget_user(db, gone)
+    assert receipt.deleted == {
+        "store": 1,
+        "conversation_turns": 3,
+        "conversation_threads": 2,
+        "agent_notes": 1,
+        "processed_events": 3,
+    }
+    kept = [user for user in USERS if user != gone]
+    assert owners(fresh_database_url) == {
+        "threads": {SHARED, *(thread for user in kept for thread in THREADS[user])},
+        "turns": set(kept),
+        "notes": set(kept),
+        "events": set(kept),
+        "memories": {namespace_text(user_namespace(user)) for user in kept},
+    }
+
+
+async def test_forget_thread_takes_every_speakers_turns_there_only(fresh_database_url: str) -> None:
+    fill(fresh_database_url)
+    async with await AsyncConnection.connect(fresh_database_url, autocommit=True) as db:
+        receipt = await forget_thread(db, SHARED)
+    everyone = len(USERS)
+    assert receipt.deleted == {
+        "conversation_turns": everyone,
+        "conversation_threads": 1,
+        "processed_events": everyone,
+    }
+    assert SHARED not in owners(fresh_database_url)["threads"]
+    with psycopg.connect(fresh_database_url) as db:
+        row = db.execute("SELECT count(*) FROM conversation_turns").fetchone()
+    assert row is not None
+    assert row[0] == 2 * everyone  # every DM turn stays

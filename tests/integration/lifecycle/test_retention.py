@@ -1,0 +1,157 @@
+"""`llm-bot maintain`'s rules on a real database, with the clock set by the test: expired rows
+go, recent rows stay, a live claim is never touched, and two runs at once split the work
+without failing or counting a row twice."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+import pytest
+from psycopg import AsyncConnection
+
+from llm_bot.db.migrate import migrate
+from llm_bot.lifecycle.retention import RetentionPolicy, maintain
+
+pytestmark = pytest.mark.integration
+
+# The test's clock; a live lease is judged by the database's own clock, so NOW is not in its
+# future (a lease that ended "30 days ago" must have ended for real).
+NOW = datetime.now(UTC)
+POLICY = RetentionPolicy(
+    processed_events_days=7,
+    history_days=365,
+    history_turns_per_thread=10,
+    memories_per_user=3,
+    batch_rows=7,
+)
+
+
+def days_ago(days: float) -> datetime:
+    return NOW - timedelta(days=days)
+
+
+def fill(url: str, copies: int) -> None:
+    """``copies`` of each case: what must go and what must stay, by the policy above."""
+    migrate(url)
+    with psycopg.connect(url) as db:
+        db.execute(
+            "CREATE TABLE IF NOT EXISTS store (prefix text, key text, value jsonb,"
+            " created_at timestamptz, updated_at timestamptz, PRIMARY KEY (prefix, key))"
+        )
+        for n in range(copies):
+            events = [  # (step, claimed, published, lease until; None = live lease)
+                ("published-old", days_ago(9), days_ago(8), days_ago(9)),
+                ("published-recent", days_ago(9), days_ago(2), days_ago(9)),
+                ("abandoned-old", days_ago(30), None, days_ago(30)),
+                ("live-claim", days_ago(30), None, None),
+            ]
+            for step, claimed, published, lease in events:
+                db.execute(
+                    "INSERT INTO processed_events (correlation_id, step_key, lease_until,"
+                    " claimed_at, published, published_at, outcome, output_data)"
+                    " VALUES (%s, %s, coalesce(%s, clock_timestamp() + interval '1 hour'),"
+                    " %s, %s, %s, 'OK', 'x')",
+                    (f"c{n}", step, lease, claimed, published is not None, published),
+                )
+            # An old thread (all turns expire), a long one (beyond the cap), an empty one.
+            for thread, turns, at in ((f"old{n}", 4, days_ago(400)), (f"long{n}", 30, NOW)):
+                db.execute(
+                    "INSERT INTO conversation_threads (thread_id, last_seq, session_id,"
+                    " last_turn_at) VALUES (%s, %s, 1, %s)",
+                    (thread, turns, at),
+                )
+                for seq in range(1, turns + 1):
+                    db.execute(
+                        "INSERT INTO conversation_turns (thread_id, seq, user_id, session_id,"
+                        " pair_index, role, content, created_at, source_event)"
+                        " VALUES (%s, %s, 'u', 1, 1, %s, 'hi', %s, %s)",
+                        (thread, seq, "user" if seq % 2 else "assistant", at, f"{thread}:{seq}"),
+                    )
+            db.execute(
+                "INSERT INTO conversation_threads (thread_id, last_seq, session_id, last_turn_at)"
+                " VALUES (%s, 0, 0, %s)",
+                (f"empty{n}", days_ago(400)),
+            )
+            for age in range(5):  # five memories, the cap keeps the three newest
+                db.execute(
+                    "INSERT INTO store (prefix, key, value, created_at, updated_at)"
+                    " VALUES (%s, %s, '{}', %s, %s)",
+                    (f"memories.user{n}", f"age{age}", days_ago(age), days_ago(age)),
+                )
+
+
+def survivors(url: str) -> dict[str, set[str]]:
+    with psycopg.connect(url) as db:
+        return {
+            "events": {r[0] for r in db.execute("SELECT DISTINCT step_key FROM processed_events")},
+            "threads": {
+                r[0].rstrip("0123456789")
+                for r in db.execute("SELECT thread_id FROM conversation_threads")
+            },
+            "turns": {
+                f"{r[0].rstrip('0123456789')}:{r[1]}"
+                for r in db.execute("SELECT DISTINCT thread_id, seq FROM conversation_turns")
+            },
+            "memories": {r[0] for r in db.execute("SELECT DISTINCT key FROM store")},
+        }
+
+
+EXPECTED_SURVIVORS = {
+    "events": {"published-recent", "live-claim"},
+    "threads": {"long"},
+    "turns": {f"long:{seq}" for seq in range(21, 31)},
+    "memories": {"age0", "age1", "age2"},
+}
+
+
+async def run_maintain(url: str, policy: RetentionPolicy = POLICY) -> dict[str, int]:
+    async with await AsyncConnection.connect(url, autocommit=True) as connection:
+        return await maintain(connection, policy, NOW, lambda line: None)
+
+
+async def test_expired_rows_go_and_recent_rows_stay(fresh_database_url: str) -> None:
+    fill(fresh_database_url, copies=2)
+    deleted = await run_maintain(fresh_database_url)
+    assert deleted == {
+        "processed_events": 2 * 2,
+        "turns_expired": 2 * 4,
+        "threads_empty": 2 * 2,
+        "turns_beyond_cap": 2 * 20,
+        "memories_beyond_cap": 2 * 2,
+    }
+    assert survivors(fresh_database_url) == EXPECTED_SURVIVORS
+    assert set((await run_maintain(fresh_database_url)).values()) == {0}  # idempotent
+
+
+async def test_two_runs_at_once_split_the_work(fresh_database_url: str) -> None:
+    copies = 40
+    fill(fresh_database_url, copies)
+    first, second = await asyncio.gather(
+        run_maintain(fresh_database_url), run_maintain(fresh_database_url)
+    )
+    together = {rule: first[rule] + second[rule] for rule in first}
+    assert together == {
+        "processed_events": copies * 2,
+        "turns_expired": copies * 4,
+        "threads_empty": copies * 2,
+        "turns_beyond_cap": copies * 20,
+        "memories_beyond_cap": copies * 2,
+    }
+    assert survivors(fresh_database_url) == EXPECTED_SURVIVORS
+
+
+async def test_zero_keeps_everything(fresh_database_url: str) -> None:
+    fill(fresh_database_url, copies=1)
+    keep_all = replace(
+        POLICY,
+        processed_events_days=0,
+        history_days=0,
+        history_turns_per_thread=0,
+        memories_per_user=0,
+    )
+    before = survivors(fresh_database_url)
+    assert await run_maintain(fresh_database_url, keep_all) == {}
+    assert survivors(fresh_database_url) == before

@@ -1,0 +1,114 @@
+"""Erasure you can prove: two users fill every table through a running worker (DMs, a shared
+channel, memories, notes); `llm-bot export-user` hands one of them all of it; `llm-bot
+forget-user` then leaves none of their ids or words in any column of any table of the schema,
+found from the catalog (a table added later is scanned too), and the other user keeps all."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+from uuid import uuid4
+
+import psycopg
+import pytest
+
+from llm_bot.cli import main
+from llm_bot.devstack.worker_harness import Bus, running_worker
+from llm_bot.events.builder import prompt_event
+
+pytestmark = pytest.mark.integration
+
+
+def said(bus: Bus, user: str, marker: str, room: str) -> list[str]:
+    """Publish what ``user`` says (a memory, notes and words in a DM, words in ``room``),
+    each carrying ``marker``; returns the correlation ids."""
+    memory = json.dumps({"content": f"{user} collects {marker}memory figurines"})
+    notes = json.dumps({"operation": "append", "content": f"# Hobbies\n{marker}notes"})
+    direct = [
+        f"[[tool:upsertMemory {memory}]] I collect {marker}dm figurines",
+        f"[[tool:manage_long_term_memory {notes}]] write it down",
+    ]
+    ids = []
+    for text in direct:
+        event = prompt_event(text, user=user, thread="inbox", egress_topic=bus.egress_topic)
+        event.egress.type = "dm"
+        bus.publish_event(event)
+        ids.append(event.correlation_id)
+    shared = prompt_event(
+        f"hello room, {marker}room here", user=user, thread=room, egress_topic=bus.egress_topic
+    )
+    bus.publish_event(shared)
+    return [*ids, shared.correlation_id]
+
+
+def occurrences(url: str, needles: list[str]) -> dict[str, int]:
+    """Rows holding each needle, over every column of every table of the current schema."""
+    found = dict.fromkeys(needles, 0)
+    with psycopg.connect(url) as connection:
+        columns = connection.execute(
+            "SELECT table_name, column_name, udt_name FROM information_schema.columns"
+            " WHERE table_schema = current_schema() AND udt_name <> 'vector'"
+        ).fetchall()
+        assert {table for table, _, _ in columns} >= {"store", "processed_events", "agent_notes"}
+        for table, column, kind in columns:
+            as_text = f"encode(\"{column}\", 'escape')" if kind == "bytea" else f'"{column}"::text'
+            for needle in needles:
+                row = connection.execute(
+                    f'SELECT count(*) FROM "{table}" WHERE strpos(lower({as_text}), lower(%s)) > 0',
+                    (needle,),
+                ).fetchone()
+                found[needle] += row[0] if row else 0
+    return found
+
+
+async def cli_json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
+    """The command's JSON output (the CLI runs its own event loop, so in a thread)."""
+    assert await asyncio.to_thread(main, [*argv]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+async def test_forget_user_leaves_nothing_of_them_and_everything_of_the_other(
+    bus: Bus,
+    fresh_database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run = uuid4().hex[:8]
+    alice, bob = f"alice-{run}", f"bob-{run}"
+    alice_marker, bob_marker = f"qa{run}", f"qb{run}"
+    room = f"lobby-{run}"
+    egress = bus.tap(bus.egress_topic)
+    async with running_worker(bus.settings()) as worker:
+        published = said(bus, alice, alice_marker, room) + said(bus, bob, bob_marker, room)
+        await egress.take(len(published), timeout_s=60)
+        assert worker.stats.outcome_ok == len(published)
+
+    alice_needles = [alice, f"{alice_marker}memory", f"{alice_marker}notes", f"{alice_marker}dm"]
+    alice_needles.append(f"{alice_marker}room")
+    bob_needles = [bob, f"{bob_marker}memory", f"{bob_marker}notes", f"{bob_marker}dm"]
+    bob_needles.append(f"{bob_marker}room")
+    before = occurrences(fresh_database_url, alice_needles + bob_needles)
+    assert all(before.values()), before  # every kind of data was written
+
+    monkeypatch.setenv("DATABASE_URL", fresh_database_url)
+    export = await cli_json(capsys, "export-user", alice)
+    exported = json.dumps(export).lower()
+    assert all(needle.lower() in exported for needle in alice_needles)
+    assert not any(needle.lower() in exported for needle in bob_needles)
+    assert set(export["tables"]) >= {"store", "conversation_turns", "agent_notes"}
+
+    receipt = await cli_json(capsys, "forget-user", alice, "--json")
+    for table in ("store", "store_vectors", "conversation_turns", "conversation_threads"):
+        assert receipt["deleted"][table] > 0, receipt
+    assert receipt["deleted"]["agent_notes"] == 1
+    assert receipt["deleted"]["processed_events"] == 3
+    assert receipt["total"] == sum(receipt["deleted"].values())
+
+    after = occurrences(fresh_database_url, alice_needles + bob_needles)
+    assert {needle: after[needle] for needle in alice_needles} == dict.fromkeys(alice_needles, 0)
+    assert {needle: after[needle] for needle in bob_needles} == {
+        needle: before[needle] for needle in bob_needles
+    }
+    # Idempotent: nothing is left to delete.
+    assert (await cli_json(capsys, "forget-user", alice, "--json"))["total"] == 0
