@@ -16,7 +16,8 @@ usage() {
 usage: deploy/deploy.sh [--service] [--skip-build] [--tag TAG] [-h|--help]
 
 Builds the image with Cloud Build, runs `llm-bot migrate` as a Cloud Run job, then applies
-deploy/cloudrun-worker-pool.yaml (default) or deploy/cloudrun-service.yaml (--service).
+deploy/cloudrun-worker-pool.yaml (default) or deploy/cloudrun-service.yaml (--service), and
+schedules `llm-bot maintain` (retention) as a daily Cloud Run job.
 
   --service     deploy the Cloud Run service variant instead of the worker pool
   --skip-build  deploy an image already pushed with this tag
@@ -30,6 +31,7 @@ environment:
   SERVICE_ACCOUNT       runtime identity (default llm-bot@PROJECT.iam.gserviceaccount.com)
   REPOSITORY            Artifact Registry Docker repository (default llm-bot)
   BUS_PREFIX            prefix of topic and subscription names (default "")
+  MAINTAIN_SCHEDULE     cron schedule (UTC) of `llm-bot maintain` (default "17 3 * * *")
 
 secrets (Secret Manager, created beforehand): llm-bot-database-url, llm-bot-openai-api-key
 EOF
@@ -71,6 +73,9 @@ readonly REPOSITORY="${REPOSITORY:-llm-bot}"
 readonly BUS_PREFIX="${BUS_PREFIX:-}"
 readonly SECRETS=(llm-bot-database-url llm-bot-openai-api-key)
 readonly MIGRATE_JOB=llm-bot-migrate
+readonly MAINTAIN_JOB=llm-bot-maintain
+# Retention runs once a day (UTC), off the busy hours of most chats.
+readonly MAINTAIN_SCHEDULE="${MAINTAIN_SCHEDULE:-17 3 * * *}"
 if [[ -z "$tag" ]]; then
     tag="$(git -C "$ROOT" rev-parse --short HEAD)"
 fi
@@ -136,6 +141,28 @@ migrate() {
     gcloud run jobs execute "$MIGRATE_JOB" --wait
 }
 
+schedule_maintenance() {
+    # `llm-bot maintain` applies the RETENTION_* settings (their defaults unless set here); it
+    # is idempotent and safe beside another run, so a retried or overlapping execution is fine.
+    # It needs the database only: no model key.
+    gcloud run jobs deploy "$MAINTAIN_JOB" --image="$IMAGE" --args=maintain \
+        --service-account="$SERVICE_ACCOUNT" \
+        --set-cloudsql-instances="$CLOUDSQL_INSTANCE" \
+        --set-secrets="DATABASE_URL=llm-bot-database-url:latest" \
+        --tasks=1 --max-retries=3 --task-timeout=3600s
+    # Cloud Scheduler starts the job through the Cloud Run Admin API as the worker's account.
+    gcloud run jobs add-iam-policy-binding "$MAINTAIN_JOB" --quiet \
+        --member="serviceAccount:$SERVICE_ACCOUNT" --role=roles/run.invoker >/dev/null
+    local uri="https://run.googleapis.com/v2/projects/${PROJECT}/locations/${REGION}/jobs/${MAINTAIN_JOB}:run"
+    local verb=create
+    if gcloud scheduler jobs describe "$MAINTAIN_JOB" --location="$REGION" >/dev/null 2>&1; then
+        verb=update
+    fi
+    gcloud scheduler jobs "$verb" http "$MAINTAIN_JOB" --location="$REGION" \
+        --schedule="$MAINTAIN_SCHEDULE" --time-zone=UTC --http-method=POST --uri="$uri" \
+        --oauth-service-account-email="$SERVICE_ACCOUNT"
+}
+
 # Fill the manifest's ${...} placeholders (only these five, so nothing else is touched).
 render() {
     local text name placeholder
@@ -173,6 +200,8 @@ step "migrating the database (job $MIGRATE_JOB)"
 migrate
 step "deploying the $variant"
 apply_manifest
+step "scheduling retention (job $MAINTAIN_JOB, \"$MAINTAIN_SCHEDULE\" UTC)"
+schedule_maintenance
 step "done: $IMAGE is deployed as the llm-bot $variant in $REGION"
 if [[ "$variant" == service ]]; then
     echo "readiness: gcloud run services proxy llm-bot --port=8081, then curl localhost:8081/readyz"

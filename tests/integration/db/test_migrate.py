@@ -7,6 +7,10 @@ import pytest
 
 from llm_bot.cli import main
 from llm_bot.db.migrate import available_migrations, migrate
+from llm_bot.events.builder import prompt_event
+from llm_bot.events.codec import encode
+from llm_bot.events.identity import thread_id_of, user_id_of
+from llm_bot.events.models import InternalEventV2
 
 pytestmark = pytest.mark.integration
 
@@ -69,3 +73,50 @@ def test_thread_ids_written_before_escaping_are_rewritten_and_stay_reachable(
         }
     assert turns == [(new, user) for _, user, new in old]
     assert threads == {new for _, _, new in old}
+
+
+def _event(user: str, channel: str | None, direct: bool, platform_only: bool) -> InternalEventV2:
+    event = prompt_event("hi", user=user, thread=channel or "x", egress_topic="out")
+    event.egress.channel = channel
+    event.ingress.channel = channel
+    event.egress.type = "dm" if direct else "chat"
+    if platform_only:
+        event.identity.user = None
+        event.identity.external.platform = "twitch:tv"
+    return event
+
+
+@pytest.mark.parametrize(
+    ("user", "channel", "direct", "platform_only"),
+    [
+        ("quinn", "room", False, False),
+        ("quinn", "room", True, False),
+        ("a:b", "r:o%m", True, False),
+        ("42", "room", True, True),
+        ("quinn", None, False, False),
+    ],
+)
+def test_processed_events_stored_before_0009_get_their_user_and_thread(
+    fresh_database_url: str, user: str, channel: str | None, direct: bool, platform_only: bool
+) -> None:
+    """Migration 0009 reads the ids back from the stored event by the rules of
+    llm_bot/events/identity.py, so erasure finds records written before it."""
+    migrate(fresh_database_url)
+    event = _event(user, channel, direct, platform_only)
+    data, _ = encode(event)
+    (lifecycle,) = [m for m in available_migrations() if m.version == 9]
+    with psycopg.connect(fresh_database_url, autocommit=True) as connection:
+        connection.execute(
+            "INSERT INTO processed_events (correlation_id, step_key, lease_until, outcome,"
+            " output_data) VALUES ('event', '0', now(), 'OK', %s), ('junk', '0', now(), 'OK',"
+            " '\\xff00')",
+            (data,),
+        )
+        connection.execute(lifecycle.sql.encode())  # as it ran on a database of before
+        rows = dict(
+            connection.execute(
+                "SELECT correlation_id, (user_id, thread_id) FROM processed_events"
+            ).fetchall()
+        )
+    assert rows["event"] == (user_id_of(event), thread_id_of(event))
+    assert rows["junk"] == (None, None)
