@@ -178,7 +178,10 @@ class LocalEmbedder:
 
     @classmethod
     def _encode(cls, texts: list[str]) -> list[list[float]]:
-        vectors = cls._model().encode(texts, batch_size=BATCH_SIZE, normalize_embeddings=True)
+        # No progress bar: a worker's output is its log, one line per thing that happened.
+        vectors = cls._model().encode(
+            texts, batch_size=BATCH_SIZE, normalize_embeddings=True, show_progress_bar=False
+        )
         return [[float(x) for x in row] for row in vectors]
 
     @classmethod
@@ -189,6 +192,11 @@ class LocalEmbedder:
 
                 cls._loaded = load_model(device="cpu")
             return cls._loaded
+
+    async def warm(self) -> None:
+        """Load the model and run it once, so the first event's retrieval does not pay seconds
+        of loading inside its timeout (the worker warms it before it reports ready)."""
+        await self.embed(["warm-up"])
 
     async def close(self) -> None:
         """The model is shared by the process and stays loaded."""

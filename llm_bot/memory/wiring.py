@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 
 from llm_bot.clock import utc_now
 from llm_bot.llm.embedding_batch import BatchingEmbedder
-from llm_bot.llm.embeddings import CachingEmbedder, embedder_from_settings
+from llm_bot.llm.embeddings import CachingEmbedder, LocalEmbedder, embedder_from_settings
 from llm_bot.memory.commit import MemoryCommit
 from llm_bot.memory.context import ContextLimits, ConversationMemory
 from llm_bot.memory.notes_store import ManageNotesTool
@@ -48,6 +48,8 @@ async def open_memory_store(settings: Settings) -> AsyncIterator[MemoryStore]:
         raise ValueError("DATABASE_URL is not set")
     embedder = embedder_from_settings(settings)
     try:
+        if isinstance(embedder, LocalEmbedder):
+            await embedder.warm()
         async with MemoryStore.open(
             settings.database_url.get_secret_value(),
             CachingEmbedder(BatchingEmbedder(embedder, settings.embedding_batch_wait_ms / 1000)),

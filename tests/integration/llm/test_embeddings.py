@@ -3,10 +3,12 @@ a refusal told apart from other failures."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 
 import pytest
 
+from llm_bot.db.migrate import migrate
 from llm_bot.llm.embeddings import (
     EmbeddingError,
     EmbeddingInputRejected,
@@ -15,6 +17,7 @@ from llm_bot.llm.embeddings import (
     embedder_from_settings,
 )
 from llm_bot.local.openai_server import EMBEDDINGS_PATH, LocalModelServer
+from llm_bot.memory.wiring import open_memory_store
 from llm_bot.settings import load_settings
 
 from ..conftest import server_embedder
@@ -97,3 +100,19 @@ async def test_the_local_model_embeds_a_lone_surrogate_and_a_long_text() -> None
     assert broken == pytest.approx(replaced, abs=1e-6)
     assert short == pytest.approx(replaced, abs=1e-6)
     assert long == pytest.approx(cut, abs=1e-6)
+
+
+async def test_the_local_model_is_loaded_before_the_store_opens(
+    fresh_database_url: str, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The worker reports ready only after its store is open: by then the model is loaded (not
+    on the first event, inside its retrieval timeout), and encoding draws no progress bar even
+    at INFO, the worker's log level."""
+    monkeypatch.setattr(LocalEmbedder, "_loaded", None)
+    logging.getLogger("sentence_transformers").setLevel(logging.INFO)
+    migrate(fresh_database_url)
+    settings = load_settings(DATABASE_URL=fresh_database_url, MEMORY_EMBEDDING_PROVIDER="local")
+    async with open_memory_store(settings) as store:
+        assert LocalEmbedder._loaded is not None
+        await store.embedder.embed(["first event"] * 40)
+    assert "Batches" not in capfd.readouterr().err
