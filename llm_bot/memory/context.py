@@ -184,13 +184,21 @@ class ConversationMemory:
     async def _memories(
         self, user_id: str, query: str, vector: list[float], include_private: bool
     ) -> list[MemoryHit]:
-        return await self._store.for_user(user_id).search(
+        """All of the user's memories when they fit the memory budget (a threshold tuned to
+        keep noise out of a long list would silence a fact the model needs in a short one);
+        beyond it, those at or above the threshold or sharing a word with the query."""
+        hits = await self._store.for_user(user_id).search(
             query,
             limit=MEMORY_CANDIDATES,
-            threshold=self._limits.threshold,
+            threshold=-1.0,
             vector=vector,
             include_private=include_private,
         )
+        fits = sum(memory_cost(hit.content) for hit in hits) <= self._limits.memory_budget_tokens
+        if len(hits) < MEMORY_CANDIDATES and fits:
+            return hits
+        threshold = self._limits.threshold
+        return [hit for hit in hits if hit.similarity >= threshold or hit.keyword_match]
 
     async def _recall(
         self,
@@ -211,6 +219,11 @@ class ConversationMemory:
                 threshold=self._limits.threshold,
                 include_private=include_private,
             )
+
+
+def memory_cost(content: str) -> int:
+    """Tokens a memory or recalled message takes in the context, with its bullet, key or date."""
+    return approx_tokens(content) + 8
 
 
 def _newest_pairs_within(window: list[Turn], budget: int) -> list[Turn]:
@@ -239,7 +252,7 @@ def _by_relevance_within(
     chosen_turns: list[RecalledTurn] = []
     used = memory_used = 0
     for _, item in ranked:
-        cost = approx_tokens(item.content) + 8  # bullet, key or date
+        cost = memory_cost(item.content)
         if used + cost > budget:
             continue
         if isinstance(item, MemoryHit):

@@ -2,9 +2,11 @@
 
 Dense retrieval finds paraphrases ("films" for "movies"); full-text finds rare exact words
 (names, products) that small embedding models blur. Both candidate lists come from one SQL
-statement scoped to a single namespace and are fused by reciprocal rank (RRF, k = 60). The
-similarity threshold applies to every hit, so full-text widens and reorders the candidates but
-never lets in something the embedding calls unrelated.
+statement scoped to a single namespace and are fused by reciprocal rank (RRF, k = 60). A hit
+passes when its similarity reaches the threshold or when it shares a word with the query: the
+full-text match is on content words only (the English configuration drops stop words), and a
+small model scores "allergic to peanuts" against "peanut-free dishes" below any threshold that
+keeps noise out, though the shared rare word is the best evidence there is.
 
 The query runs on LangGraph's own tables (``store``, ``store_vectors``): the store has no
 full-text search, and one statement with one query embedding beats two round trips.
@@ -76,6 +78,7 @@ class MemoryHit:
     updated_at: datetime
     similarity: float
     fused_score: float
+    keyword_match: bool = False  # shares a content word with the query
 
 
 def rrf(*ranks: int | None) -> float:
@@ -133,8 +136,9 @@ async def hybrid_search(
     mode: SearchMode = "hybrid",
     include_private: bool = True,
 ) -> list[MemoryHit]:
-    """The ``limit`` best hits at or above ``threshold``: by fused rank, then similarity;
-    without ``include_private``, only memories learned in shared channels."""
+    """The ``limit`` best hits at or above ``threshold`` or sharing a word with the query: by
+    fused rank, then similarity; without ``include_private``, only memories learned in shared
+    channels."""
     scope = {"prefix": prefix, "include_private": include_private}
     rows = await fused_candidates(
         connection, _HYBRID_SQL, scope, text, vector, max(limit * 4, 20), mode
@@ -148,8 +152,8 @@ async def hybrid_search(
             updated_at=row["updated_at"],
             similarity=float(row["similarity"]),
             fused_score=rrf(row["dense_rank"], row["lexical_rank"]),
+            keyword_match=row["lexical_rank"] is not None,
         )
         for row in rows
-        if float(row["similarity"]) >= threshold
     )
-    return best(hits, limit)
+    return best((hit for hit in hits if hit.similarity >= threshold or hit.keyword_match), limit)

@@ -7,9 +7,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from llm_bot.clock import utc_now
 from llm_bot.db.migrate import migrate
 from llm_bot.llm.embeddings import CachingEmbedder, LocalEmbedder
 from llm_bot.local.embedded_postgres import EmbeddedPostgres
+from llm_bot.memory.context import ContextLimits, ConversationMemory
 from llm_bot.memory.store import MemoryStore, StoreOptions
 from llm_bot.settings import CALIBRATED_THRESHOLDS
 
@@ -63,3 +65,23 @@ async def test_another_user_never_sees_them(local_store: MemoryStore) -> None:
     for query, _ in SCENARIOS:
         hits = await local_store.for_user("lee").search(query, limit=10, threshold=-1.0)
         assert {hit.content for hit in hits} <= {"I eat a lot of meat and love westerns"}
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "We're ordering pizza tonight, what should I get?",
+        "What should I order?",
+        "Recommend a restaurant dish for me",
+    ],
+)
+async def test_the_model_is_told_what_matters_for_an_order(
+    local_store: MemoryStore, question: str
+) -> None:
+    """Seed 001's pizza scenario at the shipped threshold: "I am vegetarian" scores under it
+    against such questions, but Sam's memories fit the injection budget, so all are shown."""
+    memory = ConversationMemory(local_store, ContextLimits(threshold=THRESHOLD), "bot", utc_now)
+    recollection = await memory.retrieve("sam", "cli:kitchen", question, private=True)
+    shown = "\n".join(message.content for message in recollection.messages)
+    assert "I am vegetarian" in shown
+    assert "westerns" not in shown  # lee's
