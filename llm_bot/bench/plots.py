@@ -1,11 +1,18 @@
-"""The plot of ``llm-bot bench run``: events/s and latency against in-flight, service next to
-the raw transport, one line per model latency (the raw transport does not depend on it)."""
+"""The plots of ``llm-bot bench``. ``run``: events/s and latency against in-flight, service next
+to the raw transport, one line per model latency (the raw transport does not depend on it).
+``retrieval``: p50 and p95 bars per data set and mode.
+
+matplotlib and the service bench (the whole local stack) are imported only when drawn.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from llm_bot.bench.service import RunReport
+if TYPE_CHECKING:
+    from llm_bot.bench.retrieval import LatencyReport
+    from llm_bot.bench.service import RunReport
 
 
 def plot_service(reports: list[RunReport], path: Path) -> None:
@@ -45,3 +52,30 @@ def plot_service(reports: list[RunReport], path: Path) -> None:
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
+
+
+def plot_latencies(reports: list[LatencyReport], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [f"{_data(r)} {r.mode}" for r in reports]
+    positions = range(len(reports))
+    figure, axis = plt.subplots(figsize=(8, 4))
+    axis.bar([p - 0.2 for p in positions], [r.p50_ms for r in reports], width=0.4, label="p50")
+    axis.bar([p + 0.2 for p in positions], [r.p95_ms for r in reports], width=0.4, label="p95")
+    axis.set_xticks(list(positions), labels, rotation=30, ha="right")
+    axis.set_ylabel("ms per search (database side)")
+    axis.set_title(title)
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def _data(report: LatencyReport) -> str:
+    size = f"{report.size / 1000:g}k" if report.size >= 1000 else str(report.size)
+    if report.kind.endswith("-depth"):
+        return f"one user, {size} {report.kind.removesuffix('-depth')}"
+    return f"{report.kind} {size}"

@@ -1,10 +1,14 @@
 """``llm-bot bench retrieval``: memory search at 10k and 100k memories, history recall at 100k
-turns, over 1,000 users.
+turns, over 1,000 users; then the depth of one user: recall over 100k turns of one user and
+search over 10k memories of one user.
 
 Measures the database side of a search (the SQL of :mod:`llm_bot.memory.search` and
 :mod:`llm_bot.memory.recall`), so data is bulk-loaded with synthetic unit vectors and texts
 through binary COPY into the real tables, and queries use synthetic vectors: embedding cost is
 excluded on purpose, it depends on the provider, not on us. Each size runs in a fresh schema.
+Spread and depth are different costs: a search reads one user's rows, so 100k rows over 1,000
+users is 100 rows a search, while one long-lived user makes every one of their searches read
+all of theirs.
 """
 
 from __future__ import annotations
@@ -14,12 +18,15 @@ import random
 import statistics
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from pgvector.psycopg import register_vector_async
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, sql
+from psycopg.rows import tuple_row
 from psycopg.types.json import Jsonb
 
 from llm_bot.db.migrate import migrate
@@ -41,7 +48,8 @@ MODES: tuple[SearchMode, ...] = ("hybrid", "dense", "lexical")
 
 @dataclass(frozen=True)
 class LatencyReport:
-    kind: str  # "memories" or "history"
+    kind: str  # "memories" or "history"; "memories-depth", "history-depth": one user's
+    # (``size`` is then that user's count and ``users`` the users besides them)
     size: int
     users: int
     mode: str
@@ -61,13 +69,15 @@ def unit_vector(rng: random.Random, dimensions: int = DIMENSIONS) -> list[float]
 
 
 async def load_memories(
-    connection: AsyncConnection[object],
+    connection: AsyncConnection[Any],
     memories: int,
     users: int,
     rng: random.Random,
     progress: Callable[[str], None],
+    owner: str = "user",
 ) -> None:
-    """Fill ``store`` and ``store_vectors`` of the current schema by binary COPY."""
+    """Fill ``store`` and ``store_vectors`` of the current schema by binary COPY, round robin
+    over the users ``{owner}-0`` to ``{owner}-{users - 1}``."""
     await register_vector_async(connection)
     async with connection.cursor() as cursor:
         async with cursor.copy(
@@ -76,7 +86,7 @@ async def load_memories(
             store_copy.set_types(["text", "text", "jsonb"])
             keys: list[tuple[str, str]] = []
             for index in range(memories):
-                prefix = namespace_text(user_namespace(f"user-{index % users}"))
+                prefix = namespace_text(user_namespace(f"{owner}-{index % users}"))
                 key = str(uuid.UUID(int=rng.getrandbits(128)))
                 text = f"likes {rng.choice(WORDS)} and {rng.choice(WORDS)}, fact {index}"
                 await store_copy.write_row((prefix, key, Jsonb({"content": text, "metadata": {}})))
@@ -87,33 +97,100 @@ async def load_memories(
             vector_copy.set_types(["text", "text", "text", "vector"])
             for done, (prefix, key) in enumerate(keys, start=1):
                 await vector_copy.write_row((prefix, key, "content", unit_vector(rng)))
-                if done % 20_000 == 0:
+                if done % 10_000 == 0:
                     progress(f"loaded {done}/{memories} memories")
     await connection.execute("ANALYZE store")
-    await connection.execute("ANALYZE store_vectors")
 
 
 async def measure_search(
-    connection: AsyncConnection[object],
+    connection: AsyncConnection[Any],
     memories: int,
     users: int,
     modes: Sequence[SearchMode],
     queries: int,
     rng: random.Random,
+    *,
+    pick_user: Callable[[], str] | None = None,
+    kind: str = "memories",
 ) -> list[LatencyReport]:
+    """``queries`` searches per mode, each for the user ``pick_user`` names (by default a
+    random one of ``user-0`` ... ``user-{users - 1}``)."""
+    pick = pick_user or (lambda: f"user-{rng.randrange(users)}")
     reports = []
     for mode in modes:
-        timings = []
-        for _ in range(queries):
-            prefix = namespace_text(user_namespace(f"user-{rng.randrange(users)}"))
+
+        async def search(mode: SearchMode = mode) -> object:
+            prefix = namespace_text(user_namespace(pick()))
             text = f"does the user like {rng.choice(WORDS)}?"
-            began = time.perf_counter()
-            await hybrid_search(
+            return await hybrid_search(
                 connection, prefix, text, unit_vector(rng), limit=10, threshold=-1.0, mode=mode
             )
-            timings.append((time.perf_counter() - began) * 1000)
-        reports.append(_report("memories", memories, users, mode, timings))
+
+        reports.append(_report(kind, memories, users, mode, await _timed(queries, search)))
     return reports
+
+
+async def measure_recall(
+    connection: AsyncConnection[Any],
+    turns: int,
+    users: int,
+    queries: int,
+    rng: random.Random,
+    *,
+    pick_user: Callable[[], str] | None = None,
+    kind: str = "history",
+) -> list[LatencyReport]:
+    """As :func:`measure_search`, for history recall (five turns, as the worker asks)."""
+    pick = pick_user or (lambda: f"user-{rng.randrange(users)}")
+    reports = []
+    for mode in MODES:
+
+        async def recall(mode: SearchMode = mode) -> object:
+            text = f"what did I say about {rng.choice(WORDS)}?"
+            vector = unit_vector(rng)
+            return await recall_turns(
+                connection, pick(), text, vector, exclude=(), limit=5, threshold=-1.0, mode=mode
+            )
+
+        reports.append(_report(kind, turns, users, mode, await _timed(queries, recall)))
+    return reports
+
+
+async def _timed(queries: int, search: Callable[[], Awaitable[object]]) -> list[float]:
+    """Milliseconds of each of ``queries`` calls. The query's vector and text are made inside
+    the call but cost microseconds against the milliseconds of the statement."""
+    timings = []
+    for _ in range(queries):
+        began = time.perf_counter()
+        await search()
+        timings.append((time.perf_counter() - began) * 1000)
+    return timings
+
+
+@asynccontextmanager
+async def indexes_built_after(
+    connection: AsyncConnection[Any], table: str, progress: Callable[[str], None]
+) -> AsyncIterator[None]:
+    """Drop ``table``'s secondary indexes for the load and build them again afterwards: once
+    over the loaded rows is far cheaper than row by row (an HNSW graph above all)."""
+    async with connection.cursor(row_factory=tuple_row) as cursor:
+        await cursor.execute(
+            "SELECT i.indexname, i.indexdef FROM pg_indexes i"
+            " WHERE i.schemaname = current_schema() AND i.tablename = %s"
+            " AND NOT EXISTS (SELECT FROM pg_constraint c"
+            "  WHERE c.conindid = format('%%I.%%I', i.schemaname, i.indexname)::regclass)",
+            (table,),
+        )
+        definitions: list[tuple[str, str]] = await cursor.fetchall()
+    for name, _ in definitions:
+        await connection.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(name)))
+    yield
+    await connection.execute("SET maintenance_work_mem = '1GB'")
+    for name, definition in definitions:
+        began = time.perf_counter()
+        await connection.execute(definition)
+        progress(f"built {name} in {time.perf_counter() - began:.1f} s")
+    await connection.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(table)))
 
 
 class SyntheticEmbedder:
@@ -144,37 +221,29 @@ async def run_retrieval_bench(
     reports: list[LatencyReport] = []
     for size in sizes:
         async with scratch_schema(database_url, f"bench_retrieval_{size}") as url:
+            await asyncio.to_thread(migrate, url)
             store_context = MemoryStore.open(url, SyntheticEmbedder(rng), StoreOptions())
             async with store_context as store, store.connection() as connection:
                 progress(f"loading {size} memories over {users} users")
                 began = time.perf_counter()
-                # Building the ANN index once after the load is far cheaper than per row.
-                index = await connection.execute(
-                    "SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema()"
-                    " AND indexname = 'store_vectors_embedding_idx'"
-                )
-                definition = await index.fetchone()
-                await connection.execute("DROP INDEX IF EXISTS store_vectors_embedding_idx")
-                await load_memories(connection, size, users, rng, progress)
-                if definition is not None:
-                    await connection.execute("SET maintenance_work_mem = '1GB'")
-                    await connection.execute(definition["indexdef"])
+                async with indexes_built_after(connection, "store_vectors", progress):
+                    await load_memories(connection, size, users, rng, progress)
                 progress(f"loaded and indexed in {time.perf_counter() - began:.1f} s; searching")
                 reports += await measure_search(connection, size, users, MODES, queries, rng)
-                progress(
-                    f"{size}: " + ", ".join(f"{r.mode} p95 {r.p95_ms} ms" for r in reports[-3:])
-                )
+                progress(f"{size}: " + _p95s(reports[-3:]))
     return reports
 
 
 async def load_history(
-    connection: AsyncConnection[object],
+    connection: AsyncConnection[Any],
     turns: int,
     users: int,
     rng: random.Random,
     progress: Callable[[str], None],
+    owner: str = "user",
 ) -> None:
-    """``turns`` messages in alternating pairs over five threads per user."""
+    """``turns`` messages in alternating pairs over five threads per user, users named
+    ``{owner}-0`` to ``{owner}-{users - 1}``."""
     await register_vector_async(connection)
     next_seq: dict[str, int] = {}
     columns = "thread_id, seq, user_id, session_id, pair_index, role, content, created_at,"
@@ -198,7 +267,7 @@ async def load_history(
             ]
         )
         for index in range(turns):
-            user = f"user-{(index // 2) % users}"
+            user = f"{owner}-{(index // 2) % users}"
             thread = f"thread-{user}-{(index // (2 * users)) % 5}"
             seq = next_seq.get(thread, 0) + 1
             next_seq[thread] = seq
@@ -214,13 +283,12 @@ async def load_history(
                 role,
                 text,
                 at,
-                f"e{index // 2}",
+                f"{owner}-e{index // 2}",
                 unit_vector(rng),
             )
             await copy.write_row(row)
             if (index + 1) % 20_000 == 0:
                 progress(f"loaded {index + 1}/{turns} turns")
-    await connection.execute("ANALYZE conversation_turns")
 
 
 async def run_recall_bench(
@@ -232,32 +300,86 @@ async def run_recall_bench(
     seed: int = 11,
 ) -> list[LatencyReport]:
     rng = random.Random(seed)  # noqa: S311 (synthetic data, reproducible on purpose)
-    reports = []
     async with scratch_schema(database_url, f"bench_recall_{turns}") as url:
         await asyncio.to_thread(migrate, url)
-        async with await AsyncConnection.connect(url, autocommit=True) as connection:
+        async with await _connect(url) as connection:
             progress(f"loading {turns} history turns over {users} users")
-            await load_history(connection, turns, users, rng, progress)
-            for mode in MODES:
-                timings = []
-                for _ in range(queries):
-                    user = f"user-{rng.randrange(users)}"
-                    text = f"what did I say about {rng.choice(WORDS)}?"
-                    began = time.perf_counter()
-                    await recall_turns(
-                        connection,
-                        user,
-                        text,
-                        unit_vector(rng),
-                        exclude=(),
-                        limit=5,
-                        threshold=-1.0,
-                        mode=mode,
-                    )
-                    timings.append((time.perf_counter() - began) * 1000)
-                reports.append(_report("history", turns, users, mode, timings))
-            progress(f"{turns} turns: " + ", ".join(f"{r.mode} p95 {r.p95_ms} ms" for r in reports))
+            async with indexes_built_after(connection, "conversation_turns", progress):
+                await load_history(connection, turns, users, rng, progress)
+            reports = await measure_recall(connection, turns, users, queries, rng)
+            progress(f"{turns} turns: " + _p95s(reports))
     return reports
+
+
+async def _connect(url: str) -> AsyncConnection[Any]:
+    """A connection as the worker's pool makes them (:class:`MemoryStore`): every statement
+    prepared from its first run, so the plans measured are the ones the worker gets."""
+    return await AsyncConnection.connect(url, autocommit=True, prepare_threshold=0)
+
+
+# Everyone else in a depth run: as many users as in the spread runs, each of a typical depth,
+# so the one long-lived user sits among others as in production, for the planner too.
+TYPICAL_TURNS = 100
+TYPICAL_MEMORIES = 10
+DEEP_USER = "deep-0"
+
+
+async def run_depth_bench(
+    database_url: str,
+    turns: int,
+    memories: int,
+    users: int,
+    queries: int,
+    progress: Callable[[str], None],
+    seed: int = 13,
+) -> list[LatencyReport]:
+    """Recall for one user with ``turns`` turns and memory search for one user with
+    ``memories`` memories (0 skips either), among ``users`` typical users."""
+    rng = random.Random(seed)  # noqa: S311 (synthetic data, reproducible on purpose)
+    reports: list[LatencyReport] = []
+    if turns:
+        async with scratch_schema(database_url, f"bench_depth_history_{turns}") as url:
+            await asyncio.to_thread(migrate, url)
+            async with await _connect(url) as connection:
+                progress(f"loading {turns} turns of one user among {users} users")
+                async with indexes_built_after(connection, "conversation_turns", progress):
+                    await load_history(connection, TYPICAL_TURNS * users, users, rng, progress)
+                    await load_history(connection, turns, 1, rng, progress, owner="deep")
+                reports += await measure_recall(
+                    connection,
+                    turns,
+                    users,
+                    queries,
+                    rng,
+                    pick_user=lambda: DEEP_USER,
+                    kind="history-depth",
+                )
+            progress(f"one user, {turns} turns: " + _p95s(reports[-3:]))
+    if memories:
+        async with scratch_schema(database_url, f"bench_depth_memories_{memories}") as url:
+            await asyncio.to_thread(migrate, url)
+            store_context = MemoryStore.open(url, SyntheticEmbedder(rng), StoreOptions())
+            async with store_context as store, store.connection() as connection:
+                progress(f"loading {memories} memories of one user among {users} users")
+                async with indexes_built_after(connection, "store_vectors", progress):
+                    await load_memories(connection, TYPICAL_MEMORIES * users, users, rng, progress)
+                    await load_memories(connection, memories, 1, rng, progress, owner="deep")
+                reports += await measure_search(
+                    connection,
+                    memories,
+                    users,
+                    MODES,
+                    queries,
+                    rng,
+                    pick_user=lambda: DEEP_USER,
+                    kind="memories-depth",
+                )
+            progress(f"one user, {memories} memories: " + _p95s(reports[-3:]))
+    return reports
+
+
+def _p95s(reports: Sequence[LatencyReport]) -> str:
+    return ", ".join(f"{r.mode} p95 {r.p95_ms} ms" for r in reports)
 
 
 def _report(kind: str, size: int, users: int, mode: str, timings: list[float]) -> LatencyReport:

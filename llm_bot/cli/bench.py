@@ -10,7 +10,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from llm_bot.bench.retrieval import LatencyReport, run_recall_bench, run_retrieval_bench
+from llm_bot.bench.retrieval import (
+    LatencyReport,
+    run_depth_bench,
+    run_recall_bench,
+    run_retrieval_bench,
+)
 from llm_bot.cli.support import database_for_measurements, positive
 from llm_bot.settings import Settings
 
@@ -31,9 +36,25 @@ def add_bench_commands(commands: Any, parser_class: type[argparse.ArgumentParser
         "--sizes", type=sizes, default=[10_000, 100_000], help="e.g. 10000,100000"
     )
     retrieval.add_argument("--history-turns", type=int, default=100_000, help="0 skips recall")
-    retrieval.add_argument("--users", type=int, default=1000)
-    retrieval.add_argument("--queries", type=int, default=300, help="per size and mode")
-    retrieval.add_argument("--plot", type=Path, help="write a PNG bar chart here")
+    retrieval.add_argument(
+        "--depth-turns", type=int, default=100_000, help="recall for one user this deep; 0 skips"
+    )
+    retrieval.add_argument(
+        "--depth-memories",
+        type=int,
+        default=10_000,
+        help="memory search for one user with this many memories; 0 skips",
+    )
+    retrieval.add_argument(
+        "--depth-only", action="store_true", help="only the one-user part (no --sizes, recall)"
+    )
+    retrieval.add_argument("--users", type=positive, default=1000)
+    retrieval.add_argument("--queries", type=positive, default=300, help="per size and mode")
+    retrieval.add_argument(
+        "--plot",
+        type=Path,
+        help="write a PNG bar chart here, and the one-user part's beside it (NAME-depth.png)",
+    )
     retrieval.add_argument("--json", action="store_true", help="print JSON")
     retrieval.set_defaults(handler=run_retrieval)
 
@@ -134,44 +155,38 @@ def service_row(r: RunReport) -> str:
 
 def run_retrieval(args: argparse.Namespace, settings: Settings) -> int:
     with database_for_measurements(settings) as url:
-        reports = asyncio.run(
-            run_retrieval_bench(url, args.sizes, args.users, args.queries, progress)
-        )
-        if args.history_turns:
+        reports: list[LatencyReport] = []
+        if not args.depth_only:
             reports += asyncio.run(
-                run_recall_bench(url, args.history_turns, args.users, args.queries, progress)
+                run_retrieval_bench(url, args.sizes, args.users, args.queries, progress)
             )
+            if args.history_turns:
+                reports += asyncio.run(
+                    run_recall_bench(url, args.history_turns, args.users, args.queries, progress)
+                )
+        depth = asyncio.run(
+            run_depth_bench(
+                url, args.depth_turns, args.depth_memories, args.users, args.queries, progress
+            )
+        )
     if args.plot:
-        plot_latencies(reports, args.plot)
+        from llm_bot.bench.plots import plot_latencies
+
+        if reports:
+            plot_latencies(reports, args.plot, f"Memory search and recall, {args.users} users")
+        if depth:
+            title = f"One user's depth, among {args.users} others"
+            plot_latencies(depth, args.plot.with_stem(f"{args.plot.stem}-depth"), title)
+    reports += depth
     if args.json:
         print(json.dumps([r.as_dict() for r in reports], indent=2))
         return 0
-    print("kind      size     users  mode     p50 ms  p95 ms  p99 ms")
+    print("kind            size     users  mode     p50 ms  p95 ms  p99 ms")
     for r in reports:
         percentiles = f"{r.p50_ms:6.2f}  {r.p95_ms:6.2f}  {r.p99_ms:6.2f}"
-        print(f"{r.kind:8s}  {r.size:7d}  {r.users:5d}  {r.mode:7s}  {percentiles}")
+        print(f"{r.kind:14s}  {r.size:7d}  {r.users:5d}  {r.mode:7s}  {percentiles}")
     return 0
 
 
 def progress(line: str) -> None:
     print(f"# {line}", file=sys.stderr, flush=True)
-
-
-def plot_latencies(reports: list[LatencyReport], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    labels = [f"{r.kind} {r.size // 1000}k {r.mode}" for r in reports]
-    positions = range(len(reports))
-    figure, axis = plt.subplots(figsize=(8, 4))
-    axis.bar([p - 0.2 for p in positions], [r.p50_ms for r in reports], width=0.4, label="p50")
-    axis.bar([p + 0.2 for p in positions], [r.p95_ms for r in reports], width=0.4, label="p95")
-    axis.set_xticks(list(positions), labels, rotation=30, ha="right")
-    axis.set_ylabel("ms per search (database side)")
-    axis.set_title(f"Memory search latency, {reports[0].users if reports else 0} users")
-    axis.legend()
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
