@@ -39,7 +39,11 @@ def add_memory_commands(commands: Any, parser_class: type[argparse.ArgumentParse
     search = action("search", search_memories, "search a user's memories")
     search.add_argument("query")
     search.add_argument("--limit", type=int, default=10)
-    action("get", get_memory, "show one memory").add_argument("key")
+    get = action("get", get_memory, "show one memory")
+    get.add_argument("key")
+    get.add_argument(
+        "--history", action="store_true", help="with its earlier texts and when each was current"
+    )
     put = action("put", put_memory, "store or update a memory")
     put.add_argument("content")
     put.add_argument("--key", help="update this memory instead of adding one")
@@ -65,9 +69,14 @@ def human(result: Any) -> str:
         return "\n".join(human(item) for item in result) or "(none)"
     if isinstance(result, dict) and "content" in result:
         score = f" {result['similarity']:.3f}" if "similarity" in result else ""
-        return (
+        line = (
             f"{result['key']}{score}  {result['content']}  {json.dumps(result.get('metadata', {}))}"
         )
+        earlier = [
+            f"  v{v['version']} {v['valid_from']} .. {v['valid_to']}  {v['content']}"
+            for v in result.get("history", [])
+        ]
+        return "\n".join([line, *earlier])
     return json.dumps(result)
 
 
@@ -90,10 +99,21 @@ async def search_memories(store: MemoryStore, args: argparse.Namespace, settings
 
 
 async def get_memory(store: MemoryStore, args: argparse.Namespace, settings: Settings) -> Any:
-    memory = await store.for_user(args.user).get(args.key)
+    memories = store.for_user(args.user)
+    memory = await memories.get(args.key)
     if memory is None:
         raise UsageError(f"user {args.user!r} has no memory {args.key!r}")
-    return asdict(memory)
+    shown = asdict(memory)
+    if args.history:
+        shown["history"] = [
+            {
+                **asdict(version),
+                "valid_from": version.valid_from.isoformat(),
+                "valid_to": version.valid_to.isoformat(),
+            }
+            for version in await memories.history(args.key)
+        ]
+    return shown
 
 
 async def put_memory(store: MemoryStore, args: argparse.Namespace, settings: Settings) -> Any:

@@ -32,6 +32,7 @@ _IS_USERS_DM = """(right(thread_id, length(%(user)s) + 1) = ':' || %(user)s
 USER_ROWS: tuple[tuple[str, str], ...] = (
     ("store_vectors_next", "prefix = %(namespace)s"),
     ("store_vectors", "prefix = %(namespace)s"),
+    ("memory_versions", "prefix = %(namespace)s"),
     ("store", "prefix = %(namespace)s"),
     ("conversation_turns", f"user_id = %(user)s OR {_IS_USERS_DM}"),
     ("conversation_threads", _IS_USERS_DM),

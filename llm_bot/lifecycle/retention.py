@@ -81,6 +81,17 @@ DELETE FROM store s USING (
 """
 
 
+# Earlier texts of facts: gone with their memory (the cap above), or past the history's age.
+_MEMORY_VERSIONS = """
+DELETE FROM memory_versions m USING (
+    SELECT prefix, key, version FROM memory_versions v
+     WHERE v.valid_to < %(cutoff)s
+        OR NOT EXISTS (SELECT 1 FROM store s WHERE s.prefix = v.prefix AND s.key = v.key)
+     LIMIT %(batch)s FOR UPDATE SKIP LOCKED) old
+ WHERE m.prefix = old.prefix AND m.key = old.key AND m.version = old.version
+"""
+
+
 @dataclass(frozen=True)
 class RetentionPolicy:
     """Days and counts kept; 0 keeps forever."""
@@ -132,6 +143,13 @@ async def maintain(
         )
     if policy.memories_per_user:
         deleted["memories_beyond_cap"] = await _cap_memories(connection, policy, progress)
+    capped = policy.history_days or policy.memories_per_user
+    if capped and await existing_tables(connection, ["store"]):
+        days = policy.history_days
+        cutoff = now - timedelta(days=days) if days else datetime.min.replace(tzinfo=now.tzinfo)
+        deleted["memory_versions"] = await _sweep(
+            connection, "memory_versions", _MEMORY_VERSIONS, {**batch, "cutoff": cutoff}, progress
+        )
     return deleted
 
 

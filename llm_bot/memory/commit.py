@@ -24,6 +24,7 @@ from llm_bot.memory.namespaces import namespace_text, user_namespace
 from llm_bot.memory.notes_store import write_notes
 from llm_bot.memory.run_writes import RunWrites
 from llm_bot.memory.store import MemoryStore, memory_value
+from llm_bot.memory.versions import forget_versions, retire_current
 
 logger = logging.getLogger(__name__)
 
@@ -110,15 +111,20 @@ class MemoryCommit:
     async def _apply_memories(
         self, connection: AsyncConnection[Any], writes: RunWrites, prepared: PreparedTurn
     ) -> None:
-        """Puts and deletes, only ever in the run's user's namespace. A delete removes the
-        memory's row in ``store``; its vectors (``store_vectors``, and ``store_vectors_next``
-        while ``llm-bot reembed`` builds it) go with it by their ``ON DELETE CASCADE`` keys.
+        """Puts and deletes, only ever in the run's user's namespace. A put over an existing
+        key keeps the text it replaces as a version (:mod:`llm_bot.memory.versions`). A delete
+        removes the memory's versions and its row in ``store``; its vectors (``store_vectors``,
+        and ``store_vectors_next`` while ``llm-bot reembed`` builds it) go with it by their
+        ``ON DELETE CASCADE`` keys.
         A key already gone (a redelivery, a concurrent delete) deletes nothing."""
         on_connection = self._store.store_on(connection, prepared.memory_vectors)
         namespace = user_namespace(writes.user_id)
+        prefix = namespace_text(namespace)
         for key in writes.memory_deletes:
+            await forget_versions(connection, prefix, key)
             await on_connection.adelete(namespace, key)
         for put in writes.memory_puts:
+            await retire_current(connection, prefix, put.key, put.content)
             value = memory_value(put.content, put.metadata, writes.learned_in)
             # Without its vector (embeddings failed) a memory is still found by its words.
             embedded = put.content in prepared.memory_vectors
@@ -128,7 +134,7 @@ class MemoryCommit:
             if not embedded:  # the key's old vector would describe the old content
                 await connection.execute(
                     "DELETE FROM store_vectors WHERE prefix = %s AND key = %s",
-                    (namespace_text(namespace), put.key),
+                    (prefix, put.key),
                 )
 
     def _without_vectors(self, prepared: PreparedTurn, space: EmbeddingSpace) -> PreparedTurn:

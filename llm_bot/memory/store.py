@@ -26,6 +26,7 @@ from llm_bot.db.store_schema import ensure_schema
 from llm_bot.llm.embeddings import Embedder
 from llm_bot.memory.namespaces import MEMORIES, namespace_text, user_namespace
 from llm_bot.memory.search import MemoryHit, SearchMode, hybrid_search
+from llm_bot.memory.versions import Version, forget_versions, retire_current, versions_of
 
 logger = logging.getLogger(__name__)
 
@@ -131,15 +132,19 @@ class UserMemories:
         self._memory = memory
         self.user_id = user_id
         self.namespace = user_namespace(user_id)
+        self.prefix = namespace_text(self.namespace)
 
     async def put(
         self, content: str, metadata: dict[str, str] | None = None, key: str | None = None
     ) -> tuple[str, PutOutcome]:
         """Store a memory now (admin path; the worker defers its writes to the commit)."""
         key, outcome = await self.resolve_key(content, key)
-        await self._memory.store.aput(
-            self.namespace, key, memory_value(content, metadata), index=["content"]
-        )
+        vectors = dict(zip([content], await self._memory.embedder.embed([content]), strict=True))
+        async with self._memory.connection() as connection, connection.transaction():
+            await retire_current(connection, self.prefix, key, content)
+            await self._memory.store_on(connection, vectors).aput(
+                self.namespace, key, memory_value(content, metadata), index=["content"]
+            )
         return key, outcome
 
     async def resolve_key(self, content: str, key: str | None) -> tuple[str, PutOutcome]:
@@ -157,9 +162,17 @@ class UserMemories:
         return None if item is None else _memory_of(item)
 
     async def delete(self, key: str) -> bool:
+        """Forget the memory: its earlier versions go with it."""
         existed = await self.get(key) is not None
-        await self._memory.store.adelete(self.namespace, key)
+        async with self._memory.connection() as connection, connection.transaction():
+            await forget_versions(connection, self.prefix, key)
+            await self._memory.store_on(connection, {}).adelete(self.namespace, key)
         return existed
+
+    async def history(self, key: str) -> list[Version]:
+        """The memory's earlier texts, oldest first, each with the period it was current."""
+        async with self._memory.connection() as connection:
+            return await versions_of(connection, self.prefix, key)
 
     async def list_memories(self, limit: int = 100, offset: int = 0) -> list[Memory]:
         items = await self._memory.store.asearch(self.namespace, limit=limit, offset=offset)
@@ -182,7 +195,7 @@ class UserMemories:
         async with self._memory.connection() as connection:
             return await hybrid_search(
                 connection,
-                namespace_text(self.namespace),
+                self.prefix,
                 query,
                 vector,
                 limit=limit,

@@ -47,6 +47,7 @@ def test_forget_user_prints_a_receipt_per_table(capsys: pytest.CaptureFixture[st
     assert lines[0] == "user quinn: deleted"
     counts = dict(line.split() for line in lines[1:])
     assert counts == {
+        "memory_versions": "0",
         "conversation_turns": "2",
         "conversation_threads": "1",
         "agent_notes": "1",

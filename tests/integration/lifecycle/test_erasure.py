@@ -32,6 +32,11 @@ def fill(url: str) -> None:
                 "INSERT INTO store VALUES (%s, 'k')", (namespace_text(user_namespace(user)),)
             )
             db.execute(
+                "INSERT INTO memory_versions (prefix, key, version, content, valid_from,"
+                " valid_to) VALUES (%s, 'k', 1, 'before', now(), now())",
+                (namespace_text(user_namespace(user)),),
+            )
+            db.execute(
                 "INSERT INTO agent_notes (user_id, agent_name, content) VALUES (%s, 'bot', 'n')",
                 (user,),
             )
@@ -66,6 +71,7 @@ async def test_forget_user_takes_exactly_their_rows(fresh_database_url: str, gon
     async with await AsyncConnection.connect(fresh_database_url, autocommit=True) as db:
         receipt = await forget_user(db, gone)
     assert receipt.deleted == {
+        "memory_versions": 1,
         "store": 1,
         "conversation_turns": 3,
         "conversation_threads": 2,

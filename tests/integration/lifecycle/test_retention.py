@@ -81,6 +81,13 @@ def fill(url: str, copies: int) -> None:
                     " VALUES (%s, %s, '{}', %s, %s)",
                     (f"memories.user{n}", f"age{age}", days_ago(age), days_ago(age)),
                 )
+            # Earlier texts: one past the history's age, one recent, one of a capped memory.
+            for key, ended in (("age0", days_ago(400)), ("age1", NOW), ("age4", NOW)):
+                db.execute(
+                    "INSERT INTO memory_versions (prefix, key, version, content, valid_from,"
+                    " valid_to) VALUES (%s, %s, 1, 'before', %s, %s)",
+                    (f"memories.user{n}", key, days_ago(500), ended),
+                )
 
 
 def survivors(url: str) -> dict[str, set[str]]:
@@ -96,6 +103,7 @@ def survivors(url: str) -> dict[str, set[str]]:
                 for r in db.execute("SELECT DISTINCT thread_id, seq FROM conversation_turns")
             },
             "memories": {r[0] for r in db.execute("SELECT DISTINCT key FROM store")},
+            "versions": {r[0] for r in db.execute("SELECT DISTINCT key FROM memory_versions")},
         }
 
 
@@ -104,6 +112,7 @@ EXPECTED_SURVIVORS = {
     "threads": {"long"},
     "turns": {f"long:{seq}" for seq in range(21, 31)},
     "memories": {"age0", "age1", "age2"},
+    "versions": {"age1"},
 }
 
 
@@ -121,6 +130,7 @@ async def test_expired_rows_go_and_recent_rows_stay(fresh_database_url: str) -> 
         "threads_empty": 2 * 2,
         "turns_beyond_cap": 2 * 20,
         "memories_beyond_cap": 2 * 2,
+        "memory_versions": 2 * 2,
     }
     assert survivors(fresh_database_url) == EXPECTED_SURVIVORS
     assert set((await run_maintain(fresh_database_url)).values()) == {0}  # idempotent
@@ -139,6 +149,7 @@ async def test_two_runs_at_once_split_the_work(fresh_database_url: str) -> None:
         "threads_empty": copies * 2,
         "turns_beyond_cap": copies * 20,
         "memories_beyond_cap": copies * 2,
+        "memory_versions": copies * 2,
     }
     assert survivors(fresh_database_url) == EXPECTED_SURVIVORS
 

@@ -3,7 +3,6 @@ the event's commit; a key that is not the user's is an answer to the model, neve
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import timedelta
 
@@ -11,24 +10,20 @@ import psycopg
 import pytest
 
 from llm_bot.clock import utc_now
-from llm_bot.db.processed_events import source_of
-from llm_bot.events.builder import prompt_event
-from llm_bot.events.models import InternalEventV2
 from llm_bot.graph.builder import compile_graph
-from llm_bot.graph.process import ProcessResult, process_event, turn_of
+from llm_bot.graph.process import process_event
 from llm_bot.graph.reducer import MessageLimits
-from llm_bot.graph.state import GraphContext
 from llm_bot.lifecycle.reembed import reembed
 from llm_bot.llm.client import ModelClient
 from llm_bot.llm.embeddings import Embedder
 from llm_bot.local.openai_server import LocalModelServer
 from llm_bot.memory.commit import MemoryCommit, TurnOutcome
-from llm_bot.memory.context import ContextLimits, ConversationMemory
 from llm_bot.memory.run_writes import RunWrites
 from llm_bot.memory.store import MemoryStore
-from llm_bot.memory.tools import DeleteMemoryTool, UpsertMemoryTool
+from llm_bot.memory.tools import DeleteMemoryTool
 
 from ..conftest import server_embedder
+from .graph_run import commit, context_for, first_request, said, tool_results
 
 pytestmark = pytest.mark.integration
 GRAPH = compile_graph(MessageLimits())
@@ -40,34 +35,6 @@ QUESTION = "what does the user eat, is the user picky?"
 def fresh_servers(chat_server: LocalModelServer, embedding_server: LocalModelServer) -> None:
     chat_server.reset()
     embedding_server.reset()
-
-
-def context_for(store: MemoryStore, model: ModelClient) -> GraphContext:
-    return GraphContext(
-        model=model,
-        retriever=ConversationMemory(store, ContextLimits(threshold=0.2), "llm-bot", utc_now),
-        tools=[UpsertMemoryTool(store, max_tokens=2048), DeleteMemoryTool(store)],
-        system_prompt="system",
-    )
-
-
-def said(user: str, thread: str, text: str) -> InternalEventV2:
-    return prompt_event(text, user=user, thread=thread, egress_topic="internal.egress.v1")
-
-
-async def commit(store: MemoryStore, event: InternalEventV2, result: ProcessResult) -> None:
-    turn = turn_of(result, source_of(event), utc_now())
-    assert turn is not None
-    await MemoryCommit(store, "llm-bot", timedelta(hours=6)).commit_now(turn)
-
-
-def first_request(server: LocalModelServer) -> str:
-    return json.dumps(server.chat_requests()[0]["messages"])
-
-
-def tool_results(server: LocalModelServer) -> list[str]:
-    messages = server.chat_requests()[-1]["messages"]
-    return [m["content"] for m in messages if m["role"] == "tool"]
 
 
 async def test_the_model_forgets_a_memory_by_its_key_and_it_is_never_shown_again(

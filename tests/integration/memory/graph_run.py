@@ -1,0 +1,48 @@
+"""Running one event through the compiled graph and committing it, as the worker does, for
+tests of what the model sees and what its tool calls leave behind."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from llm_bot.clock import utc_now
+from llm_bot.db.processed_events import source_of
+from llm_bot.events.builder import prompt_event
+from llm_bot.events.models import InternalEventV2
+from llm_bot.graph.process import ProcessResult, turn_of
+from llm_bot.graph.state import GraphContext
+from llm_bot.llm.client import ModelClient
+from llm_bot.local.openai_server import LocalModelServer
+from llm_bot.memory.commit import MemoryCommit
+from llm_bot.memory.context import ContextLimits, ConversationMemory
+from llm_bot.memory.store import MemoryStore
+from llm_bot.memory.tools import DeleteMemoryTool, UpsertMemoryTool
+
+
+def context_for(store: MemoryStore, model: ModelClient) -> GraphContext:
+    return GraphContext(
+        model=model,
+        retriever=ConversationMemory(store, ContextLimits(threshold=0.2), "llm-bot", utc_now),
+        tools=[UpsertMemoryTool(store, max_tokens=2048), DeleteMemoryTool(store)],
+        system_prompt="system",
+    )
+
+
+def said(user: str, thread: str, text: str) -> InternalEventV2:
+    return prompt_event(text, user=user, thread=thread, egress_topic="internal.egress.v1")
+
+
+async def commit(store: MemoryStore, event: InternalEventV2, result: ProcessResult) -> None:
+    turn = turn_of(result, source_of(event), utc_now())
+    assert turn is not None
+    await MemoryCommit(store, "llm-bot", timedelta(hours=6)).commit_now(turn)
+
+
+def first_request(server: LocalModelServer) -> str:
+    return json.dumps(server.chat_requests()[0]["messages"])
+
+
+def tool_results(server: LocalModelServer) -> list[str]:
+    messages = server.chat_requests()[-1]["messages"]
+    return [m["content"] for m in messages if m["role"] == "tool"]
