@@ -126,6 +126,16 @@ class Settings(BaseSettings):
     ivfflat_lists: Count = Field(100, alias="MEMORY_IVFFLAT_LISTS")
     ivfflat_probes: Count = Field(10, alias="MEMORY_IVFFLAT_PROBES")
 
+    # --- database connections, per instance (README, "Sizing the database") ------------------
+    # Each instance holds up to LLM_BOT_DB_POOL_MAX + MEMORY_DB_POOL_MAX connections, so the
+    # database must allow instances x that sum, plus the jobs'; the defaults suit one instance.
+    # At least 2 each: the ledger's claims and the group commit, the store's schema check and
+    # its set-up, each hold one connection while the other takes one.
+    db_pool_max: Annotated[int, Field(ge=2)] = Field(10, alias="LLM_BOT_DB_POOL_MAX")
+    memory_db_pool_max: Annotated[int, Field(ge=2)] = Field(10, alias="MEMORY_DB_POOL_MAX")
+    # libpq counts whole seconds and treats less than 2 as 2.
+    db_connect_timeout_s: Annotated[int, Field(ge=2)] = Field(5, alias="DATABASE_CONNECT_TIMEOUT_S")
+
     # --- retention (llm-bot maintain; 0 keeps forever) -----------------------------------------
     retention_processed_events_days: NonNegative = Field(7, alias="RETENTION_PROCESSED_EVENTS_DAYS")
     retention_history_days: NonNegative = Field(365, alias="RETENTION_HISTORY_DAYS")

@@ -24,7 +24,7 @@ from llm_bot.cli.personalities import add_personality_commands
 from llm_bot.cli.reembed import add_reembed_command
 from llm_bot.cli.support import EXIT_USAGE, OneLineParser, UsageError, require_database_url
 from llm_bot.cli.worker import add_worker_commands
-from llm_bot.events.routing import DEFAULT_EGRESS_TOPIC
+from llm_bot.events.routing import DEFAULT_EGRESS_TOPIC, prefixed
 from llm_bot.settings import Settings, SettingsError, load_settings
 
 
@@ -43,11 +43,12 @@ def command_schema(args: argparse.Namespace, settings: Settings) -> int:
 
 def command_migrate(args: argparse.Namespace, settings: Settings) -> int:
     """Create or upgrade the schema, the memory store's tables included (their vector size is
-    the embedding model's, so the model is asked for it); running it again changes nothing."""
+    ``MEMORY_EMBEDDING_DIMENSIONS``, else the model is asked for it); running it again changes
+    nothing. An unreachable database fails within ``DATABASE_CONNECT_TIMEOUT_S``."""
     from llm_bot.db.migrate import migrate
     from llm_bot.memory.wiring import set_up_memory_store
 
-    applied = migrate(require_database_url(settings))
+    applied = migrate(require_database_url(settings), settings.db_connect_timeout_s)
     print(f"applied {len(applied)} migration(s): {', '.join(applied) or 'schema already current'}")
     dimensions = asyncio.run(set_up_memory_store(settings))
     print(f"memory store ready: {dimensions}-dimension vectors")
@@ -63,7 +64,13 @@ def command_dev(args: argparse.Namespace, settings: Settings) -> int:
 
 def command_send(args: argparse.Namespace, settings: Settings) -> int:
     """Send one prompt and print the candidate that comes back (or why none did)."""
-    from llm_bot.devstack.send import NoAnswer, SendRequest, run_locally, send_and_wait
+    from llm_bot.devstack.send import (
+        NoAnswer,
+        ReplySubscriptionMissing,
+        SendRequest,
+        run_locally,
+        send_and_wait,
+    )
     from llm_bot.events.builder import prompt_event
 
     event = prompt_event(
@@ -72,9 +79,11 @@ def command_send(args: argparse.Namespace, settings: Settings) -> int:
     if args.local:
         document = run_locally(settings, event)
     else:
-        request = SendRequest(event, args.reply_subscription, args.timeout)
+        reply = prefixed(args.reply_subscription, settings.bus_prefix)
         try:
-            document = send_and_wait(settings, request)
+            document = send_and_wait(settings, SendRequest(event, reply, args.timeout))
+        except ReplySubscriptionMissing as error:
+            raise UsageError(str(error)) from None
         except NoAnswer as error:
             print(f"llm-bot: {error}", file=sys.stderr)
             return 1
@@ -114,7 +123,8 @@ def build_parser() -> OneLineParser:
     send.add_argument(
         "--reply-subscription",
         default=f"{DEFAULT_EGRESS_TOPIC}-tap",
-        help="where answers are read from (default: %(default)s, made by `llm-bot dev`)",
+        help="subscription of the egress topic answers are read from, BUS_PREFIX in front"
+        " (default: %(default)s; `llm-bot dev` makes it, on GCP see the README)",
     )
     send.set_defaults(handler=command_send)
 

@@ -23,12 +23,18 @@ from typing import Any
 
 import psycopg
 
+from llm_bot.settings import Settings
+
 logger = logging.getLogger(__name__)
 
 # Any constant works as long as every instance uses the same one.
 MIGRATION_LOCK_ID = 0x11B07_0001
 LOCK_POLL_S = 0.1
 LOCK_WAIT_S = 300.0  # longer than any migration or index build of ours takes
+# Without a connect timeout an unreachable database (a wrong host, a blackholed address) holds
+# `llm-bot migrate` until the platform kills it: the Cloud Run job's task timeout, minutes on.
+# One source for the default: the setting's (DATABASE_CONNECT_TIMEOUT_S).
+CONNECT_TIMEOUT_S: int = Settings.model_fields["db_connect_timeout_s"].default
 
 
 @dataclass(frozen=True)
@@ -49,9 +55,11 @@ def available_migrations() -> list[Migration]:
     return sorted(found, key=lambda migration: migration.version)
 
 
-def migrate(database_url: str) -> list[str]:
+def migrate(database_url: str, connect_timeout_s: int = CONNECT_TIMEOUT_S) -> list[str]:
     """Bring the schema up to date; return the names of the migrations applied now."""
-    with psycopg.connect(database_url, autocommit=True) as connection:
+    with psycopg.connect(
+        database_url, autocommit=True, connect_timeout=connect_timeout_s
+    ) as connection:
         if not _pending(connection):
             return []
         with migration_lock(connection):

@@ -15,14 +15,14 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from google.api_core.exceptions import DeadlineExceeded
+from google.api_core.exceptions import DeadlineExceeded, NotFound, PermissionDenied
 from google.cloud import pubsub_v1
 
 from llm_bot.clock import utc_now
 from llm_bot.db.processed_events import source_of
 from llm_bot.events.codec import decode, encode, to_document
 from llm_bot.events.models import InternalEventV2
-from llm_bot.events.routing import prefixed
+from llm_bot.events.routing import DEFAULT_EGRESS_TOPIC, prefixed
 from llm_bot.graph.assembly import context_from_settings, graph_from_settings
 from llm_bot.graph.process import process_event, turn_of
 from llm_bot.llm.client import ModelClient
@@ -33,6 +33,18 @@ from llm_bot.settings import Settings
 
 class NoAnswer(TimeoutError):
     """Nothing came back in time: usually no worker is running."""
+
+
+class ReplySubscriptionMissing(LookupError):
+    """The subscription answers are read from does not exist. Only ``llm-bot dev`` makes it
+    on its own; on real Pub/Sub an operator creates it (README, "Check it is ready")."""
+
+    def __init__(self, subscription: str, egress_topic: str) -> None:
+        super().__init__(
+            f"reply subscription {subscription} does not exist; create it with"
+            f" `gcloud pubsub subscriptions create {subscription} --topic={egress_topic}`"
+            " or name another with --reply-subscription"
+        )
 
 
 @dataclass(frozen=True)
@@ -69,16 +81,23 @@ async def _process(settings: Settings, event: InternalEventV2) -> dict[str, Any]
 
 
 def send_and_wait(settings: Settings, request: SendRequest) -> dict[str, Any]:
-    """Publish to the input topic, then pull the reply subscription until our event comes back."""
+    """Publish to the input topic, then pull the reply subscription until our event comes back.
+
+    The reply subscription is looked up first: an answer only reaches a subscription that
+    existed when it was published, so without one nothing is sent."""
     publisher = pubsub_v1.PublisherClient()
     subscriber = pubsub_v1.SubscriberClient()
     project = settings.google_cloud_project
-    topic = publisher.topic_path(project, prefixed(settings.input_topic, settings.bus_prefix))
-    data, attributes = encode(request.event)
-    publisher.publish(topic, data, **attributes).result(timeout=30)
     subscription = subscriber.subscription_path(project, request.reply_subscription)
-    deadline = time.monotonic() + request.timeout_s
+    missing = ReplySubscriptionMissing(
+        request.reply_subscription, prefixed(DEFAULT_EGRESS_TOPIC, settings.bus_prefix)
+    )
     try:
+        _require_subscription(subscriber, subscription, missing)
+        topic = publisher.topic_path(project, prefixed(settings.input_topic, settings.bus_prefix))
+        data, attributes = encode(request.event)
+        publisher.publish(topic, data, **attributes).result(timeout=30)
+        deadline = time.monotonic() + request.timeout_s
         while (left := deadline - time.monotonic()) > 0:
             try:
                 response = subscriber.pull(
@@ -86,6 +105,8 @@ def send_and_wait(settings: Settings, request: SendRequest) -> dict[str, Any]:
                 )
             except DeadlineExceeded:  # an empty pull that outlasted its timeout: look again
                 continue
+            except NotFound:  # deleted while we waited
+                raise missing from None
             for received in response.received_messages:
                 if received.message.attributes.get("correlationId") == request.event.correlation_id:
                     subscriber.acknowledge(subscription=subscription, ack_ids=[received.ack_id])
@@ -100,3 +121,17 @@ def send_and_wait(settings: Settings, request: SendRequest) -> dict[str, Any]:
         f"no answer on {request.reply_subscription} within {request.timeout_s:g} s"
         " (is the worker running?)"
     )
+
+
+def _require_subscription(
+    subscriber: pubsub_v1.SubscriberClient, path: str, missing: ReplySubscriptionMissing
+) -> None:
+    """Raise ``missing`` when ``path`` does not exist. A caller allowed to pull but not to read
+    the subscription's settings (roles/pubsub.subscriber alone) is let through: the pull then
+    tells."""
+    try:
+        subscriber.get_subscription(subscription=path, timeout=30)
+    except NotFound:
+        raise missing from None
+    except PermissionDenied:
+        pass

@@ -38,6 +38,7 @@ def store_options(settings: Settings) -> StoreOptions:
         ivfflat_lists=settings.ivfflat_lists,
         ivfflat_probes=settings.ivfflat_probes,
         dedup_threshold=settings.dedup_threshold,
+        pool_max_size=settings.memory_db_pool_max,
         connect_timeout_s=settings.retrieval_timeout_ms / 1000,
     )
 
@@ -61,7 +62,8 @@ async def open_memory_store(settings: Settings) -> AsyncIterator[MemoryStore]:
 
 
 async def set_up_memory_store(settings: Settings) -> int:
-    """Create the store's tables (``llm-bot migrate``); returns their vector size."""
+    """Create the store's tables (``llm-bot migrate``); returns their vector size. The
+    embeddings endpoint is asked only when ``MEMORY_EMBEDDING_DIMENSIONS`` is unset."""
     async with open_memory_store(settings) as store:
         return store.dimensions
 

@@ -1,9 +1,12 @@
 """Health and metrics endpoints on ``PORT``: Cloud Run probes, ``llm-bot check``, Prometheus.
 
-``/healthz`` answers from the event loop itself, so a stuck loop cannot answer it. ``/readyz``
-also asks the worker whether it is subscribed and its database answers. ``/metrics`` is the
-Prometheus exposition of the service's OpenTelemetry metrics. Three GET routes do not justify a
-web framework, so this is plain asyncio streams, with every read bounded.
+``/live`` (or ``/healthz``) answers from the event loop itself, so a stuck loop cannot answer
+it. ``/ready`` (or ``/readyz``) also asks the worker whether it is subscribed and its database
+answers. Google's front end reserves some paths ending in ``z`` (``/healthz`` among them), so
+through ``gcloud run services proxy`` only ``/live`` and ``/ready`` reach the container; the
+``z`` names stay for ``llm-bot check`` and probes elsewhere. ``/metrics`` is the Prometheus
+exposition of the service's OpenTelemetry metrics. A few GET routes do not justify a web
+framework, so this is plain asyncio streams, with every read bounded.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ Readiness = Callable[[], Awaitable[tuple[bool, str]]]
 _READ_TIMEOUT_S = 5.0
 _MAX_HEADER_LINES = 100
 _REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
+LIVE_PATHS = ("/live", "/healthz")
+READY_PATHS = ("/ready", "/readyz")
 
 
 class HealthServer:
@@ -69,11 +74,11 @@ class HealthServer:
                 await writer.wait_closed()
 
     async def _route(self, method: str, path: str) -> tuple[int, dict[str, object]]:
-        if path not in ("/healthz", "/readyz"):
+        if path not in LIVE_PATHS + READY_PATHS:
             return 404, {"error": f"no route {path}"}
         if method != "GET":
             return 405, {"error": f"{method} not allowed"}
-        if path == "/healthz":
+        if path in LIVE_PATHS:
             return 200, {"status": "alive"}
         ready, detail = await self._readiness()
         return (200 if ready else 503), {"ready": ready, "detail": detail}

@@ -39,8 +39,8 @@ from llm_bot.worker.preflight import dead_letter_problem
 logger = logging.getLogger(__name__)
 
 # Writes go through the group committer (one connection at a time) and reads are short, so a
-# few connections serve many in-flight events.
-POOL_MAX_SIZE = 10
+# few connections serve many in-flight events: LLM_BOT_DB_POOL_MAX bounds them, since every
+# instance's pools add up against the database's max_connections (README, "Sizing the database").
 POOL_TIMEOUT_S = 5.0
 READY_CHECK_TIMEOUT_S = 2.0
 
@@ -84,7 +84,7 @@ class Worker:
         if settings.database_url is None:
             raise WorkerError("DATABASE_URL is not set")
         url = settings.database_url.get_secret_value()
-        await asyncio.to_thread(migrate, url)
+        await asyncio.to_thread(migrate, url, settings.db_connect_timeout_s)
         self._pool = await self._open_pool(url)
         model = ModelClient.from_settings(settings)
         resources.push_async_callback(model.close)
@@ -147,9 +147,9 @@ class Worker:
         pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
             url,
             min_size=1,
-            max_size=max(2, min(self._settings.max_in_flight, POOL_MAX_SIZE)),
+            max_size=max(2, min(self._settings.max_in_flight, self._settings.db_pool_max)),
             timeout=POOL_TIMEOUT_S,
-            kwargs={"autocommit": True, "connect_timeout": int(POOL_TIMEOUT_S)},
+            kwargs={"autocommit": True, "connect_timeout": self._settings.db_connect_timeout_s},
             check=AsyncConnectionPool.check_connection,
             open=False,
         )

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
+import time
+
 import psycopg
 import pytest
 
@@ -120,3 +126,28 @@ def test_processed_events_stored_before_0009_get_their_user_and_thread(
         )
     assert rows["event"] == (user_id_of(event), thread_id_of(event))
     assert rows["junk"] == (None, None)
+
+
+def test_migrate_gives_up_on_a_database_that_never_answers() -> None:
+    """An address that takes the connection but never speaks (a wrong host behind a firewall,
+    a stuck proxy) used to hold the migrate job until Cloud Run's task timeout."""
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # listens, never accepts or answers
+        port = silent.getsockname()[1]
+        env = {
+            **os.environ,
+            "DATABASE_URL": f"postgresql://llm_bot@127.0.0.1:{port}/llm_bot",
+            "DATABASE_CONNECT_TIMEOUT_S": "2",
+        }
+        began = time.monotonic()
+        result = subprocess.run(
+            [sys.executable, "-m", "llm_bot.cli", "migrate"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert result.returncode == 1, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("llm-bot: database unreachable:")
+    assert time.monotonic() - began < 30

@@ -31,6 +31,10 @@ async def test_health_ready_and_check_follow_the_worker(
     async with running_worker(settings):
         assert await asyncio.to_thread(get, settings.port, "/healthz") == 200
         assert await asyncio.to_thread(readyz, settings.port) == 200
+        # The names that pass Google's front end (`gcloud run services proxy`), which keeps
+        # some paths ending in z for itself.
+        assert await asyncio.to_thread(get, settings.port, "/live") == 200
+        assert await asyncio.to_thread(get, settings.port, "/ready") == 200
         assert await asyncio.to_thread(get, settings.port, "/nowhere") == 404
         assert await asyncio.to_thread(main, ["check"]) == 0
     assert readyz(settings.port) is None
