@@ -17,27 +17,32 @@ from psycopg import AsyncConnection
 
 from llm_bot.memory.search import OR_TERMS, SearchMode, best, fused_candidates, rrf
 
+# Each side keeps its best ``pool`` by a top-N sort (a heap of ``pool`` rows) and numbers only
+# those: numbering every row of a user sorted all of them, and for a user with 100k turns the
+# materialized lexical candidates spilled to disk (docs/performance.md, "Per-user depth").
 _RECALL_SQL = f"""
 WITH query AS (SELECT {OR_TERMS} AS terms),
 dense AS (
-    SELECT thread_id, seq, row_number() OVER (ORDER BY embedding <=> %(vector)s::vector) AS rank
-    FROM conversation_turns
-    WHERE user_id = %(user)s AND embedding IS NOT NULL AND %(use_dense)s
-      AND (%(include_private)s OR learned_in = 'public')
-    ORDER BY embedding <=> %(vector)s::vector
-    LIMIT %(pool)s
-),
-mine AS MATERIALIZED (  -- this user's turns first, as in memory search
-    SELECT thread_id, seq, search FROM conversation_turns
-    WHERE user_id = %(user)s AND %(use_lexical)s
-      AND (%(include_private)s OR learned_in = 'public')
+    SELECT thread_id, seq, row_number() OVER (ORDER BY distance, thread_id, seq) AS rank
+    FROM (
+        SELECT thread_id, seq, embedding <=> %(vector)s::vector AS distance
+        FROM conversation_turns
+        WHERE user_id = %(user)s AND embedding IS NOT NULL AND %(use_dense)s
+          AND (%(include_private)s OR learned_in = 'public')
+        ORDER BY distance
+        LIMIT %(pool)s
+    ) nearest
 ),
 lexical AS (
-    SELECT mine.thread_id, mine.seq,
-           row_number() OVER (ORDER BY ts_rank_cd(mine.search, query.terms) DESC) AS rank
-    FROM mine, query
-    WHERE mine.search @@ query.terms
-    LIMIT %(pool)s
+    SELECT thread_id, seq, row_number() OVER (ORDER BY score DESC, thread_id, seq) AS rank
+    FROM (
+        SELECT t.thread_id, t.seq, ts_rank_cd(t.search, query.terms) AS score
+        FROM conversation_turns t, query
+        WHERE t.user_id = %(user)s AND %(use_lexical)s AND t.search @@ query.terms
+          AND (%(include_private)s OR t.learned_in = 'public')
+        ORDER BY score DESC
+        LIMIT %(pool)s
+    ) matching
 )
 SELECT t.thread_id, t.seq, t.role, t.content, t.created_at,
        1 - (t.embedding <=> %(vector)s::vector) AS similarity,
