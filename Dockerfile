@@ -6,7 +6,8 @@
 # into /opt/venv; the runtime stage copies only that venv and architecture.yaml.
 #
 # Only runtime dependencies: `pip install` of the bare wheel, never the `local` extra (torch,
-# the embedded Postgres, MiniLM) nor `dev`. Production embeds through an OpenAI-compatible
+# the embedded Postgres, MiniLM) nor `dev`, each at its pin in constraints.txt, so rebuilding a
+# commit installs what was tested rather than whatever was released since. Production embeds through an OpenAI-compatible
 # /embeddings endpoint (MEMORY_EMBEDDING_PROVIDER=openai) and talks to a managed Postgres.
 # Every dependency ships manylinux wheels (psycopg[binary], grpcio), so no apt and no compiler.
 #
@@ -22,10 +23,11 @@ WORKDIR /src
 RUN python -m venv /opt/venv
 
 # README.md is the project's readme in pyproject.toml, so the wheel build needs it.
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY llm_bot ./llm_bot
 RUN python -m pip wheel --no-cache-dir --no-deps --wheel-dir /wheels . \
-    && /opt/venv/bin/pip install --no-cache-dir /wheels/llm_bot-*.whl
+    && /opt/venv/bin/pip install --no-cache-dir --constraint constraints.txt \
+       /wheels/llm_bot-*.whl
 
 
 FROM python:3.11.11-slim-bookworm AS runtime

@@ -3,13 +3,16 @@
 #
 # Order matters: the schema must be current before a new revision starts pulling, so the
 # `llm-bot migrate` job runs (and must succeed) between the build and the rollout. Every step
-# is idempotent: the repository, service account and bindings are created only when missing,
+# is idempotent: the repository, service accounts and bindings are created only when missing,
 # `gcloud run jobs deploy` and `... replace` converge on the given spec, and `llm-bot migrate`
 # applies only what is not applied yet (under an advisory lock).
 #
-# Run deploy/pubsub.sh first (topics, subscription, dead-letter policy) and create the two
-# secrets (see the README's "Deploying to Cloud Run").
+# Run deploy/pubsub.sh first (topics, subscription, dead-letter policy, and the worker's account
+# with its Pub/Sub roles) and create the two secrets (see the README's "Deploying to Cloud Run").
 set -euo pipefail
+
+# shellcheck source=deploy/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 usage() {
     cat <<'EOF'
@@ -29,6 +32,8 @@ environment:
   REGION                Cloud Run and Artifact Registry region (required), e.g. europe-west1
   CLOUDSQL_INSTANCE     Cloud SQL connection name PROJECT:REGION:INSTANCE (required)
   SERVICE_ACCOUNT       runtime identity (default llm-bot@PROJECT.iam.gserviceaccount.com)
+  BUILD_SERVICE_ACCOUNT Cloud Build identity (default llm-bot-build@PROJECT.iam.gserviceaccount.com)
+  INSTANCES             worker pool instances (default: the pool's current count, 2 at first)
   REPOSITORY            Artifact Registry Docker repository (default llm-bot)
   BUS_PREFIX            prefix of topic and subscription names (default "")
   MAINTAIN_SCHEDULE     cron schedule (UTC) of `llm-bot maintain` (default "17 3 * * *")
@@ -69,19 +74,21 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 readonly ROOT
 readonly PROJECT="$GOOGLE_CLOUD_PROJECT"
 readonly SERVICE_ACCOUNT="${SERVICE_ACCOUNT:-llm-bot@${PROJECT}.iam.gserviceaccount.com}"
+readonly BUILD_SERVICE_ACCOUNT="${BUILD_SERVICE_ACCOUNT:-llm-bot-build@${PROJECT}.iam.gserviceaccount.com}"
 readonly REPOSITORY="${REPOSITORY:-llm-bot}"
 readonly BUS_PREFIX="${BUS_PREFIX:-}"
+readonly REQUESTED_INSTANCES="${INSTANCES:-}"
 readonly SECRETS=(llm-bot-database-url llm-bot-openai-api-key)
 readonly MIGRATE_JOB=llm-bot-migrate
 readonly MAINTAIN_JOB=llm-bot-maintain
+readonly WORKER_POOL=llm-bot
 # Retention runs once a day (UTC), off the busy hours of most chats.
 readonly MAINTAIN_SCHEDULE="${MAINTAIN_SCHEDULE:-17 3 * * *}"
 if [[ -z "$tag" ]]; then
     tag="$(git -C "$ROOT" rev-parse --short HEAD)"
 fi
 readonly IMAGE="${REGION}-docker.pkg.dev/${PROJECT}/${REPOSITORY}/llm-bot:${tag}"
-# Every `gcloud run` command below (and the worker-pool one, which has no --region flag in
-# some gcloud releases) takes its region from here.
+# Every `gcloud run` command below takes its region from here.
 export CLOUDSDK_RUN_REGION="$REGION"
 export CLOUDSDK_CORE_PROJECT="$PROJECT"
 
@@ -97,14 +104,15 @@ check_secrets() {
     done
 }
 
-ensure_service_account() {
-    if ! gcloud iam service-accounts describe "$SERVICE_ACCOUNT" >/dev/null 2>&1; then
-        gcloud iam service-accounts create "${SERVICE_ACCOUNT%%@*}" \
-            --display-name="llm-bot worker"
-    fi
-    # Binding an existing member to a role is a no-op, so these are safe to repeat.
+# Binding an existing member to a role is a no-op, so the grants below are safe to repeat.
+grant_project_role() {
     gcloud projects add-iam-policy-binding "$PROJECT" --condition=None --quiet \
-        --member="serviceAccount:$SERVICE_ACCOUNT" --role=roles/cloudsql.client >/dev/null
+        --member="serviceAccount:$1" --role="$2" >/dev/null
+}
+
+ensure_runtime_account() {
+    ensure_service_account "$SERVICE_ACCOUNT" "$PROJECT" "llm-bot worker"
+    grant_project_role "$SERVICE_ACCOUNT" roles/cloudsql.client
     local secret
     for secret in "${SECRETS[@]}"; do
         gcloud secrets add-iam-policy-binding "$secret" --condition=None --quiet \
@@ -121,23 +129,57 @@ ensure_repository() {
     fi
 }
 
+# Builds run as an account of their own with only what a build needs: write its logs, read the
+# uploaded source (gcloud stages it in the project's Cloud Build bucket), push to this
+# repository. Cloud Build's default account is the Compute Engine default one on projects
+# created since 2024, and organisation policy often leaves it without roles.
+ensure_build_account() {
+    ensure_service_account "$BUILD_SERVICE_ACCOUNT" "$PROJECT" "llm-bot image builds"
+    grant_project_role "$BUILD_SERVICE_ACCOUNT" roles/logging.logWriter
+    grant_project_role "$BUILD_SERVICE_ACCOUNT" roles/storage.objectViewer
+    gcloud artifacts repositories add-iam-policy-binding "$REPOSITORY" --location="$REGION" \
+        --member="serviceAccount:$BUILD_SERVICE_ACCOUNT" --role=roles/artifactregistry.writer \
+        >/dev/null
+}
+
 build_image() {
     # Cloud Build runs `docker build` on the repository root with its Dockerfile; the
     # .dockerignore keeps the local venv and database out of the context.
-    gcloud builds submit "$ROOT" --tag="$IMAGE"
+    gcloud builds submit "$ROOT" --region="$REGION" --config="$ROOT/deploy/cloudbuild.yaml" \
+        --substitutions="_IMAGE=$IMAGE" \
+        --service-account="projects/$PROJECT/serviceAccounts/$BUILD_SERVICE_ACCOUNT"
+}
+
+# The value of env variable $1 in the manifest: the migrate job embeds with the workers' model
+# settings, read from there so the two cannot drift apart.
+manifest_env() {
+    awk -v name="$1" '$0 ~ "- name: " name "$" {
+        getline; sub(/^ *value: */, ""); gsub(/"/, ""); sub(/ *#.*/, ""); print; exit
+    }' "$ROOT/deploy/cloudrun-${variant}.yaml"
+}
+
+embedding_env() {
+    local name pairs=()
+    for name in MEMORY_EMBEDDING_PROVIDER MEMORY_EMBEDDING_MODEL MEMORY_EMBEDDING_DIMENSIONS; do
+        pairs+=("$name=$(manifest_env "$name")")
+    done
+    local IFS=,
+    printf '%s' "${pairs[*]}"
 }
 
 migrate() {
     # `jobs deploy` creates the job or updates it to this image; `execute --wait` fails the
     # script when the migration fails, before any worker runs against an old schema. The
-    # migration also creates the memory store's tables at the embedding model's vector size,
-    # so the job asks that model (the same settings as the manifests) once.
+    # migration also creates the memory store's tables at the manifests' vector size
+    # (MEMORY_EMBEDDING_DIMENSIONS, so the model is not asked). It is idempotent, so retries
+    # are safe: 3, as Cloud Run recommends; an unreachable database fails each within
+    # DATABASE_CONNECT_TIMEOUT_S instead of hanging to the task timeout.
     gcloud run jobs deploy "$MIGRATE_JOB" --image="$IMAGE" --args=migrate \
         --service-account="$SERVICE_ACCOUNT" \
         --set-cloudsql-instances="$CLOUDSQL_INSTANCE" \
         --set-secrets="DATABASE_URL=llm-bot-database-url:latest,OPENAI_API_KEY=llm-bot-openai-api-key:latest" \
-        --set-env-vars="MEMORY_EMBEDDING_PROVIDER=openai,MEMORY_EMBEDDING_MODEL=text-embedding-3-small" \
-        --tasks=1 --max-retries=1 --task-timeout=600s
+        --set-env-vars="$(embedding_env)" \
+        --tasks=1 --max-retries=3 --task-timeout=600s
     gcloud run jobs execute "$MIGRATE_JOB" --wait
 }
 
@@ -163,11 +205,21 @@ schedule_maintenance() {
         --oauth-service-account-email="$SERVICE_ACCOUNT"
 }
 
-# Fill the manifest's ${...} placeholders (only these five, so nothing else is touched).
+# A redeploy keeps the instance count an operator set (`gcloud run worker-pools update
+# --instances`, or an autoscaler); INSTANCES overrides it, and a first deploy starts 2.
+worker_pool_instances() {
+    local current
+    current="$(gcloud run worker-pools describe "$WORKER_POOL" --format=export 2>/dev/null |
+        sed -n 's/.*run\.googleapis\.com\/manualInstanceCount: *["'"'"']\{0,1\}\([0-9][0-9]*\).*/\1/p' |
+        head -n 1 || true)"
+    printf '%s' "${REQUESTED_INSTANCES:-${current:-2}}"
+}
+
+# Fill the manifest's ${...} placeholders (only these six, so nothing else is touched).
 render() {
     local text name placeholder
     text="$(<"$1")"
-    for name in PROJECT IMAGE SERVICE_ACCOUNT CLOUDSQL_INSTANCE BUS_PREFIX; do
+    for name in PROJECT IMAGE SERVICE_ACCOUNT CLOUDSQL_INSTANCE BUS_PREFIX INSTANCES; do
         placeholder="\${${name}}"
         text="${text//"$placeholder"/${!name}}"
     done
@@ -179,21 +231,26 @@ apply_manifest() {
     workdir="$(mktemp -d)"
     trap 'rm -rf "$workdir"' RETURN
     manifest="$workdir/llm-bot-${variant}.yaml"
+    INSTANCES=""
+    if [[ "$variant" == worker-pool ]]; then
+        INSTANCES="$(worker_pool_instances)"
+    fi
     render "$ROOT/deploy/cloudrun-${variant}.yaml" >"$manifest"
     if [[ "$variant" == service ]]; then
         gcloud run services replace "$manifest"
     else
-        gcloud beta run worker-pools replace "$manifest"
+        gcloud run worker-pools replace "$manifest"
     fi
 }
 
 step "checking secrets"
 check_secrets
 step "service account $SERVICE_ACCOUNT"
-ensure_service_account
+ensure_runtime_account
 if [[ "$build" == true ]]; then
-    step "building $IMAGE"
+    step "building $IMAGE as $BUILD_SERVICE_ACCOUNT"
     ensure_repository
+    ensure_build_account
     build_image
 fi
 step "migrating the database (job $MIGRATE_JOB)"
@@ -204,7 +261,7 @@ step "scheduling retention (job $MAINTAIN_JOB, \"$MAINTAIN_SCHEDULE\" UTC)"
 schedule_maintenance
 step "done: $IMAGE is deployed as the llm-bot $variant in $REGION"
 if [[ "$variant" == service ]]; then
-    echo "readiness: gcloud run services proxy llm-bot --port=8081, then curl localhost:8081/readyz"
+    echo "readiness: gcloud run services proxy llm-bot --port=8081, then curl localhost:8081/ready"
 else
-    echo "status: gcloud beta run worker-pools describe llm-bot"
+    echo "status: gcloud run worker-pools describe $WORKER_POOL"
 fi

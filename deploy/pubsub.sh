@@ -19,8 +19,13 @@
 #                   subscription: without both, dead-lettering silently does not happen.
 #                 With --worker-sa, the worker's service account may pull the subscription and
 #                 publish to the DLQ and egress topics (the next routing steps' topics are the
-#                 other services' to grant).
+#                 other services' to grant). The account is created first when it is one of
+#                 this project's and missing (a fresh project), and waited for until IAM sees
+#                 it: a grant naming an account IAM cannot see yet is refused.
 set -euo pipefail
+
+# shellcheck source=deploy/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 readonly ACK_DEADLINE_S=60
 readonly MIN_RETRY_DELAY=10s
@@ -37,7 +42,8 @@ the dead-letter topic's operator subscription, in GOOGLE_CLOUD_PROJECT. Safe to 
   --ordering         create the subscription with message ordering enabled (set
                      LLM_BOT_ORDERING=true on the publishers too); fixed at creation
   --worker-sa EMAIL  also grant the worker's service account subscriber on the subscription
-                     and publisher on the dead-letter and egress topics
+                     and publisher on the dead-letter and egress topics (created first when
+                     it is this project's and missing)
   --skip-iam         do not touch IAM (for an emulator, or when an admin grants it)
   --dry-run          print the gcloud commands that would change something, change nothing
   -h, --help         this text
@@ -167,14 +173,29 @@ grant_dead_lettering() {
     local number agent
     number="$(gcloud projects describe "$PROJECT" --format='value(projectNumber)')"
     agent="serviceAccount:service-${number}@gcp-sa-pubsub.iam.gserviceaccount.com"
-    change pubsub topics add-iam-policy-binding "$DLQ_TOPIC" --project="$PROJECT" \
-        --member="$agent" --role=roles/pubsub.publisher
+    # Google creates a service agent lazily, so on a fresh project the Pub/Sub one may not
+    # exist yet; this creates it (a no-op when it exists), and the first grant retries while
+    # IAM catches up.
+    change beta services identity create --service=pubsub.googleapis.com --project="$PROJECT"
+    if [[ "$dry_run" == true ]]; then
+        change pubsub topics add-iam-policy-binding "$DLQ_TOPIC" --project="$PROJECT" \
+            --member="$agent" --role=roles/pubsub.publisher
+    else
+        retry gcloud pubsub topics add-iam-policy-binding "$DLQ_TOPIC" --project="$PROJECT" \
+            --member="$agent" --role=roles/pubsub.publisher
+    fi
     change pubsub subscriptions add-iam-policy-binding "$SUBSCRIPTION" --project="$PROJECT" \
         --member="$agent" --role=roles/pubsub.subscriber
 }
 
 grant_worker() {
     local member="serviceAccount:$worker_sa"
+    if [[ "$dry_run" == true ]]; then
+        account_visible "$worker_sa" "$PROJECT" ||
+            echo "would create service account $worker_sa (and wait until IAM sees it)"
+    else
+        ensure_service_account "$worker_sa" "$PROJECT" "llm-bot worker"
+    fi
     change pubsub subscriptions add-iam-policy-binding "$SUBSCRIPTION" --project="$PROJECT" \
         --member="$member" --role=roles/pubsub.subscriber
     local topic

@@ -147,8 +147,8 @@ def test_service_variant_keeps_cpu_and_an_instance() -> None:
     assert annotations["run.googleapis.com/cpu-throttling"] == "false"
     assert annotations["autoscaling.knative.dev/minScale"] == "1"
     container = template["spec"]["containers"][0]
-    assert container["startupProbe"]["httpGet"] == {"path": "/readyz", "port": 8080}
-    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": 8080}
+    assert container["startupProbe"]["httpGet"] == {"path": "/ready", "port": 8080}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/live", "port": 8080}
 
 
 def _dashboard_queries() -> list[str]:
