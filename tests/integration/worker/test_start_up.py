@@ -11,6 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import yaml
 
 from llm_bot.bench.service import worker_counts
 from llm_bot.cli import main
@@ -21,6 +22,8 @@ from llm_bot.local.openai_server import LocalModelServer
 from .conftest import BusFactory
 
 pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[3]
 
 WORKERS = 4
 BACKLOG = 40
@@ -102,3 +105,32 @@ async def test_a_subscription_without_a_dead_letter_policy_is_reported_at_start(
         worker.signal(signal.SIGTERM)
         assert await asyncio.to_thread(worker.wait, 30) == 0
     assert "has no dead-letter policy" in worker.log_tail()
+
+
+def manifest_embedding_env() -> dict[str, str]:
+    """The embedding settings the Cloud Run manifests start the worker with."""
+    manifest = yaml.safe_load((ROOT / "deploy" / "cloudrun-worker-pool.yaml").read_text())
+    env = manifest["spec"]["template"]["spec"]["containers"][0]["env"]
+    return {
+        entry["name"]: str(entry["value"])
+        for entry in env
+        if entry["name"].startswith("MEMORY_EMBEDDING_")
+    }
+
+
+async def test_a_worker_deployed_as_the_manifests_say_starts_while_embeddings_fail(
+    make_bus: BusFactory, fresh_database_url: str, tmp_path: Path, model_server: LocalModelServer
+) -> None:
+    """A wrong key or an outage of the embeddings endpoint used to fail every instance's start
+    (the start asked it for the vector size); with the size in the manifests it is not asked,
+    and the worker becomes ready. Events then degrade to no memories, not to failures."""
+    bus = make_bus(fresh_database_url, manifest_embedding_env())
+    model_server.fail_next(1000, status=401, kind="embeddings")
+    worker = WorkerProcess(bus.worker_environment(), tmp_path / "worker.log")
+    await asyncio.to_thread(worker.start, 30)
+    try:
+        embedding_calls = [r for r in model_server.requests if r.path.endswith("/embeddings")]
+        assert embedding_calls == []
+    finally:
+        worker.signal(signal.SIGTERM)
+        assert await asyncio.to_thread(worker.wait, 30) == 0
