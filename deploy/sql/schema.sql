@@ -242,7 +242,7 @@ CREATE INDEX IF NOT EXISTS processed_events_claimed_at_idx ON processed_events (
 CREATE INDEX IF NOT EXISTS conversation_turns_created_at_idx ON conversation_turns (created_at);
 INSERT INTO schema_migrations (version, name) VALUES (9, '0009_lifecycle.sql') ON CONFLICT DO NOTHING;
 
--- ==== 0011_memory_versions.sql ====
+-- ==== 0010_memory_versions.sql ====
 -- Facts that change (llm_bot/memory/versions.py): when a memory is rewritten under its key (the
 -- model corrects it, or a near-duplicate is merged into it), the text it had is kept here with
 -- the period it was current. `store` holds only current facts, so only they are injected.
@@ -260,4 +260,4 @@ CREATE TABLE IF NOT EXISTS memory_versions (
     CHECK (valid_from <= valid_to)
 );
 CREATE INDEX IF NOT EXISTS memory_versions_valid_to_idx ON memory_versions (valid_to);
-INSERT INTO schema_migrations (version, name) VALUES (11, '0011_memory_versions.sql') ON CONFLICT DO NOTHING;
+INSERT INTO schema_migrations (version, name) VALUES (10, '0010_memory_versions.sql') ON CONFLICT DO NOTHING;
