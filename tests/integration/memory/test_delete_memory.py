@@ -25,16 +25,10 @@ from llm_bot.memory.tools import DeleteMemoryTool
 from ..conftest import server_embedder
 from .graph_run import commit, context_for, first_request, said, tool_results
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("fresh_servers")]
 GRAPH = compile_graph(MessageLimits())
 # Shares "user" and "is" with the memories below, so they are found, and never names the diet.
 QUESTION = "what does the user eat, is the user picky?"
-
-
-@pytest.fixture(autouse=True)
-def fresh_servers(chat_server: LocalModelServer, embedding_server: LocalModelServer) -> None:
-    chat_server.reset()
-    embedding_server.reset()
 
 
 async def test_the_model_forgets_a_memory_by_its_key_and_it_is_never_shown_again(

@@ -19,15 +19,9 @@ from llm_bot.memory.store import MemoryStore
 
 from .graph_run import commit, context_for, first_request, said
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("fresh_servers")]
 GRAPH = compile_graph(MessageLimits())
 QUESTION = "what should the user order tonight?"
-
-
-@pytest.fixture(autouse=True)
-def fresh_servers(chat_server: LocalModelServer, embedding_server: LocalModelServer) -> None:
-    chat_server.reset()
-    embedding_server.reset()
 
 
 async def test_a_correction_by_key_keeps_the_old_fact_as_history_and_shows_only_the_new(
