@@ -9,6 +9,11 @@ measures the raw transport first, then the worker, on the same messages.
 Write transactions are counted by Postgres itself: a transaction is given a transaction id
 only when it writes, so the growth of ``pg_current_xact_id()`` over a run is the number of
 write transactions (read-only ones, like recall, cost none), whoever issued them.
+
+What a user pays for is reported as such: the worker's CPU per event (from ``/proc``, between
+ready and stop, over every event of the setting) and the time an event spends beyond the model
+(closed-loop latency less the model server's configured delay), besides the launch-to-ready
+time of the worker on a migrated database (its cold start).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import contextlib
 import math
 import re
 import signal
+import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -33,6 +39,7 @@ from llm_bot.bench.load import (
     percentiles_ms,
     publish_all,
 )
+from llm_bot.bench.procfs import cpu_seconds, peak_rss_kb
 from llm_bot.db.migrate import migrate
 from llm_bot.devstack.worker_harness import Bus, WorkerProcess, model_environment
 from llm_bot.local.embedded_postgres import EmbeddedPostgres
@@ -82,6 +89,18 @@ class RunReport:
     embedding_calls_per_event: float
     worker_peak_rss_mb: float  # the largest of the workers'
     worker_counts: dict[str, int]  # summed over the workers
+    # CPU time of the worker processes (all threads, summed over the workers) from ready to
+    # stop, over the setting's events: backlog and closed loop.
+    worker_cpu_ms_per_event: float
+    # Closed-loop latency less the model server's configured delay: the time in llm-bot (and
+    # the bus) that a chat user feels.
+    beyond_model_p50_ms: float
+    beyond_model_p95_ms: float
+    # The worker's own time per event (Little's law over the backlog drain: in-flight / rate)
+    # less the model delay. The backlog is already in the client's buffers, so no bus hop is in
+    # it: at in-flight 1 it is what an event alone spends in llm-bot beyond the model.
+    worker_beyond_model_ms: float
+    worker_ready_s: float  # launch to /ready answering 200, the slowest worker
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -213,8 +232,8 @@ def measure_service(
     try:
         tap.start()
         xid_before = current_xid(url)
-        for worker in workers:
-            worker.start(ready_timeout_s=120)
+        ready_s = max(timed_start(worker) for worker in workers)
+        cpu_before = sum(cpu_seconds(worker.process.pid) for worker in workers)
         # Published once every worker listens: the emulator hands a backlog that is already
         # there to the first stream that connects, whatever its flow control asks for.
         publish_all(bus.clients.publisher, bus.topology.input_topic, backlog)
@@ -232,6 +251,7 @@ def measure_service(
             progress,
         )
         peak_rss_mb = max(peak_rss_kb(worker.process.pid) for worker in workers) / 1024
+        cpu_s = sum(cpu_seconds(worker.process.pid) for worker in workers) - cpu_before
         for worker in workers:
             worker.signal(signal.SIGTERM)
         for worker in workers:
@@ -245,6 +265,7 @@ def measure_service(
     total = len(backlog) + len(closed)
     requests = stack.model.requests
     service = Side(rate, *percentiles_ms(latencies))
+    beyond_p50, beyond_p95, _ = percentiles_ms([v - stack.model.latency_ms for v in latencies])
     return RunReport(
         model_latency_ms=stack.model.latency_ms,
         in_flight=in_flight,
@@ -263,7 +284,19 @@ def measure_service(
         worker_counts=dict(
             sum((Counter(worker_counts(worker.log_tail(20_000))) for worker in workers), Counter())
         ),
+        worker_cpu_ms_per_event=cpu_s * 1000 / total,
+        beyond_model_p50_ms=beyond_p50,
+        beyond_model_p95_ms=beyond_p95,
+        worker_beyond_model_ms=in_flight * 1000 / rate - stack.model.latency_ms,
+        worker_ready_s=ready_s,
     )
+
+
+def timed_start(worker: WorkerProcess) -> float:
+    """Seconds from launching ``llm-bot run`` to its ``/ready`` answering 200."""
+    began = time.monotonic()
+    worker.start(ready_timeout_s=120)
+    return time.monotonic() - began
 
 
 def drain_rate(arrivals: list[float]) -> float:
@@ -278,14 +311,6 @@ def current_xid(url: str) -> int:
         row = connection.execute("SELECT pg_current_xact_id()::text::bigint").fetchone()
     assert row is not None
     return int(row[0])
-
-
-def peak_rss_kb(pid: int) -> int:
-    """``VmHWM``: the most resident memory the process ever had, kept by the kernel."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    raise RuntimeError(f"no VmHWM for process {pid}")
 
 
 _COUNT = re.compile(r"'(\w+)': (\d+)")

@@ -10,16 +10,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from llm_bot.bench.retrieval import (
-    LatencyReport,
-    run_depth_bench,
-    run_recall_bench,
-    run_retrieval_bench,
-)
 from llm_bot.cli.support import database_for_measurements, positive
 from llm_bot.settings import Settings
 
-if TYPE_CHECKING:  # the service bench pulls in the whole local stack: load it when run
+if TYPE_CHECKING:  # the benches pull in the graph, memory and the local stack: load when run
+    from llm_bot.bench.retrieval import LatencyReport
     from llm_bot.bench.service import RunReport
 
 
@@ -139,7 +134,7 @@ def run_service(args: argparse.Namespace, settings: Settings) -> int:
 
 SERVICE_HEADER = (
     "model ms  in-flight  workers  service/s  raw/s   ratio   p50 ms  p95 ms  p99 ms  "
-    "raw p50  writes/ev  model/ev  rss MB"
+    "raw p50  beyond p50  cpu ms/ev  writes/ev  model/ev  rss MB  ready s"
 )
 
 
@@ -148,12 +143,15 @@ def service_row(r: RunReport) -> str:
     return (
         f"{r.model_latency_ms:8g}  {r.in_flight:9d}  {r.workers:7d}  {s.events_per_s:9.1f}  "
         f"{r.raw.events_per_s:6.0f}  {r.ratio:6.1%}  {s.p50_ms:6.0f}  {s.p95_ms:6.0f}  "
-        f"{s.p99_ms:6.0f}  {r.raw.p50_ms:7.1f}  {r.write_transactions_per_event:9.2f}  "
-        f"{r.model_calls_per_event:8.2f}  {r.worker_peak_rss_mb:6.0f}"
+        f"{s.p99_ms:6.0f}  {r.raw.p50_ms:7.1f}  {r.beyond_model_p50_ms:10.0f}  "
+        f"{r.worker_cpu_ms_per_event:9.2f}  {r.write_transactions_per_event:9.2f}  "
+        f"{r.model_calls_per_event:8.2f}  {r.worker_peak_rss_mb:6.0f}  {r.worker_ready_s:7.2f}"
     )
 
 
 def run_retrieval(args: argparse.Namespace, settings: Settings) -> int:
+    from llm_bot.bench.retrieval import run_depth_bench, run_recall_bench, run_retrieval_bench
+
     with database_for_measurements(settings) as url:
         reports: list[LatencyReport] = []
         if not args.depth_only:

@@ -57,6 +57,10 @@ def test_bench_run_reports_sane_numbers(tmp_path: Path) -> None:
     assert report["model_calls_per_event"] == 1.0
     assert 0 < report["write_transactions_per_event"] < 10
     assert report["worker_peak_rss_mb"] > 0
+    assert report["worker_cpu_ms_per_event"] > 0
+    assert report["worker_ready_s"] > 0
+    # The echo model answers at once: beyond the model is the whole latency.
+    assert report["beyond_model_p50_ms"] == report["service"]["p50_ms"]
     total = report["events"] + report["latency_events"]
     assert report["worker_counts"]["acked"] == total  # summed over both workers
     assert plot.stat().st_size > 0
