@@ -9,6 +9,13 @@ acking after it is safe. Bookkeeping that nothing waits for (the "published" mar
 ``DEFERRED_MAX_WAIT_S`` passed without one, so it costs neither a wait nor, under any load, a
 transaction of its own.
 
+The wait for company adapts to the load: it is worth its delay only when company is coming.
+Events declare themselves while they are processed (``expecting_work``), so the committer
+knows whether any event is in progress that has not handed in its work; with none (an event
+alone), a batch goes at once. With some, it waits only while the recent arrival rate makes
+another arrival within the delay likely. Under load the queue fills the batch anyway; an
+event alone saves the whole delay twice (its claim and its output).
+
 The works of a batch run interleaved on one connection in pipeline mode: each sends its next
 statement without waiting for the others' results, so a batch costs about as many round trips
 as its longest work has statements, not the sum of all of them (each round trip also waits for
@@ -29,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Iterator
 from dataclasses import dataclass
 from typing import Any, Self
 
@@ -56,6 +63,13 @@ Work = Callable[[AsyncConnection[Any]], Awaitable[None]]
 _TRANSIENT_STATES = ("08", "53", "57P", "40001", "40P01")
 ATTEMPTS = 4
 DEFERRED_MAX_WAIT_S = 0.5
+# Wait for company when at least this many arrivals are expected within the delay (at the
+# recent rate): below it, the wait mostly delays the batch in vain. 0.25 keeps waiting at
+# 800 ms model / 16 in flight (~0.7 expected in 20 ms), where not waiting doubled the write
+# transactions per event (third round), and stops at a few events in flight.
+MIN_EXPECTED_ARRIVALS = 0.25
+# Weight of the newest gap in the moving average of the gaps between handed-in works.
+GAP_WEIGHT = 0.1
 
 
 class RejectedWrite(PermanentError):
@@ -86,6 +100,24 @@ def _own_failure(error: BaseException) -> BaseException:
     return error
 
 
+class ArrivalRate:
+    """The recent rate of arrivals, as a moving average of the gaps between them; until two
+    arrived it is taken as high (the committer then waits, as it always did)."""
+
+    def __init__(self) -> None:
+        self._gap_s = 0.0
+        self._last: float | None = None
+
+    def note(self, now: float) -> None:
+        if self._last is not None:
+            self._gap_s += GAP_WEIGHT * (now - self._last - self._gap_s)
+        self._last = now
+
+    def expected_within(self, seconds: float) -> float:
+        """How many arrivals the recent rate promises within ``seconds``."""
+        return seconds / self._gap_s if self._gap_s > 0 else float("inf")
+
+
 @dataclass(frozen=True)
 class Item:
     """A work waiting in the queue, with the keys of what it touches."""
@@ -108,8 +140,12 @@ class GroupCommitter:
         self._queue: asyncio.Queue[Item] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._deferred = 0  # deferred items not yet through a batch
+        self._in_progress = 0  # events that declared work to come (``expecting_work``)
+        self._waited_for = 0  # waited-for items queued or in the batch being filled
+        self.arrivals = ArrivalRate()  # of waited-for work
         self.transactions = 0
         self.committed = 0
+        self.waits = 0  # batches that waited for company (the rest went at once)
 
     async def __aenter__(self) -> Self:
         self._task = asyncio.create_task(self._run(), name="group-commit")
@@ -136,9 +172,30 @@ class GroupCommitter:
         with a key in common run in order, the rest interleaved."""
         if self._task is None:
             raise RuntimeError("group committer not started")
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        self.arrivals.note(loop.time())
+        done: asyncio.Future[None] = loop.create_future()
+        self._waited_for += 1
         await self._queue.put(Item(work, keys, done))
         await done
+
+    @contextlib.contextmanager
+    def expecting_work(self) -> Iterator[None]:
+        """Around an event that will hand in work (its claim, then its output): while some
+        event in progress has not handed its work in, a batch may wait for it; once every one
+        has, nobody else is coming and the batch goes at once."""
+        self._in_progress += 1
+        try:
+            yield
+        finally:
+            self._in_progress -= 1
+
+    def expects_company(self) -> bool:
+        """Whether a batch holding waited-for work should wait for more: some declared event
+        has not handed its work in yet, and at the recent rate one arrives within the delay."""
+        if self._in_progress <= self._waited_for:
+            return False
+        return self.arrivals.expected_within(self._max_delay_s) >= MIN_EXPECTED_ARRIVALS
 
     def defer(self, work: Work, keys: Collection[str]) -> None:
         """Queue ``work`` for a coming transaction without waiting for it; a failure is logged
@@ -162,10 +219,12 @@ class GroupCommitter:
         is waited on, until the delay is up. (A waiting ``get`` takes a turn of the event loop,
         and a busy loop's turns outlast the delay: waiting for items that are already there
         would send batches of one or two while the queue grows.) Deferred work alone waits
-        longer, for company that someone waits on."""
+        longer, for company that someone waits on. A batch with waited-for work waits only
+        while company is expected (:meth:`expects_company`), asked again after each arrival."""
         batch = [await self._queue.get()]
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._wait_for(batch[0])
+        waited = False
         while len(batch) < self._max_batch:
             if not self._queue.empty():
                 item = self._queue.get_nowait()
@@ -173,8 +232,12 @@ class GroupCommitter:
                 deadline = min(deadline, loop.time() + self._wait_for(item))
                 continue
             left = deadline - loop.time()
-            if left <= 0:
+            waited_for = any(item.done is not None for item in batch)
+            if left <= 0 or (waited_for and not self.expects_company()):
                 break
+            if not waited:
+                waited = True
+                self.waits += 1
             try:
                 item = await asyncio.wait_for(self._queue.get(), left)
             except TimeoutError:
@@ -212,9 +275,11 @@ class GroupCommitter:
                 self._deferred -= 1
                 if index in failures:
                     logger.warning("deferred write failed: %s", failures[index])
-            elif done.done():
                 continue
-            elif index in failures:
+            self._waited_for -= 1
+            if done.done():
+                continue
+            if index in failures:
                 done.set_exception(failures[index])
             else:
                 done.set_result(None)

@@ -187,6 +187,12 @@ class EventHandler:
             return await self._process(delivery, event)
 
     async def _process(self, delivery: Delivery, event: InternalEventV2) -> str:
+        # Tells the group committer this event will hand in work (its claim, its output): an
+        # event alone then commits without waiting for company that is not coming.
+        with self._commit.group.expecting_work():
+            return await self._claim_and_answer(delivery, event)
+
+    async def _claim_and_answer(self, delivery: Delivery, event: InternalEventV2) -> str:
         settings = self._settings
         limit_s = deadline_s(event, settings.event_deadline_ms, settings.max_response_ms)
         with metrics.timed(metrics.stage_duration, {"stage": "claim"}):

@@ -12,7 +12,14 @@ import pytest
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from llm_bot.db.group_commit import GroupCommitter, Item, RejectedWrite, chains
+from llm_bot.db.group_commit import (
+    MIN_EXPECTED_ARRIVALS,
+    ArrivalRate,
+    GroupCommitter,
+    Item,
+    RejectedWrite,
+    chains,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -170,3 +177,48 @@ def test_chains_join_works_through_shared_keys_and_keep_their_order() -> None:
     batch = [Item(work, key, None) for work, key in zip(works, keys, strict=True)]
     grouped = chains(batch)
     assert sorted(grouped, key=len) == [[works[3]], [works[0], works[1], works[2], works[4]]]
+
+
+async def test_an_event_alone_commits_without_waiting_for_company(
+    pool: AsyncConnectionPool[Any], fresh_database_url: str
+) -> None:
+    """An hour's delay: had either commit waited for company, the guard would end the test."""
+    async with GroupCommitter(pool, max_batch=16, max_delay_s=3600) as committer:
+        async with asyncio.timeout(60):
+            with committer.expecting_work():
+                await committer.commit(insert(1), ())  # the claim
+                await committer.commit(insert(2), ())  # the output
+    assert committer.transactions == 2
+    assert committer.waits == 0
+    assert await count(fresh_database_url) == 2
+
+
+async def test_a_batch_waits_for_an_event_in_progress_and_goes_when_it_arrived(
+    pool: AsyncConnectionPool[Any], fresh_database_url: str
+) -> None:
+    async with GroupCommitter(pool, max_batch=16, max_delay_s=3600) as committer:
+        async with asyncio.timeout(60):
+            with committer.expecting_work(), committer.expecting_work():
+                first = asyncio.create_task(committer.commit(insert(1), ()))
+                for _ in range(1000):  # loop turns until the committer took it and waits
+                    if committer.waits:
+                        break
+                    await asyncio.sleep(0)
+                assert committer.waits == 1
+                assert committer.expects_company()
+                await committer.commit(insert(2), ())  # the last one expected: no more wait
+                await first
+    assert committer.transactions == 1
+    assert committer.waits == 1
+    assert await count(fresh_database_url) == 2
+
+
+def test_arrivals_far_apart_expect_no_company_and_close_ones_do() -> None:
+    rate = ArrivalRate()
+    assert rate.expected_within(0.02) == float("inf")  # unknown: wait, as before
+    for second in range(50):
+        rate.note(float(second))
+    assert rate.expected_within(0.02) < MIN_EXPECTED_ARRIVALS  # one a second
+    for step in range(50):
+        rate.note(50 + step * 0.005)
+    assert rate.expected_within(0.02) > MIN_EXPECTED_ARRIVALS  # one each 5 ms
