@@ -44,6 +44,7 @@ class Settings(BaseSettings):
     max_message_bytes: Count = Field(1_048_576, alias="LLM_BOT_MAX_MESSAGE_BYTES")
     ordering: bool = Field(False, alias="LLM_BOT_ORDERING")
     shutdown_grace_s: Annotated[float, Field(gt=0)] = Field(8.0, alias="LLM_BOT_SHUTDOWN_GRACE_S")
+    event_loop: Literal["uvloop", "asyncio"] = Field("uvloop", alias="LLM_BOT_EVENT_LOOP")
     lease_extension_s: Annotated[int, Field(ge=10, le=600)] = Field(
         10, alias="LLM_BOT_LEASE_EXTENSION_S"
     )
