@@ -261,3 +261,12 @@ CREATE TABLE IF NOT EXISTS memory_versions (
 );
 CREATE INDEX IF NOT EXISTS memory_versions_valid_to_idx ON memory_versions (valid_to);
 INSERT INTO schema_migrations (version, name) VALUES (10, '0010_memory_versions.sql') ON CONFLICT DO NOTHING;
+
+-- ==== 0011_turn_search_index.sql ====
+-- Recall's lexical side finds a user's turns by the query's distinguishing words (BM25,
+-- llm_bot/memory/recall.py): for a long history those are the words held by at most half of
+-- the user's recent turns, so the matching turns are few and this index finds them without
+-- reading the rest of the history. (Before BM25 every turn sharing any word was ranked, and the
+-- index could not help: docs/performance.md, "Per-user depth".)
+CREATE INDEX IF NOT EXISTS conversation_turns_search_idx ON conversation_turns USING gin (search);
+INSERT INTO schema_migrations (version, name) VALUES (11, '0011_turn_search_index.sql') ON CONFLICT DO NOTHING;

@@ -112,11 +112,27 @@ def run_retrieval_eval(args: argparse.Namespace, settings: Settings) -> int:
     print(f"mode     recall@{args.k}  MRR    p50 ms  p95 ms")
     for r in reports:
         print(f"{r.mode:7s}  {r.recall_at_k:8.3f}  {r.mrr:5.3f}  {r.p50_ms:6.2f}  {r.p95_ms:6.2f}")
+    print_categories(reports, args.k)
     hybrid = reports[-1]
     print("threshold  precision  recall  f1   (hybrid hits)")
     for row in hybrid.table:
         print(f"{row.threshold:9.2f}  {row.precision:9.3f}  {row.recall:6.3f}  {row.f1:5.3f}")
     return 0
+
+
+def print_categories(reports: list[ModeReport], k: int) -> None:
+    """Recall@k and MRR per category of question, one column pair per mode."""
+    header = "".join(f"  {r.mode + f' R@{k}':>13s}  {'MRR':>5s}" for r in reports)
+    print(f"category      queries{header}")
+    for category, first in reports[0].by_category.items():
+        label = f"{category}{'*' if first.inferred else ''}"
+        cells = "".join(
+            f"  {r.by_category[category].recall_at_k:13.3f}  {r.by_category[category].mrr:5.3f}"
+            for r in reports
+        )
+        print(f"{label:12s}  {first.queries:7d}{cells}")
+    if any(c.inferred for c in reports[0].by_category.values()):
+        print("* inferred from the question (llm_bot/evaluation/categories.py), not labelled")
 
 
 def progress(line: str) -> None:

@@ -3,8 +3,10 @@
 The corpus is loaded through the worker's own commit path (pairs written by
 :class:`~llm_bot.memory.commit.MemoryCommit`, embedded by the configured provider) and every
 query goes through the same :func:`~llm_bot.memory.recall.recall_turns` the worker uses, in
-each mode (dense, lexical, hybrid). Reported: recall@k, MRR, latency, and the similarity of
-relevant vs irrelevant hits with a precision/recall table per threshold for calibration.
+each mode (dense, lexical, hybrid). Reported: recall@k, MRR, latency, the same per category
+of question (a query's own ``category``, else one inferred by the rules of
+:mod:`~llm_bot.evaluation.categories`), and the similarity of relevant vs irrelevant hits with
+a precision/recall table per threshold for calibration.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_bot.evaluation.calibration import ThresholdRow, threshold_table
+from llm_bot.evaluation.categories import inferred_category
 from llm_bot.memory.commit import MemoryCommit, TurnOutcome
 from llm_bot.memory.recall import recall_turns
 from llm_bot.memory.search import SearchMode
@@ -43,6 +46,16 @@ class EvalQuery:
     user_id: str
     query: str
     relevant: frozenset[str]
+    category: str
+    category_inferred: bool
+
+
+@dataclass(frozen=True)
+class CategoryReport:
+    queries: int
+    recall_at_k: float
+    mrr: float
+    inferred: bool  # by rules, not labelled in the queries file
 
 
 @dataclass(frozen=True)
@@ -57,6 +70,7 @@ class ModeReport:
     relevant_scores: list[float]
     irrelevant_scores: list[float]
     table: list[ThresholdRow]
+    by_category: dict[str, CategoryReport]
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -99,13 +113,23 @@ def load_corpus(path: Path) -> list[CorpusTurn]:
 
 
 def load_queries(path: Path) -> list[EvalQuery]:
-    rows = _read_jsonl(path, ("id", "user_id", "query", "relevant"))
-    return [
-        EvalQuery(
-            str(r["id"]), str(r["user_id"]), str(r["query"]), frozenset(map(str, r["relevant"]))
+    """Queries with their evidence; ``category`` is optional (inferred when missing)."""
+    queries = []
+    for row in _read_jsonl(path, ("id", "user_id", "query", "relevant")):
+        relevant = frozenset(map(str, row["relevant"]))
+        labelled = row.get("category")
+        category = str(labelled) if labelled else inferred_category(row["query"], len(relevant))
+        queries.append(
+            EvalQuery(
+                str(row["id"]),
+                str(row["user_id"]),
+                str(row["query"]),
+                relevant,
+                category,
+                category_inferred=not labelled,
+            )
         )
-        for r in rows
-    ]
+    return queries
 
 
 def pairs_of(corpus: Sequence[CorpusTurn]) -> list[tuple[CorpusTurn, CorpusTurn]]:
@@ -197,7 +221,25 @@ async def evaluate_mode(
         relevant_scores=sorted(round(s, 4) for s, relevant in scored if relevant),
         irrelevant_scores=sorted(round(s, 4) for s, relevant in scored if not relevant),
         table=threshold_table(scored),
+        by_category=_by_category(queries, recalls, reciprocal_ranks),
     )
+
+
+def _by_category(
+    queries: Sequence[EvalQuery], recalls: Sequence[float], reciprocal_ranks: Sequence[float]
+) -> dict[str, CategoryReport]:
+    groups: dict[str, list[int]] = {}
+    for index, query in enumerate(queries):
+        groups.setdefault(query.category, []).append(index)
+    return {
+        category: CategoryReport(
+            queries=len(members),
+            recall_at_k=round(statistics.mean(recalls[i] for i in members), 3),
+            mrr=round(statistics.mean(reciprocal_ranks[i] for i in members), 3),
+            inferred=any(queries[i].category_inferred for i in members),
+        )
+        for category, members in sorted(groups.items())
+    }
 
 
 def plot_reports(reports: Sequence[ModeReport], path: Path) -> None:

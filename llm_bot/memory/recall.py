@@ -1,9 +1,21 @@
 """Recall over history: this user's older messages, from any thread, that bear on the prompt.
 
-The same hybrid retrieval as memories (vector and full-text candidates fused by reciprocal
-rank, the similarity threshold applied to every hit), over ``conversation_turns`` of one user
-only. Messages already in the window are excluded; the ones shown to the model are put back in
-time order, so it reads them as the conversation they were.
+One SQL statement over ``conversation_turns`` of one user only finds the candidates: the
+nearest turns by embedding, and the best turns by BM25 over their full-text vectors, each side
+``pool`` deep, then the turns around those (``NEIGHBOUR_REACH`` either side in the thread).
+Python fuses the two scores of every candidate (:mod:`llm_bot.memory.fusion`) and prefers
+turns written in a month or year the question names (:mod:`llm_bot.memory.dates`). Messages
+already in the window are excluded; the ones shown to the model are put back in time order by
+context assembly, so it reads them as the conversation they were.
+
+BM25 rather than ``ts_rank_cd``: ``ts_rank_cd`` weighs every query word alike, so in a
+history where every message starts with a speaker's name, or a question's "say" matches every
+"says", a turn that shares only those words ranks with one that shares the rare word that
+matters. BM25 weighs a word by how few of *this user's* turns hold it (inverse document
+frequency), saturates repeated words, and discounts long turns. The statistics come from the
+user's ``STATS_TURNS`` most recent turns, read through the ``(user_id, created_at)`` index:
+exact for most users, an estimate of the current vocabulary for very long histories, and a
+bounded cost either way (no table to keep in step on every write and erasure).
 """
 
 from __future__ import annotations
@@ -15,43 +27,83 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from llm_bot.memory.search import OR_TERMS, SearchMode, best, fused_candidates, rrf
+from llm_bot.memory.dates import DATE_BONUS, date_window
+from llm_bot.memory.fusion import NEIGHBOUR_REACH, fused, with_neighbours
+from llm_bot.memory.search import SearchMode, fused_candidates
 
-# Each side keeps its best ``pool`` by a top-N sort (a heap of ``pool`` rows) and numbers only
-# those: numbering every row of a user sorted all of them, and for a user with 100k turns the
-# materialized lexical candidates spilled to disk (docs/performance.md, "Per-user depth").
+STATS_TURNS = 1000
+BM25_K1 = 1.2  # the textbook saturation and length normalisation, not fitted to any data set
+BM25_B = 0.75
+
+_VISIBLE = "(%(include_private)s OR learned_in = 'public')"
+_T_VISIBLE = "(%(include_private)s OR t.learned_in = 'public')"
+
+# Each side keeps its best ``pool`` by a top-N sort (a heap of ``pool`` rows): numbering or
+# materializing every row of a user spilled to disk at 100k turns (docs/performance.md).
 _RECALL_SQL = f"""
-WITH query AS (SELECT {OR_TERMS} AS terms),
-dense AS (
-    SELECT thread_id, seq, row_number() OVER (ORDER BY distance, thread_id, seq) AS rank
-    FROM (
-        SELECT thread_id, seq, embedding <=> %(vector)s::vector AS distance
-        FROM conversation_turns
-        WHERE user_id = %(user)s AND embedding IS NOT NULL AND %(use_dense)s
-          AND (%(include_private)s OR learned_in = 'public')
-        ORDER BY distance
-        LIMIT %(pool)s
-    ) nearest
+WITH terms AS (
+    SELECT DISTINCT lexeme
+    FROM unnest(tsvector_to_array(to_tsvector('english', %(text)s))) AS lexeme
+    WHERE %(use_lexical)s
+),
+sample AS MATERIALIZED (
+    SELECT search FROM conversation_turns
+    WHERE user_id = %(user)s AND {_VISIBLE} AND EXISTS (SELECT FROM terms)
+    ORDER BY created_at DESC
+    LIMIT {STATS_TURNS}
+),
+stats AS (SELECT count(*) AS n, greatest(avg(length(search)), 1) AS avgdl FROM sample),
+weights AS (
+    SELECT terms.lexeme, stats.n, count(held.lexeme) AS df,
+           ln(1 + (stats.n - count(held.lexeme) + 0.5) / (count(held.lexeme) + 0.5)) AS idf
+    FROM terms CROSS JOIN stats
+    LEFT JOIN (
+        SELECT word.lexeme FROM sample, unnest(sample.search) AS word
+        WHERE word.lexeme IN (SELECT lexeme FROM terms)
+    ) held ON held.lexeme = terms.lexeme
+    GROUP BY terms.lexeme, stats.n
+),
+-- The words that find candidates: all of them while the sample is the whole history; beyond,
+-- only those held by at most half of it (a turn that shares nothing else with the query is
+-- no evidence, and ranking all of a long history for one common word costs ~1 s at 100k).
+query AS (
+    SELECT to_tsquery('simple', coalesce(string_agg(quote_literal(lexeme), ' | '), '')) AS terms
+    FROM weights
+    WHERE n < {STATS_TURNS} OR df * 2 <= n
 ),
 lexical AS (
-    SELECT thread_id, seq, row_number() OVER (ORDER BY score DESC, thread_id, seq) AS rank
-    FROM (
-        SELECT t.thread_id, t.seq, ts_rank_cd(t.search, query.terms) AS score
-        FROM conversation_turns t, query
-        WHERE t.user_id = %(user)s AND %(use_lexical)s AND t.search @@ query.terms
-          AND (%(include_private)s OR t.learned_in = 'public')
-        ORDER BY score DESC
-        LIMIT %(pool)s
-    ) matching
+    SELECT t.thread_id, t.seq, (
+        SELECT sum(weights.idf * tf.n * {BM25_K1 + 1} / (tf.n + {BM25_K1} * (
+            1 - {BM25_B} + {BM25_B} * length(t.search) / (SELECT avgdl FROM stats))))
+        FROM unnest(t.search) AS word
+        JOIN weights ON weights.lexeme = word.lexeme
+        CROSS JOIN LATERAL (SELECT coalesce(array_length(word.positions, 1), 1) AS n) tf
+    ) AS score
+    FROM conversation_turns t
+    WHERE t.user_id = %(user)s AND %(use_lexical)s AND {_T_VISIBLE}
+      AND t.search @@ (SELECT terms FROM query)
+),
+lexical_top AS (
+    SELECT thread_id, seq FROM lexical ORDER BY score DESC, thread_id, seq LIMIT %(pool)s
+),
+dense_top AS (
+    SELECT thread_id, seq FROM conversation_turns
+    WHERE user_id = %(user)s AND embedding IS NOT NULL AND %(use_dense)s AND {_VISIBLE}
+    ORDER BY embedding <=> %(vector)s::vector, thread_id, seq
+    LIMIT %(pool)s
+),
+around AS (
+    SELECT DISTINCT hit.thread_id, hit.seq + step AS seq
+    FROM (SELECT thread_id, seq FROM dense_top UNION SELECT thread_id, seq FROM lexical_top) hit,
+         generate_series(-{NEIGHBOUR_REACH}, {NEIGHBOUR_REACH}) AS step
 )
 SELECT t.thread_id, t.seq, t.role, t.content, t.created_at,
        1 - (t.embedding <=> %(vector)s::vector) AS similarity,
-       dense.rank AS dense_rank, lexical.rank AS lexical_rank
-FROM (SELECT thread_id, seq FROM dense UNION SELECT thread_id, seq FROM lexical) hit
-JOIN conversation_turns t ON t.thread_id = hit.thread_id AND t.seq = hit.seq
-LEFT JOIN dense ON dense.thread_id = hit.thread_id AND dense.seq = hit.seq
-LEFT JOIN lexical ON lexical.thread_id = hit.thread_id AND lexical.seq = hit.seq
-WHERE t.user_id = %(user)s AND t.embedding IS NOT NULL
+       coalesce(lexical.score, 0) AS keyword_score
+FROM around
+JOIN conversation_turns t ON t.thread_id = around.thread_id AND t.seq = around.seq
+LEFT JOIN lexical ON lexical.thread_id = t.thread_id AND lexical.seq = t.seq
+WHERE t.user_id = %(user)s AND t.embedding IS NOT NULL AND {_T_VISIBLE}
 """
 
 
@@ -78,8 +130,8 @@ async def recall_turns(
     mode: SearchMode = "hybrid",
     include_private: bool = True,
 ) -> list[RecalledTurn]:
-    """The ``limit`` most relevant turns above ``threshold``, outside ``exclude``, best first
-    (context assembly puts the ones it keeps back in time order)."""
+    """The ``limit`` most relevant turns above ``threshold`` (their own similarity), outside
+    ``exclude``, best first (context assembly puts the ones it keeps back in time order)."""
     pool = max(limit * 4, 20) + len(exclude)
     rows = await fused_candidates(
         connection,
@@ -90,7 +142,15 @@ async def recall_turns(
         pool,
         mode,
     )
-    turns = (
+    by_key = {(row["thread_id"], row["seq"]): row for row in rows}
+    dense = with_neighbours({key: float(row["similarity"]) for key, row in by_key.items()})
+    lexical = with_neighbours({key: float(row["keyword_score"]) for key, row in by_key.items()})
+    scores = fused(dense, lexical, use_dense=mode != "lexical", use_lexical=mode != "dense")
+    window = date_window(text)
+    if window is not None:
+        for key, row in by_key.items():
+            scores[key] += DATE_BONUS if window.holds(row["created_at"]) else 0.0
+    turns = [
         RecalledTurn(
             row["thread_id"],
             row["seq"],
@@ -98,9 +158,12 @@ async def recall_turns(
             row["content"],
             row["created_at"],
             float(row["similarity"]),
-            rrf(row["dense_rank"], row["lexical_rank"]),
+            scores[key],
         )
-        for row in rows
-        if float(row["similarity"]) >= threshold and (row["thread_id"], row["seq"]) not in exclude
-    )
-    return best(turns, limit)
+        for key, row in by_key.items()
+        if float(row["similarity"]) >= threshold
+        and key not in exclude
+        and (mode != "lexical" or lexical[key] > 0)
+    ]
+    turns.sort(key=lambda turn: (-turn.fused_score, -turn.similarity, turn.thread_id, turn.seq))
+    return turns[:limit]

@@ -1,0 +1,62 @@
+"""How recall turns a dense and a lexical score per turn into one ranking.
+
+Measured on the development half of LoCoMo (docs/eval-retrieval.md), each step for a reason
+that does not depend on that data set:
+
+- **Scores, not ranks, are fused.** Reciprocal-rank fusion (k = 60) over forty candidates a
+  side gives the tenth candidate almost the weight of the first, and ignores how far ahead a
+  clear winner is. Each side is divided by its best score among the candidates (a cosine and a
+  BM25 score are on different scales; the best one of the query is the natural unit), and the
+  two are averaged with equal weights: no weight is fitted to the evaluation set.
+- **A turn is read with its neighbours.** In a conversation the words of a question and of its
+  answer sit in adjacent turns ("where did you go?" / "Lisbon, with my sister"), so the turn
+  that matches is often next to the one that holds the fact. Each turn's score is raised by
+  half the best score among the turns up to ``NEIGHBOUR_REACH`` places away in its thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping
+from typing import TypeVar
+
+K = TypeVar("K", bound=Hashable)
+
+NEIGHBOUR_REACH = 2  # turns either side: the exchange before and after a turn
+NEIGHBOUR_WEIGHT = 0.5
+DENSE_WEIGHT = 0.5
+
+
+def with_neighbours(
+    scores: Mapping[tuple[str, int], float], reach: int = NEIGHBOUR_REACH
+) -> dict[tuple[str, int], float]:
+    """Each (thread, seq) score plus ``NEIGHBOUR_WEIGHT`` times the best score within ``reach``
+    turns of it in the same thread (only turns present in ``scores`` count)."""
+    smoothed = {}
+    for (thread, seq), own in scores.items():
+        around = [
+            scores.get((thread, seq + step), 0.0) for step in range(-reach, reach + 1) if step != 0
+        ]
+        smoothed[(thread, seq)] = own + NEIGHBOUR_WEIGHT * max([0.0, *around])
+    return smoothed
+
+
+def fused(
+    dense: Mapping[K, float], lexical: Mapping[K, float], *, use_dense: bool, use_lexical: bool
+) -> dict[K, float]:
+    """One score per candidate: each side divided by its best, averaged. A side that is off
+    (its mode) or has no positive score contributes nothing."""
+    parts: list[tuple[float, Callable[[K], float]]] = []
+    if use_dense:
+        parts.append((DENSE_WEIGHT, _scaled(dense)))
+    if use_lexical:
+        parts.append((1 - DENSE_WEIGHT, _scaled(lexical)))
+    total = sum(weight for weight, _ in parts)
+    keys = dense.keys() | lexical.keys()
+    return {key: sum(weight * scale(key) for weight, scale in parts) / total for key in keys}
+
+
+def _scaled(scores: Mapping[K, float]) -> Callable[[K], float]:
+    best = max(scores.values(), default=0.0)
+    if best <= 0:
+        return lambda key: 0.0
+    return lambda key: scores.get(key, 0.0) / best
