@@ -1,0 +1,150 @@
+"""Recall's ranking on the real database, with vectors chosen by the test: BM25 weighs a word by
+how few of the user's turns hold it, a turn comes with its neighbours (never another user's,
+never a private one in public), and a month named in the question prefers turns of then."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+
+from llm_bot.db.migrate import migrate
+from llm_bot.db.vectors import vector_param
+from llm_bot.memory.recall import recall_turns
+from llm_bot.memory.search import SearchMode
+
+pytestmark = pytest.mark.integration
+START = datetime(2026, 5, 1, 12, tzinfo=UTC)
+Connection = psycopg.AsyncConnection[Any]
+FAR = [0.0, 0.0, 1.0]  # a vector orthogonal to every query of these tests
+
+
+@pytest.fixture
+async def connection(fresh_database_url: str) -> AsyncIterator[Connection]:
+    migrate(fresh_database_url)
+    async with await psycopg.AsyncConnection.connect(
+        fresh_database_url, autocommit=True, row_factory=dict_row
+    ) as connection:
+        yield connection
+
+
+async def add(
+    connection: Connection,
+    thread: str,
+    turns: Sequence[tuple[str, str]],
+    *,
+    at: datetime = START,
+    learned_in: str = "public",
+    vector: list[float] = FAR,
+    first_seq: int = 1,
+) -> None:
+    """(user, text) turns at consecutive seqs of ``thread``, a minute apart."""
+    for offset, (user, text) in enumerate(turns):
+        seq = first_seq + offset
+        await connection.execute(
+            "INSERT INTO conversation_turns (thread_id, seq, user_id, session_id, pair_index,"
+            " role, content, created_at, source_event, embedding, learned_in)"
+            " VALUES (%s, %s, %s, 1, %s, %s, %s, %s, %s, %s::vector, %s)",
+            (
+                thread,
+                seq,
+                user,
+                seq // 2,
+                "user" if seq % 2 else "assistant",
+                text,
+                at + timedelta(minutes=seq),
+                f"{thread}-{seq}",
+                vector_param(vector),
+                learned_in,
+            ),
+        )
+
+
+async def recalled(
+    connection: Connection,
+    user: str,
+    text: str,
+    *,
+    mode: SearchMode = "lexical",
+    limit: int = 10,
+    include_private: bool = True,
+) -> list[str]:
+    turns = await recall_turns(
+        connection,
+        user,
+        text,
+        [1.0, 0.0, 0.0],
+        exclude=(),
+        limit=limit,
+        threshold=-1.0,
+        mode=mode,
+        include_private=include_private,
+    )
+    return [turn.content for turn in turns]
+
+
+async def test_a_rare_word_outranks_a_word_every_turn_has_however_often_it_repeats(
+    connection: Connection,
+) -> None:
+    names = [("ana", f"Caroline: chat number {n} about nothing") for n in range(8)]
+    await add(connection, "long", names)
+    await add(connection, "other", [("ana", "Caroline: Caroline, Caroline, listen")])
+    await add(connection, "trip", [("ana", "Caroline: the Zanzibar ferry was late")])
+    top = await recalled(connection, "ana", "Did Caroline ever mention Zanzibar?", limit=1)
+    assert top == ["Caroline: the Zanzibar ferry was late"]
+
+
+async def test_the_answer_next_to_the_matching_question_is_recalled(
+    connection: Connection,
+) -> None:
+    await add(
+        connection,
+        "vet",
+        [("ana", "what did the vet say about Miso?"), ("ana", "she needs a lighter diet")],
+    )
+    await add(connection, "noise", [("ana", f"unrelated turn {n}") for n in range(6)])
+    found = await recalled(connection, "ana", "What did the vet say about Miso?", limit=2)
+    assert found == ["what did the vet say about Miso?", "she needs a lighter diet"]
+
+
+async def test_neighbours_are_only_the_users_own_and_only_public_ones_in_public(
+    connection: Connection,
+) -> None:
+    await add(connection, "room", [("ana", "the Zanzibar ferry"), ("bo", "bo's own secret")])
+    await add(connection, "room", [("ana", "ana's private aside")], learned_in="dm", first_seq=3)
+    modes: tuple[SearchMode, ...] = ("lexical", "hybrid", "dense")
+    for mode in modes:
+        public = await recalled(connection, "ana", "Zanzibar?", mode=mode, include_private=False)
+        assert public == ["the Zanzibar ferry"]
+        everything = await recalled(connection, "ana", "Zanzibar?", mode=mode)
+        assert sorted(everything) == ["ana's private aside", "the Zanzibar ferry"]
+    assert await recalled(connection, "bo", "Zanzibar?") == []  # no score crosses users
+    assert await recalled(connection, "bo", "Zanzibar?", mode="hybrid") == ["bo's own secret"]
+
+
+async def test_a_month_named_in_the_question_prefers_turns_written_then(
+    connection: Connection,
+) -> None:
+    await add(
+        connection, "june", [("ana", "we went camping by the lake")], at=START.replace(month=6)
+    )
+    await add(
+        connection, "aug", [("ana", "we went camping by the lake")], at=START.replace(month=8)
+    )
+    await add(connection, "noise", [("ana", f"unrelated turn {n}") for n in range(6)])
+    for month in (6, 8):
+        name = START.replace(month=month).strftime("%B")
+        found = await recall_turns(
+            connection,
+            "ana",
+            f"Where did we go camping in {name}?",
+            [1.0, 0.0, 0.0],
+            exclude=(),
+            limit=1,
+            threshold=-1.0,
+        )
+        assert [turn.created_at.month for turn in found] == [month]
