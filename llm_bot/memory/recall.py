@@ -16,6 +16,11 @@ frequency), saturates repeated words, and discounts long turns. The statistics c
 user's ``STATS_TURNS`` most recent turns, read through the ``(user_id, created_at)`` index:
 exact for most users, an estimate of the current vocabulary for very long histories, and a
 bounded cost either way (no table to keep in step on every write and erasure).
+
+The statement is planned for its parameters on every call (``prepare=False``, ~1 ms): a
+prepared statement's generic plan assumes every user has ~200 turns, and for a user with 100k
+it read the whole history through the ``(user_id, created_at)`` index twice as slowly as the
+scan a plan for that user picks (docs/performance.md, "Per-user depth").
 """
 
 from __future__ import annotations
@@ -37,6 +42,15 @@ BM25_B = 0.75
 
 _VISIBLE = "(%(include_private)s OR learned_in = 'public')"
 _T_VISIBLE = "(%(include_private)s OR t.learned_in = 'public')"
+
+# BM25 of the turn ``t`` for the query's weighted terms (a term's frequency is its positions).
+_BM25 = f"""(
+    SELECT sum(weights.idf * tf.n * {BM25_K1 + 1} / (tf.n + {BM25_K1} * (
+        1 - {BM25_B} + {BM25_B} * length(t.search) / (SELECT avgdl FROM stats))))
+    FROM unnest(t.search) AS word
+    JOIN weights ON weights.lexeme = word.lexeme
+    CROSS JOIN LATERAL (SELECT coalesce(array_length(word.positions, 1), 1) AS n) tf
+)"""
 
 # Each side keeps its best ``pool`` by a top-N sort (a heap of ``pool`` rows): numbering or
 # materializing every row of a user spilled to disk at 100k turns (docs/performance.md).
@@ -72,13 +86,7 @@ query AS (
     WHERE n < {STATS_TURNS} OR df * 2 <= n
 ),
 lexical AS (
-    SELECT t.thread_id, t.seq, (
-        SELECT sum(weights.idf * tf.n * {BM25_K1 + 1} / (tf.n + {BM25_K1} * (
-            1 - {BM25_B} + {BM25_B} * length(t.search) / (SELECT avgdl FROM stats))))
-        FROM unnest(t.search) AS word
-        JOIN weights ON weights.lexeme = word.lexeme
-        CROSS JOIN LATERAL (SELECT coalesce(array_length(word.positions, 1), 1) AS n) tf
-    ) AS score
+    SELECT t.thread_id, t.seq, {_BM25} AS score
     FROM conversation_turns t
     WHERE t.user_id = %(user)s AND %(use_lexical)s AND {_T_VISIBLE}
       AND t.search @@ (SELECT terms FROM query)
@@ -97,12 +105,17 @@ around AS (
     FROM (SELECT thread_id, seq FROM dense_top UNION SELECT thread_id, seq FROM lexical_top) hit,
          generate_series(-{NEIGHBOUR_REACH}, {NEIGHBOUR_REACH}) AS step
 )
+-- A primary-key lookup per candidate (LIMIT 1 keeps the planner from reading the user's whole
+-- history by its index instead, which a generic plan of this statement chose).
 SELECT t.thread_id, t.seq, t.role, t.content, t.created_at,
        1 - (t.embedding <=> %(vector)s::vector) AS similarity,
-       coalesce(lexical.score, 0) AS keyword_score
+       coalesce({_BM25}, 0) AS keyword_score
 FROM around
-JOIN conversation_turns t ON t.thread_id = around.thread_id AND t.seq = around.seq
-LEFT JOIN lexical ON lexical.thread_id = t.thread_id AND lexical.seq = t.seq
+CROSS JOIN LATERAL (
+    SELECT * FROM conversation_turns
+    WHERE thread_id = around.thread_id AND seq = around.seq
+    LIMIT 1
+) t
 WHERE t.user_id = %(user)s AND t.embedding IS NOT NULL AND {_T_VISIBLE}
 """
 
@@ -141,6 +154,7 @@ async def recall_turns(
         vector,
         pool,
         mode,
+        prepare=False,
     )
     by_key = {(row["thread_id"], row["seq"]): row for row in rows}
     dense = with_neighbours({key: float(row["similarity"]) for key, row in by_key.items()})

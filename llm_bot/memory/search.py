@@ -104,9 +104,12 @@ async def fused_candidates(
     vector: list[float],
     pool: int,
     mode: SearchMode,
+    *,
+    prepare: bool | None = None,
 ) -> list[dict[str, Any]]:
-    """Rows of a hybrid statement (memories or recall) with their dense and lexical ranks;
-    ``scope`` names whose rows it may read (a namespace, a user)."""
+    """Rows of a hybrid statement (memories or recall) with their dense and lexical scores;
+    ``scope`` names whose rows it may read (a namespace, a user). ``prepare=False`` plans the
+    statement for its parameters every time (the connection's default is to prepare)."""
     parameters = {
         **scope,
         "text": text,
@@ -116,7 +119,7 @@ async def fused_candidates(
         "use_lexical": mode != "dense",
     }
     async with connection.cursor(row_factory=dict_row) as cursor:
-        await cursor.execute(sql, parameters)
+        await cursor.execute(sql, parameters, prepare=prepare)
         return await cursor.fetchall()
 
 
