@@ -52,6 +52,7 @@ from tenacity import (
 
 from llm_bot.errors import PermanentError
 from llm_bot.telemetry import metrics
+from llm_bot.telemetry.arrivals import ArrivalRate
 
 logger = logging.getLogger(__name__)
 
@@ -68,8 +69,6 @@ DEFERRED_MAX_WAIT_S = 0.5
 # 800 ms model / 16 in flight (~0.7 expected in 20 ms), where not waiting doubled the write
 # transactions per event (third round), and stops at a few events in flight.
 MIN_EXPECTED_ARRIVALS = 0.25
-# Weight of the newest gap in the moving average of the gaps between handed-in works.
-GAP_WEIGHT = 0.1
 
 
 class RejectedWrite(PermanentError):
@@ -98,24 +97,6 @@ def _own_failure(error: BaseException) -> BaseException:
         rejected.__cause__ = error
         return rejected
     return error
-
-
-class ArrivalRate:
-    """The recent rate of arrivals, as a moving average of the gaps between them; until two
-    arrived it is taken as high (the committer then waits, as it always did)."""
-
-    def __init__(self) -> None:
-        self._gap_s = 0.0
-        self._last: float | None = None
-
-    def note(self, now: float) -> None:
-        if self._last is not None:
-            self._gap_s += GAP_WEIGHT * (now - self._last - self._gap_s)
-        self._last = now
-
-    def expected_within(self, seconds: float) -> float:
-        """How many arrivals the recent rate promises within ``seconds``."""
-        return seconds / self._gap_s if self._gap_s > 0 else float("inf")
 
 
 @dataclass(frozen=True)

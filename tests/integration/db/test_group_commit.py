@@ -12,14 +12,7 @@ import pytest
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from llm_bot.db.group_commit import (
-    MIN_EXPECTED_ARRIVALS,
-    ArrivalRate,
-    GroupCommitter,
-    Item,
-    RejectedWrite,
-    chains,
-)
+from llm_bot.db.group_commit import GroupCommitter, Item, RejectedWrite, chains
 
 pytestmark = pytest.mark.integration
 
@@ -211,14 +204,3 @@ async def test_a_batch_waits_for_an_event_in_progress_and_goes_when_it_arrived(
     assert committer.transactions == 1
     assert committer.waits == 1
     assert await count(fresh_database_url) == 2
-
-
-def test_arrivals_far_apart_expect_no_company_and_close_ones_do() -> None:
-    rate = ArrivalRate()
-    assert rate.expected_within(0.02) == float("inf")  # unknown: wait, as before
-    for second in range(50):
-        rate.note(float(second))
-    assert rate.expected_within(0.02) < MIN_EXPECTED_ARRIVALS  # one a second
-    for step in range(50):
-        rate.note(50 + step * 0.005)
-    assert rate.expected_within(0.02) > MIN_EXPECTED_ARRIVALS  # one each 5 ms

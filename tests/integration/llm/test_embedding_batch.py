@@ -46,6 +46,21 @@ async def test_a_full_batch_goes_out_without_waiting(
     assert embedding_requests(embedding_server) == 1
 
 
+async def test_a_call_when_calls_are_rare_goes_out_without_waiting(
+    embedding_server: LocalModelServer, inner: OpenAIEmbedder
+) -> None:
+    """An hour's wait: had the call waited for company, the guard would end the test."""
+    batching = BatchingEmbedder(inner, max_wait_s=3600)
+    now = asyncio.get_running_loop().time()
+    batching.arrivals.note(now - 2e6)  # calls a million seconds apart: next to none in an hour
+    batching.arrivals.note(now - 1e6)
+
+    vectors = await asyncio.wait_for(batching.embed(TEXTS[:1]), timeout=60)
+
+    assert len(vectors) == 1
+    assert embedding_requests(embedding_server) == 1
+
+
 @pytest.mark.parametrize(
     ("status", "requests"),
     [(500, 3), (401, 1)],  # the embedder tries a 500 three times; credentials are not retried
