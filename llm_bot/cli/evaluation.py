@@ -123,14 +123,14 @@ def run_retrieval_eval(args: argparse.Namespace, settings: Settings) -> int:
 def print_categories(reports: list[ModeReport], k: int) -> None:
     """Recall@k and MRR per category of question, one column pair per mode."""
     header = "".join(f"  {r.mode + f' R@{k}':>13s}  {'MRR':>5s}" for r in reports)
-    print(f"category      queries{header}")
+    print(f"category         queries{header}")
     for category, first in reports[0].by_category.items():
         label = f"{category}{'*' if first.inferred else ''}"
         cells = "".join(
             f"  {r.by_category[category].recall_at_k:13.3f}  {r.by_category[category].mrr:5.3f}"
             for r in reports
         )
-        print(f"{label:12s}  {first.queries:7d}{cells}")
+        print(f"{label:15s}  {first.queries:7d}{cells}")
     if any(c.inferred for c in reports[0].by_category.values()):
         print("* inferred from the question (llm_bot/evaluation/categories.py), not labelled")
 
