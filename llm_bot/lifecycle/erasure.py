@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from psycopg import AsyncConnection
+from psycopg.rows import tuple_row
 
 from llm_bot.memory.namespaces import namespace_text, user_namespace
 
@@ -28,16 +29,18 @@ _IS_USERS_DM = """(right(thread_id, length(%(user)s) + 1) = ':' || %(user)s
     AND array_length(string_to_array(
         left(thread_id, length(thread_id) - length(%(user)s) - 1), ':'), 1) = 2)"""
 
-# (table, condition) in deletion order: vectors before the memories they belong to.
+# (table, condition) in deletion order: vectors before the memories they belong to. Every turn
+# and event record of a DM thread names the thread's user (the same user id makes both), so
+# ``user_id`` finds them through its index; only the thread's own row needs the id rule.
 USER_ROWS: tuple[tuple[str, str], ...] = (
     ("store_vectors_next", "prefix = %(namespace)s"),
     ("store_vectors", "prefix = %(namespace)s"),
     ("memory_versions", "prefix = %(namespace)s"),
     ("store", "prefix = %(namespace)s"),
-    ("conversation_turns", f"user_id = %(user)s OR {_IS_USERS_DM}"),
+    ("conversation_turns", "user_id = %(user)s"),
     ("conversation_threads", _IS_USERS_DM),
     ("agent_notes", "user_id = %(user)s"),
-    ("processed_events", f"user_id = %(user)s OR {_IS_USERS_DM}"),
+    ("processed_events", "user_id = %(user)s"),
 )
 
 THREAD_ROWS: tuple[tuple[str, str], ...] = (
@@ -95,7 +98,8 @@ async def _delete_all(
 
 async def existing_tables(connection: AsyncConnection[Any], tables: list[str]) -> set[str]:
     """Which of ``tables`` exist in the search path (a re-embedding's table comes and goes)."""
-    cursor = await connection.execute(
-        "SELECT t FROM unnest(%s::text[]) AS t WHERE to_regclass(t) IS NOT NULL", (tables,)
-    )
-    return {row[0] if isinstance(row, tuple) else row["t"] for row in await cursor.fetchall()}
+    async with connection.cursor(row_factory=tuple_row) as cursor:
+        await cursor.execute(
+            "SELECT t FROM unnest(%s::text[]) AS t WHERE to_regclass(t) IS NOT NULL", (tables,)
+        )
+        return {table for (table,) in await cursor.fetchall()}

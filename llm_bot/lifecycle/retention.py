@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from psycopg import AsyncConnection
+from psycopg.rows import tuple_row
 
 from llm_bot.lifecycle.erasure import existing_tables
 from llm_bot.memory.namespaces import MEMORIES
@@ -163,10 +164,11 @@ async def _cap_memories(
     }
     if "store" not in await existing_tables(connection, ["store"]):
         return 0
-    cursor = await connection.execute(_USERS_OVER_CAP, params)
+    async with connection.cursor(row_factory=tuple_row) as cursor:
+        await cursor.execute(_USERS_OVER_CAP, params)
+        prefixes = [prefix for (prefix,) in await cursor.fetchall()]
     total = 0
-    for row in await cursor.fetchall():
-        prefix = row[0] if isinstance(row, tuple) else row["prefix"]
+    for prefix in prefixes:
         total += await _sweep(
             connection, "memories_beyond_cap", _MEMORIES_BEYOND_CAP, {**params, "prefix": prefix}
         )

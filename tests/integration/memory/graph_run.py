@@ -10,7 +10,9 @@ from llm_bot.clock import utc_now
 from llm_bot.db.processed_events import source_of
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.models import InternalEventV2
+from llm_bot.graph.builder import compile_graph
 from llm_bot.graph.process import ProcessResult, turn_of
+from llm_bot.graph.reducer import MessageLimits
 from llm_bot.graph.state import GraphContext
 from llm_bot.llm.client import ModelClient
 from llm_bot.local.openai_server import LocalModelServer
@@ -18,6 +20,8 @@ from llm_bot.memory.commit import MemoryCommit
 from llm_bot.memory.context import ContextLimits, ConversationMemory
 from llm_bot.memory.store import MemoryStore
 from llm_bot.memory.tools import DeleteMemoryTool, UpsertMemoryTool
+
+GRAPH = compile_graph(MessageLimits())
 
 
 def context_for(store: MemoryStore, model: ModelClient) -> GraphContext:

@@ -10,9 +10,7 @@ import psycopg
 import pytest
 
 from llm_bot.clock import utc_now
-from llm_bot.graph.builder import compile_graph
 from llm_bot.graph.process import process_event
-from llm_bot.graph.reducer import MessageLimits
 from llm_bot.lifecycle.reembed import reembed
 from llm_bot.llm.client import ModelClient
 from llm_bot.llm.embeddings import Embedder
@@ -23,10 +21,9 @@ from llm_bot.memory.store import MemoryStore
 from llm_bot.memory.tools import DeleteMemoryTool
 
 from ..conftest import server_embedder
-from .graph_run import commit, context_for, first_request, said, tool_results
+from .graph_run import GRAPH, commit, context_for, first_request, said, tool_results
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("fresh_servers")]
-GRAPH = compile_graph(MessageLimits())
 # Shares "user" and "is" with the memories below, so they are found, and never names the diet.
 QUESTION = "what does the user eat, is the user picky?"
 

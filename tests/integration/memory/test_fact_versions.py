@@ -10,17 +10,14 @@ import json
 import pytest
 
 from llm_bot.cli import main
-from llm_bot.graph.builder import compile_graph
 from llm_bot.graph.process import process_event
-from llm_bot.graph.reducer import MessageLimits
 from llm_bot.llm.client import ModelClient
 from llm_bot.local.openai_server import LocalModelServer
 from llm_bot.memory.store import MemoryStore
 
-from .graph_run import commit, context_for, first_request, said
+from .graph_run import GRAPH, commit, context_for, first_request, said
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("fresh_servers")]
-GRAPH = compile_graph(MessageLimits())
 QUESTION = "what should the user order tonight?"
 
 
