@@ -13,7 +13,7 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from llm_bot.cli.support import print_result, require_database_url
+from llm_bot.cli.support import UsageError, non_empty, print_result, require_database_url
 from llm_bot.clock import iso_timestamp, utc_now
 from llm_bot.lifecycle.erasure import Receipt, forget_thread, forget_user
 from llm_bot.lifecycle.export import export_user
@@ -32,13 +32,13 @@ def add_lifecycle_commands(commands: Any) -> None:
 
     command("maintain", run_maintain, "delete what the retention settings no longer keep")
     command("forget-user", run_forget_user, "erase every row held about a user").add_argument(
-        "user", help="user id"
+        "user", type=non_empty, help="user id"
     )
     command("forget-thread", run_forget_thread, "erase one conversation").add_argument(
-        "thread", help="thread id (as in conversation_turns.thread_id)"
+        "thread", type=non_empty, help="thread id (as in conversation_turns.thread_id)"
     )
     export = commands.add_parser("export-user", help="write everything held about a user as JSON")
-    export.add_argument("user", help="user id")
+    export.add_argument("user", type=non_empty, help="user id")
     export.add_argument("--output", type=Path, help="file to write (default: standard output)")
     export.set_defaults(handler=command_export_user)
 
@@ -78,6 +78,8 @@ async def run_forget_thread(
 def command_export_user(args: argparse.Namespace, settings: Settings) -> int:
     """The document goes to ``--output`` or standard output; how many rows, to standard error."""
     database_url = require_database_url(settings)
+    if args.output is not None and not args.output.parent.is_dir():
+        raise UsageError(f"--output: no directory {args.output.parent}")
 
     async def run() -> dict[str, Any]:
         async with await AsyncConnection.connect(database_url, autocommit=True) as connection:

@@ -37,6 +37,14 @@ def positive(text: str) -> int:
     return value
 
 
+def non_empty(text: str) -> str:
+    """An argparse type: an id that names something (an empty one would match nothing, or
+    worse, rows whose id merely ends the same way)."""
+    if not text:
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
 def require_database_url(settings: Settings) -> str:
     if settings.database_url is None:
         raise UsageError(

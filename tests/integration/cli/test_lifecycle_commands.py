@@ -106,3 +106,21 @@ def test_without_a_database_one_line_and_exit_2(
     error = capsys.readouterr().err
     assert error.startswith("llm-bot: error: DATABASE_URL is not set")
     assert len(error.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("argv", [["forget-user", ""], ["forget-thread", ""], ["export-user", ""]])
+def test_an_empty_id_is_refused_in_one_line(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_code:
+        main(argv)
+    assert exit_code.value.code == 2
+    assert "must not be empty" in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("database")
+def test_export_to_a_missing_directory_is_refused_before_reading(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["export-user", "quinn", "--output", str(tmp_path / "no" / "q.json")]) == 2
+    assert capsys.readouterr().err.startswith("llm-bot: error: --output: no directory ")
