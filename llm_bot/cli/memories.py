@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from typing import Any
 
-from llm_bot.cli.support import UsageError, print_result, require_database_url
+from llm_bot.cli.support import UsageError, non_empty, print_result, require_database_url
 from llm_bot.db.embedding_space import EmbeddingModelMismatch
 from llm_bot.memory.store import MemoryStore
 from llm_bot.memory.validation import InvalidMemory, validate_memory
@@ -29,7 +29,7 @@ def add_memory_commands(commands: Any, parser_class: type[argparse.ArgumentParse
 
     def action(name: str, handler: Action, help_text: str) -> argparse.ArgumentParser:
         sub: argparse.ArgumentParser = actions.add_parser(name, help=help_text)
-        sub.add_argument("--user", required=True, help="user id")
+        sub.add_argument("--user", type=non_empty, required=True, help="user id")
         sub.add_argument("--json", action="store_true", help="print JSON")
         sub.set_defaults(handler=run_memory_action, memory_action=handler)
         return sub

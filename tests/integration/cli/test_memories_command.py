@@ -56,3 +56,10 @@ def test_put_list_search_get_delete(capsys: pytest.CaptureFixture[str]) -> None:
 def test_bad_metadata_is_a_one_line_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["memories", "put", "x", "--user", "u", "--metadata", '{"id": "1"}']) == 2
     assert capsys.readouterr().err.strip() == "llm-bot: error: metadata key 'id' is reserved"
+
+
+def test_an_empty_user_is_refused_before_connecting(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_code:
+        main(["memories", "list", "--user", ""])
+    assert exit_code.value.code == 2
+    assert "must not be empty" in capsys.readouterr().err
