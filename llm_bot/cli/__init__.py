@@ -4,11 +4,13 @@ command group.
 :func:`main` is the script's entry point. It sets what SIGTERM does to ``llm-bot run`` before
 it imports the rest of the command line: importing takes a second or two, a platform may stop
 an instance at any point of its start, and a worker that has taken no work yet should then
-exit 0 at once rather than die of the signal.
+exit 0 at once rather than die of the signal, or wait at the interpreter's exit for a thread
+that an import or a library started.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -27,4 +29,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _exit_before_start(signum: int, frame: object) -> None:
     """Until the worker's event loop takes SIGTERM over (it then drains): nothing to lose."""
-    raise SystemExit(0)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

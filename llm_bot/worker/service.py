@@ -33,6 +33,7 @@ from llm_bot.transport.handler import EventCommit, EventHandler
 from llm_bot.transport.publisher import Publisher
 from llm_bot.transport.stats import WorkerStats
 from llm_bot.transport.subscriber import StreamingSubscriber
+from llm_bot.worker.exit_deadline import exit_after
 from llm_bot.worker.health import HealthServer
 from llm_bot.worker.preflight import dead_letter_problem
 
@@ -43,6 +44,9 @@ logger = logging.getLogger(__name__)
 # instance's pools add up against the database's max_connections (README, "Sizing the database").
 POOL_TIMEOUT_S = 5.0
 READY_CHECK_TIMEOUT_S = 2.0
+# An abandoned start closes what it opened in well under a second; past this, a thread is stuck
+# and the process exits anyway (Cloud Run's SIGKILL comes 10 s after its SIGTERM).
+ABANDONED_START_DEADLINE_S = 3.0
 
 
 class WorkerError(RuntimeError):
@@ -239,6 +243,7 @@ async def run_worker(
     stopping.cancel()
     if stop.is_set() and not started.is_set():
         logger.info("stop requested during start-up: abandoning the start")
+        exit_after(ABANDONED_START_DEADLINE_S, "abandoning the start")
         await cancel_and_wait(serving)  # the worker closes what it had opened
         return 0
     return await serving  # drains after a stop; raises what a failed start raised

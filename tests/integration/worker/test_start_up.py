@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import socket
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,7 @@ import yaml
 
 from llm_bot.bench.service import worker_counts
 from llm_bot.cli import main
-from llm_bot.devstack.worker_harness import Bus, WorkerProcess
+from llm_bot.devstack.worker_harness import Bus, WorkerProcess, readyz, wait_until
 from llm_bot.events.builder import prompt_event
 from llm_bot.local.openai_server import LocalModelServer
 
@@ -88,6 +90,36 @@ async def test_sigterm_during_start_up_exits_0_promptly(bus: Bus, tmp_path: Path
         code = await asyncio.to_thread(worker.wait, 10)
         assert code == 0, f"exit {code} after SIGTERM at {delay_s} s; log:\n{worker.log_tail()}"
         print(f"\nSIGTERM at {delay_s} s: exit 0 after {time.monotonic() - stopped:.2f} s")
+
+
+@pytest.fixture
+def silent_endpoint() -> Iterator[str]:
+    """host:port of a listener whose connections the kernel accepts and nobody answers: a
+    Pub/Sub endpoint behind a network that drops its replies."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        yield f"127.0.0.1:{listener.getsockname()[1]}"
+
+
+async def test_a_start_stuck_in_a_blocking_call_still_ends_promptly_after_sigterm(
+    bus: Bus, silent_endpoint: str, tmp_path: Path
+) -> None:
+    """The subscription check waits up to 10 s on an endpoint that never answers, in a thread
+    nothing can interrupt; a stop then must not wait for it."""
+    environment = bus.worker_environment(PUBSUB_EMULATOR_HOST=silent_endpoint)
+    worker = WorkerProcess(environment, tmp_path / "worker.log").launch()
+    try:
+        # The health listener answers "not ready" once the start reached the subscription check.
+        await wait_until(lambda: readyz(worker.port) == 503, 30, "the health listener")
+        worker.signal(signal.SIGTERM)
+        stopped = time.monotonic()
+        code = await asyncio.to_thread(worker.wait, 8)
+    finally:
+        worker.kill()
+    log = worker.log_tail(20_000)
+    assert code == 0, log
+    assert "not done after" in log, log
+    assert "get_subscription" in log, "the log names the call that held the start"
+    print(f"\nstuck start: exit 0 after {time.monotonic() - stopped:.2f} s")
 
 
 @pytest.mark.parametrize("required", [False, True], ids=["warned", "refused"])
