@@ -24,6 +24,7 @@ from tenacity import (
 )
 
 from llm_bot.llm import errors, openai_format
+from llm_bot.llm.http import openai_client
 from llm_bot.llm.messages import ChatMessage, ModelReply, ToolSpec
 from llm_bot.settings import Settings
 from llm_bot.telemetry import metrics
@@ -54,12 +55,8 @@ class ModelClient:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ModelClient:
-        key = settings.openai_api_key
-        client = openai.AsyncOpenAI(
-            api_key=key.get_secret_value() if key else "not-needed-for-local-servers",
-            base_url=settings.openai_base_url,
-            timeout=settings.openai_timeout_ms / 1000,
-            max_retries=0,
+        client = openai_client(
+            settings.openai_api_key, settings.openai_base_url, settings.openai_timeout_ms / 1000
         )
         return cls(
             client,

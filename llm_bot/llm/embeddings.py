@@ -29,6 +29,7 @@ from tenacity import (
 )
 
 from llm_bot.llm import openai_format
+from llm_bot.llm.http import openai_client
 from llm_bot.settings import Settings
 from llm_bot.text import storable
 
@@ -208,12 +209,10 @@ class LocalEmbedder:
 def embedder_from_settings(settings: Settings) -> OpenAIEmbedder | LocalEmbedder:
     if settings.embedding_provider == "local":
         return LocalEmbedder(settings.embedding_max_chars)
-    key = settings.openai_api_key
-    client = openai.AsyncOpenAI(
-        api_key=key.get_secret_value() if key else "not-needed-for-local-servers",
-        base_url=settings.embedding_endpoint or settings.openai_base_url,
-        timeout=settings.retrieval_timeout_ms / 1000,
-        max_retries=0,
+    client = openai_client(
+        settings.openai_api_key,
+        settings.embedding_endpoint or settings.openai_base_url,
+        settings.retrieval_timeout_ms / 1000,
     )
     return OpenAIEmbedder(
         client,
