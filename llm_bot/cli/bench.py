@@ -52,6 +52,13 @@ def add_bench_commands(commands: Any, parser_class: type[argparse.ArgumentParser
     )
     retrieval.add_argument("--json", action="store_true", help="print JSON")
     retrieval.set_defaults(handler=run_retrieval)
+    floor = kinds.add_parser(
+        "floor", help="CPU per operation of the libraries an event goes through, each alone"
+    )
+    floor.add_argument("--operations", type=positive, default=2000, help="of each kind")
+    floor.add_argument("--data-dir", type=Path, default=Path(".llm-bot/bench"))
+    floor.add_argument("--json", action="store_true", help="print JSON")
+    floor.set_defaults(handler=run_floor)
 
 
 def add_run_command(kinds: Any, bench: argparse.ArgumentParser) -> None:
@@ -147,6 +154,21 @@ def service_row(r: RunReport) -> str:
         f"{r.worker_cpu_ms_per_event:9.2f}  {r.write_transactions_per_event:9.2f}  "
         f"{r.model_calls_per_event:8.2f}  {r.worker_peak_rss_mb:6.0f}  {r.worker_ready_s:7.2f}"
     )
+
+
+def run_floor(args: argparse.Namespace, settings: Settings) -> int:
+    from llm_bot.bench.floor import run_floor_bench
+    from llm_bot.bench.service import bench_stack
+
+    with bench_stack(args.data_dir) as stack:
+        reports = run_floor_bench(stack, args.operations, progress)
+    if args.json:
+        print(json.dumps([r.as_dict() for r in reports], indent=2))
+        return 0
+    print("operation                    CPU ms each   operations/s")
+    for r in reports:
+        print(f"{r.operation:27s}  {r.cpu_ms:11.3f}  {r.operations_per_s:13.0f}")
+    return 0
 
 
 def run_retrieval(args: argparse.Namespace, settings: Settings) -> int:
