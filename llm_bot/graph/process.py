@@ -47,12 +47,18 @@ class ProcessResult:
         return bool(self.error and self.error.retryable)
 
 
+# What the result is made of: LangGraph then reads these channels alone after each superstep
+# instead of the whole state (~0.1 ms of CPU per event).
+OUTPUT = ["candidate", "writes", "combined_prompt"]
+
+
 async def process_event(
     graph: LlmBotGraph, context: GraphContext, event: InternalEventV2
 ) -> ProcessResult:
     working = event.model_copy(deep=True)
     try:
-        final = await graph.ainvoke({"event": working}, context=context)
+        # None when the run wrote none of them (an event without a prompt).
+        final = await graph.ainvoke({"event": working}, context=context, output_keys=OUTPUT) or {}
     except ModelError as error:
         logger.warning(
             "model call failed",
