@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from llm_bot.cli.support import database_for_measurements, positive
+from llm_bot.cli.support import UsageError, database_for_measurements, positive
 from llm_bot.settings import Settings
 
 if TYPE_CHECKING:  # the benches pull in the graph, memory and the local stack: load when run
@@ -59,6 +59,21 @@ def add_bench_commands(commands: Any, parser_class: type[argparse.ArgumentParser
     floor.add_argument("--data-dir", type=Path, default=Path(".llm-bot/bench"))
     floor.add_argument("--json", action="store_true", help="print JSON")
     floor.set_defaults(handler=run_floor)
+    compare = kinds.add_parser(
+        "compare", help="medians of repeated `bench run --json` outputs per version, vs targets"
+    )
+    compare.add_argument(
+        "--version",
+        nargs="+",
+        action="append",
+        required=True,
+        metavar="LABEL FILE",
+        help="a label, then the JSON files of its runs; once per version, the baseline first",
+    )
+    compare.add_argument("--plot", type=Path, help="write a PNG, one panel per target")
+    compare.add_argument("--title", default="Medians of repeated runs")
+    compare.add_argument("--json", action="store_true", help="print JSON")
+    compare.set_defaults(handler=run_compare)
 
 
 def add_run_command(kinds: Any, bench: argparse.ArgumentParser) -> None:
@@ -168,6 +183,29 @@ def run_floor(args: argparse.Namespace, settings: Settings) -> int:
     print("operation                    CPU ms each   operations/s")
     for r in reports:
         print(f"{r.operation:27s}  {r.cpu_ms:11.3f}  {r.operations_per_s:13.0f}")
+    return 0
+
+
+def run_compare(args: argparse.Namespace, settings: Settings) -> int:
+    from llm_bot.bench.compare import compare, plot_comparisons
+
+    if any(len(version) < 2 for version in args.version):
+        raise UsageError("--version takes a label and at least one JSON file")
+    versions = [(label, [Path(name) for name in names]) for label, *names in args.version]
+    try:
+        comparisons = compare(versions)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise UsageError(f"cannot read the runs: {type(error).__name__}: {error}") from None
+    if not comparisons:
+        raise UsageError("no run in the files has a setting that a target is measured in")
+    if args.plot:
+        plot_comparisons(comparisons, args.plot, args.title)
+    if args.json:
+        print(json.dumps([c.as_dict() for c in comparisons], indent=2))
+        return 0
+    for c in comparisons:
+        medians = "  ".join(f"{label} {value:.3g}" for label, value in c.medians.items())
+        print(f"{c.target.field:30s} target {c.target.limit:<5g}  {medians}")
     return 0
 
 
