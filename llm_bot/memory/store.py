@@ -139,10 +139,10 @@ class UserMemories:
     ) -> tuple[str, PutOutcome]:
         """Store a memory now (admin path; the worker defers its writes to the commit)."""
         key, outcome = await self.resolve_key(content, key)
-        vectors = dict(zip([content], await self._memory.embedder.embed([content]), strict=True))
+        [vector] = await self._memory.embedder.embed([content])
         async with self._memory.connection() as connection, connection.transaction():
             await retire_current(connection, self.prefix, key, content)
-            await self._memory.store_on(connection, vectors).aput(
+            await self._memory.store_on(connection, {content: vector}).aput(
                 self.namespace, key, memory_value(content, metadata), index=["content"]
             )
         return key, outcome
