@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from llm_bot.events.codec import from_document
-from llm_bot.events.identity import thread_id_of, user_id_of
+from llm_bot.events.identity import is_direct, thread_id_of, user_id_of
 from llm_bot.events.models import CandidateV1, InternalEventV2, StepError
 from llm_bot.events.routing import (
     EGRESS_EVENT_TYPE,
@@ -165,3 +165,39 @@ def test_a_next_step_without_an_attempt_starts_at_0_as_on_the_platform() -> None
     complete_current_step(event, "OK", NOW)
     advance(event, NOW)
     assert event.routing.slip[1].attempt == 0
+
+
+@pytest.mark.parametrize(
+    ("changes", "direct"),
+    [
+        ({}, False),
+        ({"egress": {"type": "dm"}}, True),
+        # A routing rule replaced the DM's egress: the event type still says DM.
+        ({"type": "dm.message.v1", "egress": {"type": "discord", "channel": None}}, True),
+        ({"type": "dm.message.v1"}, True),
+        ({"egress": {"type": None}}, True),
+        ({"egress": {"type": "discord"}}, True),
+        ({"egress": {"type": "event"}}, True),
+        ({"egress": {"type": " Chat "}}, False),
+        ({"egress": {"channel": None}, "ingress": {"channel": None}}, True),
+        ({"channelType": 1}, True),
+        ({"channelType": 0}, False),
+        ({"isDM": 1}, True),
+        ({"isDM": True}, True),
+        ({"isDM": False}, False),
+        ({"egress": {"channel": "D0123"}}, True),
+        ({"ingress": {"connector": "twilio"}, "egress": {"connector": "twilio"}}, True),
+    ],
+)
+def test_an_event_is_shared_only_when_nothing_says_it_is_private(
+    changes: dict[str, Any], direct: bool
+) -> None:
+    document = load("chat-message.json")
+    for field, value in changes.items():
+        if isinstance(value, dict):
+            document[field].update(value)
+        else:
+            document[field] = value
+    event = from_document(document)
+    assert is_direct(event) is direct
+    assert thread_id_of(event).endswith(":" + user_id_of(event)) is direct
