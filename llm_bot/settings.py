@@ -89,6 +89,10 @@ class Settings(BaseSettings):
     openai_max_tokens: Count | None = Field(None, alias="OPENAI_MAX_TOKENS")
     model_deadline_ms: Millis = Field(60_000, alias="LLM_BOT_MODEL_DEADLINE_MS")
     max_tool_rounds: Annotated[int, Field(ge=0)] = Field(3, alias="LLM_BOT_MAX_TOOL_ROUNDS")
+    # A chat turn calls a tool or two; a steered model may emit hundreds. Calls beyond these
+    # are not run (per model turn) or refused with the reason (memory writes per event).
+    max_tool_calls_per_turn: Count = Field(10, alias="LLM_BOT_MAX_TOOL_CALLS_PER_TURN")
+    max_memory_writes_per_event: NonNegative = Field(20, alias="MEMORY_MAX_WRITES_PER_EVENT")
     system_prompt: str | None = Field(None, alias="LLM_BOT_SYSTEM_PROMPT")
     agent_name: str = Field("llm-bot", alias="LLM_BOT_AGENT_NAME")
 
@@ -143,6 +147,7 @@ class Settings(BaseSettings):
     retention_history_turns_per_thread: NonNegative = Field(
         10_000, alias="RETENTION_HISTORY_TURNS_PER_THREAD"
     )
+    # Also the cap at write time: a new memory beyond it is refused (llm_bot.memory.tools).
     retention_memories_per_user: NonNegative = Field(1_000, alias="RETENTION_MEMORIES_PER_USER")
     retention_batch_rows: Count = Field(1_000, alias="RETENTION_BATCH_ROWS")
 

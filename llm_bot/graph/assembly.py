@@ -35,6 +35,8 @@ def context_from_settings(
         tools=tools,
         system_prompt=resolve_system_prompt(settings),
         max_tool_rounds=settings.max_tool_rounds,
+        max_tool_calls_per_turn=settings.max_tool_calls_per_turn,
+        max_memory_writes=settings.max_memory_writes_per_event,
         retrieval_timeout_s=settings.retrieval_timeout_ms / 1000,
         personalities=personalities,
     )

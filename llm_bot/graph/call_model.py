@@ -4,11 +4,14 @@ the model called any, else to ``build_candidate``.
 The context sent is the system prompt (with the event's personality), then what memory
 recalled, then this run's messages (see :mod:`llm_bot.graph.composition`).
 Once ``max_tool_rounds`` rounds of tool calls have run, the model is called without tools, so
-it has to answer in text: a model that keeps calling tools still ends with a reply.
+it has to answer in text: a model that keeps calling tools still ends with a reply. Of one
+turn's calls, the first ``max_tool_calls_per_turn`` run; the rest are dropped from the turn (a
+steered model may emit hundreds), so every call the model sees answered is one that ran.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Literal
 
 from langgraph.runtime import Runtime
@@ -17,6 +20,8 @@ from langgraph.types import Command
 from llm_bot.graph.composition import system_message
 from llm_bot.graph.state import GraphContext, GraphState
 from llm_bot.llm.messages import ChatMessage
+
+logger = logging.getLogger(__name__)
 
 
 async def call_model(
@@ -32,6 +37,12 @@ async def call_model(
     # An event's personality may name its model; None keeps the configured one.
     reply = await context.model.complete(messages, specs, model=state.get("model_override"))
     calls = reply.tool_calls if specs else ()  # calls to tools we did not offer are ignored
+    if len(calls) > context.max_tool_calls_per_turn:
+        logger.warning(
+            "tool calls beyond the limit dropped",
+            extra={"calls": len(calls), "limit": context.max_tool_calls_per_turn},
+        )
+        calls = calls[: context.max_tool_calls_per_turn]
     update: GraphState = {
         "messages": [ChatMessage("assistant", reply.text, calls)],
         "pending_calls": calls,

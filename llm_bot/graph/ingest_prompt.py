@@ -30,7 +30,9 @@ async def ingest_prompt(
     user_id = user_id_of(event)
     update: GraphState = {
         "user_id": user_id,
-        "writes": RunWrites(user_id, "dm" if is_direct(event) else "public"),
+        "writes": RunWrites(
+            user_id, "dm" if is_direct(event) else "public", context.max_memory_writes
+        ),
         "thread_id": thread_id_of(event),
         "messages": [ChatMessage("user", request.user_message(event))],
         "combined_prompt": request.words,  # what history keeps and recall searches with

@@ -71,5 +71,7 @@ class GraphContext:
     clock: Callable[[], datetime] = utc_now
     system_prompt: str | None = None
     max_tool_rounds: int = 3
+    max_tool_calls_per_turn: int = 10
+    max_memory_writes: int = 20
     retrieval_timeout_s: float = 5.0
     personalities: Personalities | None = None  # None: named personalities are left out

@@ -73,11 +73,14 @@ SELECT prefix FROM store WHERE prefix LIKE %(memories)s
  GROUP BY prefix HAVING count(*) > %(cap)s
 """
 
-# The least recently updated beyond the cap; their vectors go with them (ON DELETE CASCADE).
+# The most recently created beyond the cap; their vectors go with them (ON DELETE CASCADE).
+# The cap is also enforced at write time (a new memory beyond it is refused), so rows beyond it
+# come from a lowered cap or concurrent writes; the user's first facts stand, as at write time,
+# and a flood of new rows (a steered model) is what goes, never the older genuine ones.
 _MEMORIES_BEYOND_CAP = """
 DELETE FROM store s USING (
     SELECT key FROM store WHERE prefix = %(prefix)s
-     ORDER BY updated_at DESC, key OFFSET %(cap)s LIMIT %(batch)s) old
+     ORDER BY created_at, key OFFSET %(cap)s LIMIT %(batch)s) old
  WHERE s.prefix = %(prefix)s AND s.key = old.key
 """
 

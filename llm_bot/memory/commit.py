@@ -17,11 +17,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from psycopg import AsyncConnection
+from psycopg.rows import tuple_row
 
 from llm_bot.db.embedding_space import EmbeddingSpace, space_for_write
 from llm_bot.memory.history import PairToWrite, write_pair
 from llm_bot.memory.namespaces import namespace_text, user_namespace
-from llm_bot.memory.notes_store import write_notes
+from llm_bot.memory.notes_store import apply_notes_edits
 from llm_bot.memory.run_writes import RunWrites
 from llm_bot.memory.store import MemoryStore, memory_value
 from llm_bot.memory.versions import forget_versions, retire_current
@@ -52,15 +53,23 @@ class PreparedTurn:
 
 class MemoryCommit:
     """``max_chars`` bounds each history message as stored (``HISTORY_MAX_CHARS``): a prompt
-    may be as long as a Pub/Sub message, and every later context and recall would carry it."""
+    may be as long as a Pub/Sub message, and every later context and recall would carry it.
+    ``notes_max_chars`` (``NOTES_MAX_CHARS``) bounds the notes as the commit rewrites them."""
 
     def __init__(
-        self, store: MemoryStore, agent: str, idle: timedelta, *, max_chars: int = 16_000
+        self,
+        store: MemoryStore,
+        agent: str,
+        idle: timedelta,
+        *,
+        max_chars: int = 16_000,
+        notes_max_chars: int = 8000,
     ) -> None:
         self._store = store
         self._agent = agent
         self._idle = idle
         self._max_chars = max_chars
+        self._notes_max_chars = notes_max_chars
         self._warned_of_switch = False
 
     async def prepare(self, turn: TurnOutcome) -> PreparedTurn:
@@ -102,10 +111,8 @@ class MemoryCommit:
         writes = turn.writes
         if writes is not None and (writes.memory_puts or writes.memory_deletes):
             await self._apply_memories(connection, writes, prepared)
-        if writes is not None and writes.notes_changed and writes.notes is not None:
-            await write_notes(
-                connection, writes.user_id, self._agent, writes.notes, writes.learned_in
-            )
+        if writes is not None and writes.notes_edits:
+            await apply_notes_edits(connection, writes, self._agent, self._notes_max_chars)
         await write_pair(connection, prepared.pair, self._idle)
 
     async def _apply_memories(
@@ -116,14 +123,21 @@ class MemoryCommit:
         removes the memory's versions and its row in ``store``; its vectors (``store_vectors``,
         and ``store_vectors_next`` while ``llm-bot reembed`` builds it) go with it by their
         ``ON DELETE CASCADE`` keys.
-        A key already gone (a redelivery, a concurrent delete) deletes nothing."""
+        A key already gone (a redelivery, a concurrent delete) deletes nothing.
+        From a shared channel, a key that is private now (the tool saw it public, or not at
+        all) is left alone: a DM's memory is never changed from a shared channel."""
         on_connection = self._store.store_on(connection, prepared.memory_vectors)
         namespace = user_namespace(writes.user_id)
         prefix = namespace_text(namespace)
+        private = await self._private_keys(connection, prefix, writes)
         for key in writes.memory_deletes:
+            if key in private:
+                continue
             await forget_versions(connection, prefix, key)
             await on_connection.adelete(namespace, key)
         for put in writes.memory_puts:
+            if put.key in private:
+                continue
             await retire_current(connection, prefix, put.key, put.content)
             value = memory_value(put.content, put.metadata, writes.learned_in)
             # Without its vector (embeddings failed) a memory is still found by its words.
@@ -136,6 +150,28 @@ class MemoryCommit:
                     "DELETE FROM store_vectors WHERE prefix = %s AND key = %s",
                     (prefix, put.key),
                 )
+
+    @staticmethod
+    async def _private_keys(
+        connection: AsyncConnection[Any], prefix: str, writes: RunWrites
+    ) -> set[str]:
+        """The keys a run from a shared channel touches that hold a memory learned in a DM."""
+        if writes.learned_in == "dm":
+            return set()
+        keys = [*writes.memory_deletes, *(put.key for put in writes.memory_puts)]
+        async with connection.cursor(row_factory=tuple_row) as cursor:
+            await cursor.execute(
+                "SELECT key FROM store WHERE prefix = %s AND key = ANY(%s)"
+                " AND coalesce(value->>'learnedIn', 'dm') <> 'public'",
+                (prefix, keys),
+            )
+            private = {str(key) for (key,) in await cursor.fetchall()}
+        if private:
+            logger.warning(
+                "memory writes from a shared channel to private memories refused",
+                extra={"userId": writes.user_id, "keys": sorted(private)},
+            )
+        return private
 
     def _without_vectors(self, prepared: PreparedTurn, space: EmbeddingSpace) -> PreparedTurn:
         """The writes of a worker whose model is no longer the stored one (``llm-bot reembed``

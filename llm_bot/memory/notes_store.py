@@ -1,20 +1,27 @@
 """Where the notes document lives (``agent_notes``) and the tool that edits it.
 
-One row per (user, agent). The tool keeps the document of the run in memory: reads see the
-run's own edits, and the database gets at most one write per turn, at commit.
+One row per (user, agent). The tool keeps the run's view of the document in memory, so reads
+see the run's own edits, and records each edit. The commit locks the row, applies the edits
+again to the document as it is then (another event of the user may have changed it since this
+run read it: its edit is kept, not overwritten) and checks visibility again there: notes
+written in a DM are never changed from a shared channel, whatever happened since the read.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
 from psycopg import AsyncConnection
+from psycopg.rows import tuple_row
 
 from llm_bot.llm.messages import ToolSpec
 from llm_bot.memory.notes import OPERATIONS, NotesError, apply_operation
-from llm_bot.memory.run_writes import LearnedIn, RunWrites
+from llm_bot.memory.run_writes import LearnedIn, NotesEdit, RunWrites
 from llm_bot.memory.store import MemoryStore
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -26,28 +33,62 @@ class Notes:
 
 
 async def read_notes(connection: AsyncConnection[Any], user_id: str, agent: str) -> Notes:
-    cursor = await connection.execute(
-        "SELECT content, learned_in FROM agent_notes WHERE user_id = %s AND agent_name = %s",
-        (user_id, agent),
-    )
-    row = await cursor.fetchone()
-    if row is None:
-        return Notes("", "public")
-    content, learned_in = (row["content"], row["learned_in"]) if isinstance(row, dict) else row
-    return Notes(str(content), "dm" if learned_in == "dm" else "public")
+    async with connection.cursor(row_factory=tuple_row) as cursor:
+        await cursor.execute(
+            "SELECT content, learned_in FROM agent_notes WHERE user_id = %s AND agent_name = %s",
+            (user_id, agent),
+        )
+        row = await cursor.fetchone()
+    return Notes("", "public") if row is None else Notes(*_columns(row))
 
 
-async def write_notes(
-    connection: AsyncConnection[Any], user_id: str, agent: str, content: str, learned_in: LearnedIn
+async def apply_notes_edits(
+    connection: AsyncConnection[Any], writes: RunWrites, agent: str, max_chars: int
 ) -> None:
+    """The run's edits, applied in the caller's transaction to the row as it is now (locked).
+    An edit that no longer applies (its section is gone, the notes would be too long) is left
+    out; the others still apply. Once written in a DM, the notes stay private."""
+    user = (writes.user_id, agent)
     await connection.execute(
         "INSERT INTO agent_notes (user_id, agent_name, content, learned_in, updated_at)"
-        " VALUES (%s, %s, %s, %s, now()) ON CONFLICT (user_id, agent_name)"
-        " DO UPDATE SET content = EXCLUDED.content, updated_at = now(),"
-        " learned_in = CASE WHEN agent_notes.learned_in = 'dm' THEN 'dm'"
-        " ELSE EXCLUDED.learned_in END",
-        (user_id, agent, content, learned_in),
+        " VALUES (%s, %s, '', %s, now()) ON CONFLICT (user_id, agent_name) DO NOTHING",
+        (*user, writes.learned_in),
     )
+    async with connection.cursor(row_factory=tuple_row) as cursor:
+        await cursor.execute(
+            "SELECT content, learned_in FROM agent_notes WHERE user_id = %s AND agent_name = %s"
+            " FOR UPDATE",
+            user,
+        )
+        content, learned_in = _columns(await cursor.fetchone())
+    if learned_in == "dm" and writes.learned_in == "public":
+        logger.warning(
+            "notes edits from a shared channel refused: the notes are private",
+            extra={"userId": writes.user_id},
+        )
+        return
+    for edit in writes.notes_edits:
+        try:
+            content = apply_operation(content, edit.operation, edit.content, edit.header, max_chars)
+        except NotesError as error:
+            logger.info(
+                "notes edit left out at commit",
+                extra={"userId": writes.user_id, "cause": str(error)},
+            )
+    await connection.execute(
+        "UPDATE agent_notes SET content = %s, updated_at = now(),"
+        " learned_in = CASE WHEN learned_in = 'dm' THEN 'dm' ELSE %s END"
+        " WHERE user_id = %s AND agent_name = %s",
+        (content, writes.learned_in, *user),
+    )
+
+
+def _columns(row: tuple[Any, ...] | None) -> tuple[str, LearnedIn]:
+    """A row's content and where it was learned: anything but 'public' is private."""
+    if row is None:
+        return "", "dm"
+    content, learned_in = row
+    return str(content), "public" if learned_in == "public" else "dm"
 
 
 PRIVATE_NOTES = (
@@ -76,18 +117,14 @@ MANAGE_NOTES = ToolSpec(
 )
 
 
-def run_notes_operation(notes: str, arguments: dict[str, Any], max_chars: int) -> tuple[str, str]:
-    """(new notes, tool result text); a bad request leaves the notes as they were."""
-    operation = str(arguments.get("operation", ""))
-    try:
-        updated = apply_operation(
-            notes, operation, arguments.get("content"), arguments.get("header"), max_chars
-        )
-    except NotesError as error:
-        return notes, f"error: {error}"
-    if operation == "read":
-        return notes, notes or "(no notes yet)"
-    return updated, f"notes updated ({len(updated)} of {max_chars} characters)"
+def edit_of(arguments: dict[str, Any]) -> NotesEdit:
+    """The model's arguments as an edit; anything but text is no text."""
+    content, header = arguments.get("content"), arguments.get("header")
+    return NotesEdit(
+        str(arguments.get("operation", "")),
+        content if isinstance(content, str) else None,
+        header if isinstance(header, str) else None,
+    )
 
 
 class ManageNotesTool:
@@ -107,7 +144,18 @@ class ManageNotesTool:
             if notes.learned_in == "dm" and run.learned_in == "public":
                 return PRIVATE_NOTES
             run.notes = notes.content
-        updated, result = run_notes_operation(run.notes, arguments, self._max_chars)
+        edit = edit_of(arguments)
+        if edit.operation == "read":
+            return run.notes or "(no notes yet)"
+        refusal = run.refusal()
+        if refusal is not None:
+            return refusal
+        try:
+            updated = apply_operation(
+                run.notes, edit.operation, edit.content, edit.header, self._max_chars
+            )
+        except NotesError as error:
+            return f"error: {error}"
         if updated != run.notes:
-            run.notes, run.notes_changed = updated, True
-        return result
+            run.edit_notes(edit, updated)
+        return f"notes updated ({len(updated)} of {self._max_chars} characters)"

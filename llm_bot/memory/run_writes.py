@@ -4,6 +4,10 @@ Tools do not write to the database while the graph runs: they record what they d
 and the worker applies it in the transaction that also holds the history pair and the
 processed-event record (one write transaction per event, docs/architecture.md). A run that fails or
 is retried therefore leaves nothing behind, and a redelivered event cannot write twice.
+
+A model can be steered by what it reads, so one event's writes are bounded: ``max_writes``
+(``MEMORY_MAX_WRITES_PER_EVENT``) counts every accepted memory put, delete and notes edit; the
+tools refuse the ones beyond it, and the model is told why.
 """
 
 from __future__ import annotations
@@ -20,6 +24,17 @@ class MemoryPut:
     key: str
     content: str
     metadata: dict[str, str]
+    new: bool = False  # a key not in the store: counts against the user's cap
+
+
+@dataclass(frozen=True)
+class NotesEdit:
+    """One edit of the notes document, as the model asked it. The commit applies the run's
+    edits again to the document as it is then, so an edit of a concurrent event is kept."""
+
+    operation: str
+    content: str | None
+    header: str | None
 
 
 @dataclass
@@ -29,24 +44,42 @@ class RunWrites:
 
     user_id: str
     learned_in: LearnedIn = "public"
+    max_writes: int = 20
     memory_puts: list[MemoryPut] = field(default_factory=list)
     memory_deletes: list[str] = field(default_factory=list)  # keys, in the user's namespace
-    notes: str | None = None  # the run's notes document, once read or edited
-    notes_changed: bool = False
+    notes: str | None = None  # the run's view of the notes document, once read
+    notes_edits: list[NotesEdit] = field(default_factory=list)
+    writes_made: int = 0
 
     @property
     def empty(self) -> bool:
-        return not self.memory_puts and not self.memory_deletes and not self.notes_changed
+        return not self.memory_puts and not self.memory_deletes and not self.notes_edits
+
+    def refusal(self) -> str | None:
+        """The tool result for a write beyond ``max_writes``, or None while one is allowed."""
+        if self.writes_made < self.max_writes:
+            return None
+        return (
+            f"error: not saved: this message already made {self.writes_made} memory writes,"
+            " the most one message may make"
+        )
 
     def put_memory(self, put: MemoryPut) -> None:
         if put.key in self.memory_deletes:
             self.memory_deletes.remove(put.key)
         self.memory_puts.append(put)
+        self.writes_made += 1
 
     def delete_memory(self, key: str) -> None:
         self.memory_puts = [put for put in self.memory_puts if put.key != key]
         if key not in self.memory_deletes:
             self.memory_deletes.append(key)
+        self.writes_made += 1
+
+    def edit_notes(self, edit: NotesEdit, updated: str) -> None:
+        self.notes = updated
+        self.notes_edits.append(edit)
+        self.writes_made += 1
 
     def puts_key(self, key: str) -> bool:
         """Whether this run writes ``key`` (a memory that may not be in the store yet)."""

@@ -19,12 +19,13 @@ from langgraph.store.base import Item
 from langgraph.store.postgres import AsyncPostgresStore
 from langgraph.store.postgres.base import PostgresIndexConfig
 from psycopg import AsyncConnection
-from psycopg.rows import dict_row
+from psycopg.rows import dict_row, tuple_row
 from psycopg_pool import AsyncConnectionPool
 
 from llm_bot.db.store_schema import ensure_schema
 from llm_bot.llm.embeddings import Embedder
 from llm_bot.memory.namespaces import MEMORIES, namespace_text, user_namespace
+from llm_bot.memory.run_writes import LearnedIn
 from llm_bot.memory.search import MemoryHit, SearchMode, hybrid_search
 from llm_bot.memory.versions import Version, forget_versions, retire_current, versions_of
 
@@ -50,6 +51,11 @@ class Memory:
     metadata: dict[str, str]
     created_at: str
     updated_at: str
+    learned_in: LearnedIn = "dm"
+
+    def visible_in(self, scope: LearnedIn) -> bool:
+        """Whether a run in ``scope`` may see or touch it: in a DM all, in public the public."""
+        return scope == "dm" or self.learned_in == "public"
 
 
 class MemoryStore:
@@ -147,15 +153,30 @@ class UserMemories:
             )
         return key, outcome
 
-    async def resolve_key(self, content: str, key: str | None) -> tuple[str, PutOutcome]:
+    async def resolve_key(
+        self, content: str, key: str | None, scope: LearnedIn | None = None
+    ) -> tuple[str, PutOutcome]:
         """Where a write of ``content`` goes: ``key`` if given, else the key of a near-duplicate
-        (similarity >= ``MEMORY_DEDUP_THRESHOLD``), else a new UUID."""
+        (similarity >= ``MEMORY_DEDUP_THRESHOLD``), else a new UUID. With a ``scope`` (the
+        worker's writes), only a twin learned in that same scope is merged into: a fact told
+        in public never overwrites, nor reveals, one told in a DM, nor the other way."""
         if key is not None:
             return key, ("updated" if await self.get(key) is not None else "created")
-        twin = await self._nearest(content)
+        twin = await self._nearest(content, include_private=scope != "public")
         if twin is not None and twin.similarity >= self._memory.options.dedup_threshold:
-            return twin.key, "merged"
+            found = await self.get(twin.key) if scope is not None else None
+            if scope is None or (found is not None and found.learned_in == scope):
+                return twin.key, "merged"
         return str(uuid.uuid4()), "created"
+
+    async def count(self) -> int:
+        async with (
+            self._memory.connection() as connection,
+            connection.cursor(row_factory=tuple_row) as cursor,
+        ):
+            await cursor.execute("SELECT count(*) FROM store WHERE prefix = %s", (self.prefix,))
+            row = await cursor.fetchone()
+        return int(row[0]) if row else 0
 
     async def get(self, key: str) -> Memory | None:
         item = await self._memory.store.aget(self.namespace, key)
@@ -204,8 +225,10 @@ class UserMemories:
                 include_private=include_private,
             )
 
-    async def _nearest(self, content: str) -> MemoryHit | None:
-        hits = await self.search(content, limit=1, threshold=-1.0, mode="dense")
+    async def _nearest(self, content: str, include_private: bool) -> MemoryHit | None:
+        hits = await self.search(
+            content, limit=1, threshold=-1.0, mode="dense", include_private=include_private
+        )
         return hits[0] if hits else None
 
 
@@ -213,7 +236,7 @@ def memory_value(
     content: str, metadata: dict[str, str] | None, learned_in: str = "public"
 ) -> dict[str, object]:
     """The stored value; ``learnedIn`` says where the memory was (last) told: a memory without
-    one (written before it was recorded, or by an operator) counts as learned in public."""
+    one counts as learned in a DM (migration 0012 gave every older memory one)."""
     return {"content": content, "metadata": metadata or {}, "learnedIn": learned_in}
 
 
@@ -224,6 +247,7 @@ def _memory_of(item: Item) -> Memory:
         metadata=item.value.get("metadata") or {},
         created_at=item.created_at.isoformat(),
         updated_at=item.updated_at.isoformat(),
+        learned_in="public" if item.value.get("learnedIn") == "public" else "dm",
     )
 
 

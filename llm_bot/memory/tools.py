@@ -7,6 +7,14 @@ graph (see :mod:`llm_bot.graph.tools`), so a key is only ever looked up in that 
 namespace. A rule broken by the model, or a key it does not have, comes back to it as a tool
 result it can act on. The write itself is recorded in the run's :class:`RunWrites` and applied
 at the event's commit.
+
+The tools see and touch only what the conversation may see: in a shared channel, a memory
+learned in a DM is "no memory with key" to them, exactly as a key that does not exist (the
+answer never tells that it exists), and a near-duplicate is looked for only among memories of
+the same scope. A key the model was not shown is refused, never created: keys are ours.
+Writes are bounded per event (:meth:`RunWrites.refusal`) and per user (``max_memories``,
+``RETENTION_MEMORIES_PER_USER``): a new memory beyond the user's cap is refused, and the model
+is told to update or forget one, so a flood never pushes out the facts the user gave first.
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ from typing import Any, Protocol
 
 from llm_bot.llm.messages import ToolSpec
 from llm_bot.memory.run_writes import MemoryPut, RunWrites
-from llm_bot.memory.store import MemoryStore
+from llm_bot.memory.store import MemoryStore, UserMemories
 from llm_bot.memory.validation import (
     MAX_METADATA_KEYS,
     InvalidMemory,
@@ -59,13 +67,19 @@ UPSERT_MEMORY = ToolSpec(
 
 
 class UpsertMemoryTool:
+    """``max_memories`` 0 sets no cap."""
+
     spec = UPSERT_MEMORY
 
-    def __init__(self, store: MemoryStore, max_tokens: int) -> None:
+    def __init__(self, store: MemoryStore, max_tokens: int, max_memories: int = 0) -> None:
         self._store = store
         self._max_tokens = max_tokens
+        self._max_memories = max_memories
 
     async def run(self, arguments: dict[str, Any], run: RunWrites) -> str:
+        refusal = run.refusal()
+        if refusal is not None:
+            return refusal
         try:
             content, metadata, key = validate_memory(
                 arguments.get("content"),
@@ -76,12 +90,26 @@ class UpsertMemoryTool:
         except InvalidMemory as error:
             logger.info("memory refused", extra={"userId": run.user_id, "cause": str(error)})
             return f"error: memory not saved: {error}"
-        key, outcome = await self._store.for_user(run.user_id).resolve_key(content, key)
+        memories = self._store.for_user(run.user_id)
+        if key is not None and not await _visible(memories, key, run):
+            return f"error: memory not saved: no memory with key {key}; omit the key for a new one"
+        key, outcome = await memories.resolve_key(content, key, run.learned_in)
         if outcome == "merged" and key in run.memory_deletes:  # forgotten: not a twin any more
             key, outcome = str(uuid.uuid4()), "created"
-        run.put_memory(MemoryPut(key, content, metadata))
+        if outcome == "created" and await self._full(memories, run):
+            return (
+                f"error: memory not saved: this user has {self._max_memories} memories, the most"
+                " kept; update one you were shown (pass its key) or forget one first"
+            )
+        run.put_memory(MemoryPut(key, content, metadata, new=outcome == "created"))
         logger.info("memory saved", extra={"userId": run.user_id, "key": key, "outcome": outcome})
         return f"saved memory {key} ({outcome})"
+
+    async def _full(self, memories: UserMemories, run: RunWrites) -> bool:
+        if not self._max_memories:
+            return False
+        new_in_run = sum(1 for put in run.memory_puts if put.new)
+        return await memories.count() + new_in_run >= self._max_memories
 
 
 DELETE_MEMORY = ToolSpec(
@@ -113,11 +141,23 @@ class DeleteMemoryTool:
         key = arguments.get("key")
         if not isinstance(key, str) or not key:
             return "error: nothing deleted: key must be the key of a memory you were shown"
-        if key in run.memory_deletes or not (
-            run.puts_key(key) or await self._store.for_user(run.user_id).get(key) is not None
+        if key in run.memory_deletes or not await _visible(
+            self._store.for_user(run.user_id), key, run
         ):
             logger.info("memory not deleted", extra={"userId": run.user_id, "key": key})
             return f"error: no memory with key {key}; nothing deleted"
+        refusal = run.refusal()
+        if refusal is not None:
+            return refusal
         run.delete_memory(key)
         logger.info("memory deleted", extra={"userId": run.user_id, "key": key})
         return f"deleted memory {key}"
+
+
+async def _visible(memories: UserMemories, key: str, run: RunWrites) -> bool:
+    """Whether ``key`` names a memory this run may touch: one it writes itself, or one in the
+    store that its conversation may see."""
+    if run.puts_key(key):
+        return True
+    memory = await memories.get(key)
+    return memory is not None and memory.visible_in(run.learned_in)

@@ -26,7 +26,7 @@ SELECT s.prefix, s.key,
        coalesce((SELECT max(v.version) FROM memory_versions v
                   WHERE v.prefix = s.prefix AND v.key = s.key), 0) + 1,
        s.value->>'content', coalesce(s.value->'metadata', '{}'),
-       coalesce(s.value->>'learnedIn', 'public'), least(s.updated_at, now()), now()
+       coalesce(s.value->>'learnedIn', 'dm'), least(s.updated_at, now()), now()
   FROM store s
  WHERE s.prefix = %(prefix)s AND s.key = %(key)s
    AND s.value->>'content' IS DISTINCT FROM %(content)s

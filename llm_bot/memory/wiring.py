@@ -88,13 +88,21 @@ async def memory_services(
     async with open_memory_store(settings) as store:
         retriever = ConversationMemory(store, limits, settings.agent_name, clock)
         tools: tuple[Tool, ...] = (
-            UpsertMemoryTool(store, settings.memory_max_tokens),
+            UpsertMemoryTool(
+                store, settings.memory_max_tokens, settings.retention_memories_per_user
+            ),
             DeleteMemoryTool(store),
             ManageNotesTool(store, settings.agent_name, settings.notes_max_chars),
         )
         yield MemoryServices(
             retriever,
             tools,
-            MemoryCommit(store, settings.agent_name, idle, max_chars=settings.history_max_chars),
+            MemoryCommit(
+                store,
+                settings.agent_name,
+                idle,
+                max_chars=settings.history_max_chars,
+                notes_max_chars=settings.notes_max_chars,
+            ),
             PersonalityLookup(store.connection),
         )

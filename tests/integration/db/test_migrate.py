@@ -151,3 +151,45 @@ def test_migrate_gives_up_on_a_database_that_never_answers() -> None:
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith("llm-bot: database unreachable:")
     assert time.monotonic() - began < 30
+
+
+def test_rows_that_do_not_say_where_they_were_learned_become_private(
+    fresh_database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Migration 0012: notes last written before 0007 and memories without ``learnedIn`` were
+    read as public; their origin is unknown, so they become private, and so does any row whose
+    writer leaves the column out."""
+    monkeypatch.setenv("DATABASE_URL", fresh_database_url)
+    monkeypatch.setenv("MEMORY_EMBEDDING_PROVIDER", "local")
+    assert main(["migrate"]) == 0  # with the memory store's tables
+    with psycopg.connect(fresh_database_url, autocommit=True) as connection:
+        connection.execute(
+            "INSERT INTO agent_notes (user_id, agent_name, content, learned_in, updated_at)"
+            " VALUES ('old', 'llm-bot', 'seeing a therapist', 'public', now() - interval '1 day'),"
+            " ('new', 'llm-bot', 'likes chess', 'public', now() + interval '1 day')"
+        )
+        connection.execute(
+            "INSERT INTO store (prefix, key, value) VALUES"
+            " ('memories.old', 'k1', '{\"content\": \"has depression\", \"metadata\": {}}'),"
+            ' (\'memories.new\', \'k2\', \'{"content": "likes tea", "learnedIn": "public"}\')'
+        )
+        connection.execute(
+            "INSERT INTO memory_versions (prefix, key, version, content, learned_in, valid_from,"
+            " valid_to) VALUES ('memories.old', 'k1', 1, 'sad', 'public', now(), now())"
+        )
+        connection.execute("DELETE FROM schema_migrations WHERE version = 12")
+    assert migrate(fresh_database_url) == ["0012_private_by_default.sql"]
+    with psycopg.connect(fresh_database_url, autocommit=True) as connection:
+        notes = dict(connection.execute("SELECT user_id, learned_in FROM agent_notes").fetchall())
+        memories = dict(connection.execute("SELECT key, value->>'learnedIn' FROM store").fetchall())
+        versions = connection.execute("SELECT learned_in FROM memory_versions").fetchall()
+        connection.execute(
+            "INSERT INTO agent_notes (user_id, agent_name, content) VALUES ('later', 'a', 'x')"
+        )
+        later = connection.execute(
+            "SELECT learned_in FROM agent_notes WHERE user_id = 'later'"
+        ).fetchone()
+    assert notes == {"old": "dm", "new": "public"}
+    assert memories == {"k1": "dm", "k2": "public"}
+    assert versions == [("dm",)]
+    assert later == ("dm",)

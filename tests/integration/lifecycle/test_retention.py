@@ -75,13 +75,13 @@ def fill(url: str, copies: int) -> None:
                 " VALUES (%s, 0, 0, %s)",
                 (f"empty{n}", days_ago(400)),
             )
-            for age in range(5):  # five memories, the cap keeps the three newest
+            for age in range(5):  # five memories; the cap keeps the three created first
                 db.execute(
                     "INSERT INTO store (prefix, key, value, created_at, updated_at)"
                     " VALUES (%s, %s, '{}', %s, %s)",
                     (f"memories.user{n}", f"age{age}", days_ago(age), days_ago(age)),
                 )
-            # Earlier texts: one past the history's age, one recent, one of a capped memory.
+            # Earlier texts: one past the history's age, one of a capped memory, one recent.
             for key, ended in (("age0", days_ago(400)), ("age1", NOW), ("age4", NOW)):
                 db.execute(
                     "INSERT INTO memory_versions (prefix, key, version, content, valid_from,"
@@ -111,8 +111,8 @@ EXPECTED_SURVIVORS = {
     "events": {"published-recent", "live-claim"},
     "threads": {"long"},
     "turns": {f"long:{seq}" for seq in range(21, 31)},
-    "memories": {"age0", "age1", "age2"},
-    "versions": {"age1"},
+    "memories": {"age2", "age3", "age4"},
+    "versions": {"age4"},
 }
 
 
