@@ -8,6 +8,8 @@ the seed design was silent:
 - system messages are pinned: never trimmed, not counted against either limit;
 - the newest user message is never dropped; if it alone exceeds the character limit it is
   truncated to fit, ending with a visible marker;
+- a model turn that called tools and the results answering it are one unit: counted as one
+  message, kept or dropped together;
 - a tool result whose tool call was trimmed is dropped too (the API rejects orphans).
 """
 
@@ -37,33 +39,40 @@ def reduce_messages(
     newest_user = _last_index(merged, "user")
     if newest_user is not None:
         merged[newest_user] = _fit(merged[newest_user], limits.max_chars)
-    trimmable = [i for i, m in enumerate(merged) if m.role != "system" and i != newest_user]
+    units = _units(merged)
     chars = sum(len(m.content) for m in merged if m.role != "system")
+    count = len(units)
     dropped: set[int] = set()
-    for index in trimmable:
-        if chars <= limits.max_chars:
+    for unit in units:
+        if chars <= limits.max_chars and count <= limits.max_messages:
             break
-        dropped.add(index)
-        chars -= len(merged[index].content)
-    by_chars = len(dropped)
-    counted = sum(1 for m in merged if m.role != "system") - by_chars
-    for index in trimmable:
-        if counted <= limits.max_messages:
-            break
-        if index not in dropped:
-            dropped.add(index)
-            counted -= 1
+        if newest_user in unit:
+            continue
+        dropped.update(unit)
+        chars -= sum(len(merged[index].content) for index in unit)
+        count -= 1
     kept = _without_orphan_tool_results([m for i, m in enumerate(merged) if i not in dropped])
-    logger.debug(
-        "messages reduced",
-        extra={
-            "beforeCount": len(merged),
-            "afterCount": len(kept),
-            "trimmedByChars": by_chars,
-            "trimmedByCount": len(merged) - len(kept) - by_chars,
-        },
-    )
+    logger.debug("messages reduced", extra={"beforeCount": len(merged), "afterCount": len(kept)})
     return kept
+
+
+def _units(messages: list[ChatMessage]) -> list[list[int]]:
+    """Indexes of the non-system messages, grouped as they are kept or dropped: a model turn
+    that called tools together with the results that answer it, every other message alone.
+    A turn's results are useless without it and it is invalid without them, and one turn may
+    carry ``LLM_BOT_MAX_TOOL_CALLS_PER_TURN`` calls: counted one by one, they would push the
+    turn itself out and the model would never see what its tools answered."""
+    units: list[list[int]] = []
+    open_calls: set[str] = set()
+    for index, message in enumerate(messages):
+        if message.role == "system":
+            continue
+        if message.role == "tool" and message.tool_call_id in open_calls:
+            units[-1].append(index)
+            continue
+        open_calls = {call.id for call in message.tool_calls}
+        units.append([index])
+    return units
 
 
 def _last_index(messages: list[ChatMessage], role: Role) -> int | None:

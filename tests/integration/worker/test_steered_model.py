@@ -89,6 +89,7 @@ async def test_tool_calls_per_turn_and_memories_per_user_are_capped_and_the_firs
     stored = memories(fresh_database_url, user)
     assert len(stored) == 25  # the user's cap, at write time
     assert (GENUINE, "dm") in stored.values()
+    assert any("this user has 25 memories" in result for result in tool_results(model_server))
 
     # A cap lowered later: maintain deletes the most recently created, not the first facts.
     policy = RetentionPolicy(0, 0, 0, memories_per_user=5)
@@ -110,6 +111,8 @@ async def test_memory_writes_per_event_are_capped(
         bus.publish_event(direct(bus, "hi", user))
         await egress.take(1, timeout_s=60)
     assert len(memories(fresh_database_url, user)) == 20  # of 30 asked for
+    refusals = [r for r in tool_results(model_server) if "already made 20 memory writes" in r]
+    assert len(refusals) == 10  # the third turn's calls, each answered with the reason
 
 
 async def test_a_shared_channel_never_sees_merges_or_touches_a_dm_memory(

@@ -62,11 +62,27 @@ def test_an_oversized_newest_user_message_is_truncated_with_a_marker() -> None:
 
 
 def test_newest_user_message_survives_a_long_tool_loop() -> None:
-    call = ToolCall("c1", "lookup", "{}")
-    loop = [ChatMessage("assistant", "", (call,)), ChatMessage("tool", "r", tool_call_id="c1")] * 6
+    loop = [
+        message
+        for n in range(12)
+        for message in (
+            ChatMessage("assistant", "", (ToolCall(f"c{n}", "lookup", "{}"),)),
+            ChatMessage("tool", "r", tool_call_id=f"c{n}"),
+        )
+    ]
     kept = reduce_messages([], [user("question"), *loop], LIMITS)
     assert kept[0] == user("question")
-    assert len(kept) <= 8
+    assert kept[1:] == loop[-2 * 7 :]  # the newest 7 turns, each with its result
+
+
+def test_a_turn_of_many_tool_calls_is_kept_with_all_its_results() -> None:
+    calls = tuple(ToolCall(f"c{n}", "upsertMemory", "{}") for n in range(10))
+    turn = [
+        ChatMessage("assistant", "", calls),
+        *(ChatMessage("tool", f"saved {n}", tool_call_id=f"c{n}") for n in range(10)),
+    ]
+    kept = reduce_messages([assistant("older"), user("q")], turn, LIMITS)
+    assert kept == [assistant("older"), user("q"), *turn]
 
 
 def test_a_tool_result_whose_call_was_trimmed_is_dropped() -> None:
