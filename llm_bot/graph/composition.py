@@ -15,6 +15,13 @@ earlier stages in ``context`` annotations. The model gets:
   texts, by ``createdAt`` then ``id``, one ``- `` line each) and ``## [Input]`` (the user's
   words: ``message.text``, else the task's text). Empty sections are left out.
 
+The user's words, a pack's content and the requesting user's names are not ours: none of their
+lines may pass for a section of ours. The words and each pack are fenced
+(:func:`llm_bot.text.fenced`, a fence longer than any run of ``~`` inside) whenever they could
+be read as structure (a line break of any kind, or a start like a heading or a fence); a plain
+line stays as the platform writes it. The requesting user's names and a pack's label are made
+one line (:func:`llm_bot.text.one_line`).
+
 History stores the user's words, never the instruction; an event with no task is SKIP even
 when it has text, as on the platform.
 """
@@ -29,12 +36,14 @@ from dataclasses import dataclass
 
 from llm_bot.events.models import AnnotationV1, InternalEventV2
 from llm_bot.memory.personalities import Personalities
+from llm_bot.text import fenced, has_line_break, one_line
 
 logger = logging.getLogger(__name__)
 
 TASK_KINDS = frozenset({"prompt", "instruction"})
 MAX_PERSONALITIES = 3
 MAX_PERSONALITY_CHARS = 4000
+STRUCTURE_STARTS = ("#", "~", "`")  # a Markdown heading or fence
 _QUOTE_PAIRS = (('"', '"'), ("'", "'"), ("\u201c", "\u201d"), ("\u2018", "\u2019"), ("`", "`"))
 
 
@@ -68,7 +77,7 @@ class Request:
             ("Requesting User", "\n".join(_requesting_user(event))),
             ("Contexts", "\n\n".join(_contexts(event.annotations or []))),
             ("Task", "\n".join(f"- {line}" for line in self.task)),
-            ("Input", _fenced(self.words)),
+            ("Input", _as_body(self.words)),
         ]
         return "\n\n".join(f"## [{name}]\n{body}" for name, body in sections if body)
 
@@ -176,11 +185,12 @@ def _requesting_user(event: InternalEventV2) -> list[str]:
     user, external = identity.user, identity.external
     display = (user.display_name if user else None) or external.display_name
     roles = (user.roles if user and user.roles else None) or external.roles or []
+    display = one_line(display) if display else None
     lines = [
         f"- Handle: {display}" if display else "",
-        f"- User ID: {user.id if user else external.id}",
+        f"- User ID: {one_line(user.id if user else external.id)}",
         f"- Display Name: {display}" if display else "",
-        f"- Roles: [{', '.join(roles)}]" if roles else "",
+        f"- Roles: [{', '.join(one_line(role) for role in roles)}]" if roles else "",
     ]
     return [line for line in lines if line]
 
@@ -192,10 +202,10 @@ def _contexts(annotations: list[AnnotationV1]) -> list[str]:
     rendered = []
     for annotation in packs:
         payload = annotation.payload or {}
-        name = annotation.label or payload.get("packId") or "Context Pack"
+        name = one_line(str(annotation.label or payload.get("packId") or "")) or "Context Pack"
         content = payload["content"]
         body = content if isinstance(content, str) else json.dumps(content, indent=2)
-        rendered.append(f"### {name}\n{_fenced(body)}")
+        rendered.append(f"### {name}\n{_as_body(body)}")
     return rendered
 
 
@@ -203,6 +213,9 @@ def _priority(value: object) -> float:
     return float(value) if isinstance(value, int | float) and value else 3.0
 
 
-def _fenced(text: str) -> str:
-    """Multi-line text between ``~~~text`` fences, so its own headings stay its own."""
-    return f"~~~text\n{text}\n~~~" if "\n" in text else text
+def _as_body(text: str) -> str:
+    """``text`` as a section's body: fenced when it could be read as structure, so its own
+    headings and fences stay its own; a plain line as it is."""
+    if has_line_break(text) or text.lstrip().startswith(STRUCTURE_STARTS):
+        return fenced(text)
+    return text

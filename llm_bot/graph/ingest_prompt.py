@@ -1,6 +1,8 @@
 """Node ``ingest_prompt``: what the event asks (:mod:`llm_bot.graph.composition`) becomes this
-run's user message; an event that sets no task ends the run here (SKIP). Personalities named
-by the event are looked up here, once per run (``GraphContext.personalities``)."""
+run's user message, named after its speaker in a shared channel as every user turn there is
+(:mod:`llm_bot.memory.context`); an event that sets no task ends the run here (SKIP).
+Personalities named by the event are looked up here, once per run
+(``GraphContext.personalities``)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from llm_bot.events.identity import is_direct, thread_id_of, user_id_of
 from llm_bot.graph.composition import request_of, resolve_identity
 from llm_bot.graph.state import GraphContext, GraphState
 from llm_bot.llm.messages import ChatMessage
+from llm_bot.memory.context import speaker_name
 from llm_bot.memory.run_writes import RunWrites
 
 
@@ -28,13 +31,13 @@ async def ingest_prompt(
         request.personalities, context.personalities, context.retrieval_timeout_s
     )
     user_id = user_id_of(event)
+    direct = is_direct(event)
+    name = None if direct else speaker_name(user_id)
     update: GraphState = {
         "user_id": user_id,
-        "writes": RunWrites(
-            user_id, "dm" if is_direct(event) else "public", context.max_memory_writes
-        ),
+        "writes": RunWrites(user_id, "dm" if direct else "public", context.max_memory_writes),
         "thread_id": thread_id_of(event),
-        "messages": [ChatMessage("user", request.user_message(event))],
+        "messages": [ChatMessage("user", request.user_message(event), name=name)],
         "combined_prompt": request.words,  # what history keeps and recall searches with
         "identity": identity.text,
         "tool_rounds": 0,

@@ -80,7 +80,11 @@ def approx_tokens(chars: int) -> int:
     return max(1, math.ceil(chars / 4))
 
 
-_INPUT = re.compile(r"## \[Input\]\n(?:~~~text\n(?P<fenced>.*)\n~~~|(?P<plain>.*))\Z", re.DOTALL)
+# The fence is as long as composition made it (llm_bot.text.fenced): at least three ``~``.
+_INPUT = re.compile(
+    r"## \[Input\]\n(?:(?P<fence>~{3,})text\n(?P<fenced>.*)\n(?P=fence)|(?P<plain>.*))\Z",
+    re.DOTALL,
+)
 
 
 def spoken_text(text: str) -> str:

@@ -2,11 +2,15 @@
 
 Token counts are approximated as characters / 4 (about right for English with OpenAI's
 tokenizers, and cheap): ``MEMORY_MAX_TOKENS`` 2048 allows 8192 characters of content.
-Metadata stays small and flat so it can be shown to the model and filtered in SQL.
+Metadata stays small and flat so it can be shown to the model and filtered in SQL. A key is
+shown to the model in brackets and handed back by it to update or delete, so it is a plain word
+(letters, digits, ``_`` and ``-``, at most 64): nothing in it can close the brackets or start a
+line, and the UUIDs the store makes up are such words.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -14,7 +18,8 @@ CHARS_PER_TOKEN = 4
 MAX_METADATA_KEYS = 5
 MAX_METADATA_KEY_CHARS = 50
 MAX_METADATA_VALUE_CHARS = 200
-MAX_KEY_CHARS = 200
+MAX_KEY_CHARS = 64
+SAFE_KEY = re.compile(rf"[A-Za-z0-9_-]{{1,{MAX_KEY_CHARS}}}")
 RESERVED_METADATA_KEYS = frozenset({"id", "userId", "createdAt", "updatedAt", "embedding"})
 
 
@@ -36,11 +41,22 @@ def validate_memory(
         raise InvalidMemory(
             f"content is about {approx_tokens(content)} tokens, over the limit of {max_tokens}"
         )
-    if key is not None and (
-        not isinstance(key, str) or not key.strip() or len(key) > MAX_KEY_CHARS
-    ):
-        raise InvalidMemory(f"key must be a non-empty string of at most {MAX_KEY_CHARS} characters")
-    return content.strip(), validate_metadata(metadata), key
+    checked_key = None if key is None else check_key(key)
+    return content.strip(), validate_metadata(metadata), checked_key
+
+
+def is_safe_key(key: object) -> bool:
+    return isinstance(key, str) and SAFE_KEY.fullmatch(key) is not None
+
+
+def check_key(key: object) -> str:
+    """``key`` when it is a plain word of 1 to 64 letters, digits, ``_`` or ``-``, else
+    :class:`InvalidMemory` naming the rule."""
+    if not is_safe_key(key):
+        raise InvalidMemory(
+            f"key must be 1 to {MAX_KEY_CHARS} characters of letters, digits, '_' and '-'"
+        )
+    return str(key)
 
 
 def validate_metadata(metadata: Any) -> dict[str, str]:

@@ -3,7 +3,6 @@ tests of what the model sees and what its tool calls leave behind."""
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
 
 from llm_bot.clock import utc_now
@@ -44,7 +43,8 @@ async def commit(store: MemoryStore, event: InternalEventV2, result: ProcessResu
 
 
 def first_request(server: LocalModelServer) -> str:
-    return json.dumps(server.chat_requests()[0]["messages"])
+    """The text of every message of the first request, as the model reads it."""
+    return "\n".join(m["content"] or "" for m in server.chat_requests()[0]["messages"])
 
 
 def tool_results(server: LocalModelServer) -> list[str]:

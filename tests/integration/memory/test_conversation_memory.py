@@ -106,11 +106,13 @@ async def test_forty_events_over_two_instances_and_a_restart_see_the_right_windo
             clock.now += timedelta(minutes=1)
             await (first if number % 2 == 0 else second).handle(said(f"message {number}"))
             window = [
-                c for c in sent_contents(chat_server) if c.startswith(("message", "echo: message"))
+                c
+                for c in sent_contents(chat_server)
+                if c.startswith(("message", "echo: message", '"uma" said: "message'))
             ]
             expected: list[str] = []
             for earlier in range(max(0, number - 3), number):
-                expected += [f"message {earlier}", f"echo: message {earlier}"]
+                expected += [f'"uma" said: "message {earlier}"', f"echo: message {earlier}"]
             assert window == [*expected, f"message {number}"], f"event {number}"
         await restarted.__aexit__(None, None, None)
     async with memory_store.connection() as connection:
@@ -164,7 +166,7 @@ async def test_an_idle_gap_starts_a_session_and_recall_brings_back_the_older_fac
     )
     recalled = [c for c in contents if c.startswith("Earlier messages of this user")]
     assert recalled
-    assert "user: my sister lives in Porto and teaches piano" in recalled[0]
+    assert 'user: "my sister lives in Porto and teaches piano"' in recalled[0]
     async with memory_store.connection() as connection:
         cursor = await connection.execute(
             "SELECT DISTINCT session_id FROM conversation_turns"
@@ -218,7 +220,9 @@ async def test_notes_are_edited_by_the_tool_committed_once_and_injected_next_tim
     notes = next(
         c for c in sent_contents(chat_server) if c.startswith("Your notes about this user")
     )
-    assert notes.endswith("# Family\nHas a sister in Porto.\n\n# Work\nTeacher.")
+    assert notes.endswith(
+        "\n~~~markdown\n# Family\nHas a sister in Porto.\n\n# Work\nTeacher.\n~~~"
+    )
     async with memory_store.connection() as connection:
         cursor = await connection.execute("SELECT count(*) AS n FROM agent_notes")
         assert (await cursor.fetchone())["n"] == 1  # type: ignore[index]

@@ -35,7 +35,7 @@ async def test_the_model_forgets_a_memory_by_its_key_and_it_is_never_shown_again
     mira = memory_store.for_user("mira")
     key, _ = await mira.put("User is vegetarian")
     await process_event(GRAPH, context, said("mira", "thread-a", QUESTION))
-    assert f"[{key}] User is vegetarian" in first_request(chat_server), "shown, with its key"
+    assert f'- [{key}] "User is vegetarian"' in first_request(chat_server), "shown, with its key"
 
     chat_server.reset()
     chat_server.script_tool_call("deleteMemory", {"key": key})

@@ -37,7 +37,7 @@ async def test_a_correction_by_key_keeps_the_old_fact_as_history_and_shows_only_
     chat_server.reset()
     await process_event(GRAPH, context, said("nia", "thread-b", QUESTION))
     shown = first_request(chat_server)
-    assert f"[{key}] User is vegan" in shown
+    assert f'- [{key}] "User is vegan"' in shown
     assert "User is vegetarian" not in shown
 
     (earlier,) = await nia.history(key)

@@ -70,7 +70,8 @@ def said(user: str, thread: str, text: str) -> InternalEventV2:
 
 
 def context_sent(server: LocalModelServer) -> str:
-    return json.dumps(server.chat_requests()[-1]["messages"])
+    """The text of every message of the last request, as the model reads it."""
+    return "\n".join(m["content"] or "" for m in server.chat_requests()[-1]["messages"])
 
 
 async def test_a_fact_told_in_one_thread_reaches_the_model_in_another_but_not_for_others(
@@ -87,14 +88,14 @@ async def test_a_fact_told_in_one_thread_reaches_the_model_in_another_but_not_fo
     await process_event(
         GRAPH, context, said("mira", "thread-b", "is mira vegetarian or does she eat meat?")
     )
-    assert "Relevant memories:" in context_sent(chat_server)
-    assert "Mira is vegetarian and never eats meat (topic: food)" in context_sent(chat_server)
+    assert "Relevant memories (" in context_sent(chat_server)
+    assert '"Mira is vegetarian and never eats meat" {"topic": "food"}' in context_sent(chat_server)
 
     await process_event(
         GRAPH, context, said("otto", "thread-b", "is mira vegetarian or does she eat meat?")
     )
     assert "vegetarian and never eats meat" not in context_sent(chat_server)
-    assert "Relevant memories:" not in context_sent(chat_server)
+    assert "Relevant memories" not in context_sent(chat_server)
 
 
 async def test_events_committed_together_keep_every_memory_note_and_turn(
@@ -225,35 +226,38 @@ async def test_history_keeps_a_long_message_cut_to_its_bound(
     assert all(len(text) <= 300 for body in embedded for text in body["input"])
 
 
-async def test_in_a_room_of_several_speakers_each_user_turn_names_its_speaker(
+async def test_in_a_shared_channel_each_user_turn_names_its_speaker(
     memory_store: MemoryStore, model: ModelClient, chat_server: LocalModelServer
 ) -> None:
     context = context_for(memory_store, model)
     await run_and_commit(memory_store, context, said("ada.l", "lobby", "I brought the cake"))
     await run_and_commit(memory_store, context, said("bo", "lobby", "I brought the tea"))
     await run_and_commit(memory_store, context, said("ada.l", "lobby", "who brought the tea?"))
-    window = [m for m in chat_server.chat_requests()[-1]["messages"] if m.get("name")]
-    assert [(m["name"], m["content"]) for m in window] == [
-        ("ada_l", "[ada.l] I brought the cake"),
-        ("bo", "[bo] I brought the tea"),
+    *window, asking = [
+        m for m in chat_server.chat_requests()[-1]["messages"] if m["role"] == "user"
     ]
-
-
-async def test_a_thread_of_one_speaker_has_no_labels(
-    memory_store: MemoryStore, model: ModelClient, chat_server: LocalModelServer
-) -> None:
-    context = context_for(memory_store, model)
-    await run_and_commit(memory_store, context, said("ada", "ada-dm", "hello"))
-    await run_and_commit(memory_store, context, said("ada", "ada-dm", "again"))
-    sent = chat_server.chat_requests()[-1]["messages"]
-    assert {"role": "user", "content": "hello"} in sent
-    assert not any(m.get("name") for m in sent)
+    assert [(m["name"], m["content"]) for m in window] == [
+        ("ada_l", '"ada.l" said: "I brought the cake"'),
+        ("bo", '"bo" said: "I brought the tea"'),
+    ]
+    assert asking["name"] == "ada_l"
 
 
 def said_privately(user: str, channel: str, text: str) -> InternalEventV2:
     event = said(user, channel, text)
     event.egress.type = "dm"
     return event
+
+
+async def test_a_dm_has_no_labels(
+    memory_store: MemoryStore, model: ModelClient, chat_server: LocalModelServer
+) -> None:
+    context = context_for(memory_store, model)
+    await run_and_commit(memory_store, context, said_privately("ada", "ada-dm", "hello"))
+    await run_and_commit(memory_store, context, said_privately("ada", "ada-dm", "again"))
+    sent = chat_server.chat_requests()[-1]["messages"]
+    assert {"role": "user", "content": "hello"} in sent
+    assert not any(m.get("name") for m in sent)
 
 
 async def test_what_is_learned_in_a_dm_never_reaches_a_shared_channel_but_does_reach_dms(

@@ -106,6 +106,7 @@ async def test_prompts_reach_the_model_in_order_and_the_candidate_is_the_reply(
             "content": REQUESTING_USER
             + "\n\n## [Task]\n- one\n- two\n- three"
             + "\n\n## [Input]\nHello from the chatbot in a channel!",
+            "name": "slack_U987654321",  # a channel's turns name their speaker
         },
     ]
     chat = next(r for r in server.requests if r.path.endswith("/chat/completions"))
