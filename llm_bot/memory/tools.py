@@ -2,9 +2,9 @@
 ``deleteMemory`` forgets one.
 
 The model supplies only ``content``, optional flat ``metadata`` and, to update or delete, a
-``key`` it was shown (``- [key] content`` in ``Relevant memories``); the user comes from the
-graph (see :mod:`llm_bot.graph.tools`), so a key is only ever looked up in that user's
-namespace. A rule broken by the model, or a key it does not have, comes back to it as a tool
+``key`` it was shown (in brackets before each of the ``Relevant memories``); the user comes
+from the graph (see :mod:`llm_bot.graph.tools`), so a key is only ever looked up in that
+user's namespace. A rule broken by the model, or a key it does not have, comes back to it as a tool
 result it can act on. The write itself is recorded in the run's :class:`RunWrites` and applied
 at the event's commit.
 
@@ -29,6 +29,7 @@ from llm_bot.memory.store import MemoryStore, UserMemories
 from llm_bot.memory.validation import (
     MAX_METADATA_KEYS,
     InvalidMemory,
+    is_safe_key,
     validate_memory,
 )
 
@@ -139,7 +140,7 @@ class DeleteMemoryTool:
 
     async def run(self, arguments: dict[str, Any], run: RunWrites) -> str:
         key = arguments.get("key")
-        if not isinstance(key, str) or not key:
+        if not is_safe_key(key):
             return "error: nothing deleted: key must be the key of a memory you were shown"
         if key in run.memory_deletes or not await _visible(
             self._store.for_user(run.user_id), key, run

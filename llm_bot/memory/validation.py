@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 CHARS_PER_TOKEN = 4
 MAX_METADATA_KEYS = 5
@@ -45,7 +45,7 @@ def validate_memory(
     return content.strip(), validate_metadata(metadata), checked_key
 
 
-def is_safe_key(key: object) -> bool:
+def is_safe_key(key: object) -> TypeGuard[str]:
     return isinstance(key, str) and SAFE_KEY.fullmatch(key) is not None
 
 
