@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 import yaml
-
 from pydantic import ValidationError
 
 from llm_bot.settings import Settings, SettingsError, load_settings
@@ -194,10 +193,12 @@ def test_a_malformed_database_url_names_its_flaw_and_never_shows_the_password(
     message = str(raised.value)
     assert message.startswith("DATABASE_URL: ")
     assert problem in message
-    assert PASSWORD not in message and "\n" not in message
+    assert PASSWORD not in message
+    assert "\n" not in message
     with pytest.raises(ValidationError) as rendered:  # wherever pydantic's error is printed
         Settings(DATABASE_URL=url)  # type: ignore[call-arg]
-    assert PASSWORD not in str(rendered.value) and PASSWORD not in repr(rendered.value)
+    assert PASSWORD not in str(rendered.value)
+    assert PASSWORD not in repr(rendered.value)
 
 
 @pytest.mark.parametrize(
