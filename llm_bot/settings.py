@@ -221,7 +221,7 @@ def check_database_url(url: str) -> None:
 def _uri_parts(rest: str) -> dict[str, str]:
     """The text after ``scheme://`` cut where libpq cuts it: the credentials end at the first
     ``@`` (when no ``/`` comes first), the hosts at ``/`` or ``?``, the database at ``?``."""
-    parts = {}
+    parts: dict[str, str] = {}
     cut = min((rest.find(c) for c in "@/" if c in rest), default=len(rest))
     if rest[cut : cut + 1] == "@":
         user, _, password = rest[:cut].partition(":")
