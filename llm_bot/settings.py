@@ -166,11 +166,13 @@ class Settings(BaseSettings):
     @classmethod
     def _checked_database_url(cls, value: SecretStr | None) -> SecretStr | None:
         """Refused here, a malformed URL costs one line naming its flaw; passed on, libpq's
-        error (and a traceback) would quote the password. Empty means unset."""
-        if value is None or not value.get_secret_value().strip():
+        error (and a traceback) would quote the password. Empty means unset; whitespace around
+        the value (a secret stored with its trailing newline) is not part of it."""
+        url = value.get_secret_value().strip() if value is not None else ""
+        if not url:
             return None
-        check_database_url(value.get_secret_value())
-        return value
+        check_database_url(url)
+        return SecretStr(url)
 
     def memory_threshold(self) -> float:
         """``MEMORY_SIMILARITY_THRESHOLD``, else the calibrated default of the embedding provider

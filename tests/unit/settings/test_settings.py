@@ -218,5 +218,8 @@ def test_well_formed_database_urls_are_kept_as_given(url: str) -> None:
     assert settings.database_url.get_secret_value() == url
 
 
-def test_an_empty_database_url_is_unset() -> None:
+def test_an_empty_database_url_is_unset_and_surrounding_whitespace_is_no_part_of_one() -> None:
     assert load_settings(DATABASE_URL=" ").database_url is None
+    settings = load_settings(DATABASE_URL=" postgresql://bob:pw@db.internal/app\n")
+    assert settings.database_url is not None
+    assert settings.database_url.get_secret_value() == "postgresql://bob:pw@db.internal/app"
