@@ -203,7 +203,7 @@ def check_database_url(url: str) -> None:
             _refuse(f"the scheme must be postgresql:// or postgres://{shown}")
         for part, text in _uri_parts(rest).items():
             _check_part(part, text)
-    from psycopg import ProgrammingError
+    from psycopg import ProgrammingError  # only where a URL is set: `llm-bot schema` needs none
     from psycopg.conninfo import conninfo_to_dict
 
     try:
