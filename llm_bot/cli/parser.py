@@ -1,7 +1,9 @@
 """The ``llm-bot`` command line.
 
 Operators meet the service here first, so mistakes get one line that says what is wrong and
-exit code 2 (bad arguments or configuration), never a traceback.
+exit code 2 (bad arguments or configuration), and any other failure (a database that cannot be
+reached, a library's error) one line and exit code 1 (:mod:`llm_bot.cli.failures`): never a
+traceback, never a secret.
 """
 
 from __future__ import annotations
@@ -13,11 +15,9 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 
-import psycopg
-from psycopg_pool import PoolTimeout
-
 from llm_bot.cli.bench import add_bench_commands
 from llm_bot.cli.evaluation import add_eval_commands
+from llm_bot.cli.failures import masked, report_failure, secrets_of
 from llm_bot.cli.lifecycle import add_lifecycle_commands
 from llm_bot.cli.memories import add_memory_commands
 from llm_bot.cli.personalities import add_personality_commands
@@ -146,11 +146,19 @@ def build_parser() -> OneLineParser:
     return parser
 
 
-def configure_logging(level: str) -> None:
-    """Our logs at ``level``; chatty client libraries only when something goes wrong."""
+# Long-running commands, whose operators want to see a pool retrying while it serves.
+SERVING_COMMANDS = frozenset({"run", "dev"})
+
+
+def configure_logging(level: str, command: str) -> None:
+    """Our logs at ``level``; chatty client libraries only when something goes wrong. A
+    one-shot command's pool does not log each failed connection attempt: the command fails
+    with one line that says why."""
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("httpx", "httpx2", "pgserver"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))
+    if command not in SERVING_COMMANDS:
+        logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -161,18 +169,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SettingsError as error:
         print(f"llm-bot: configuration error: {error}", file=sys.stderr)
         return EXIT_USAGE
-    configure_logging(settings.log_level)
+    except (OSError, UnicodeDecodeError) as error:  # .env unreadable; its text may be secret
+        print(
+            f"llm-bot: configuration error: cannot read .env ({type(error).__name__})",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    configure_logging(settings.log_level, args.command)
     handler: Callable[[argparse.Namespace, Settings], int] = args.handler
     try:
         return handler(args, settings)
     except UsageError as error:
-        print(f"llm-bot: error: {error}", file=sys.stderr)
+        print(f"llm-bot: error: {masked(str(error), secrets_of(settings))}", file=sys.stderr)
         return EXIT_USAGE
-    except (psycopg.OperationalError, PoolTimeout) as error:
-        first_line = (
-            str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        )
-        print(f"llm-bot: database unreachable: {first_line}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
         return 130
+    except Exception as error:  # whatever a library raised: one line, never a traceback
+        return report_failure(error, settings)

@@ -14,10 +14,10 @@ import http.client
 import json
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlsplit
 
 from opentelemetry.sdk.trace import TracerProvider
 
+from llm_bot.cli.failures import secrets_of
 from llm_bot.cli.support import require_database_url
 from llm_bot.settings import Settings
 from llm_bot.telemetry.logs import configure_json_logging
@@ -58,15 +58,7 @@ def event_loop_factory(kind: str) -> Callable[[], asyncio.AbstractEventLoop] | N
 def start_telemetry(settings: Settings) -> TracerProvider | None:
     """JSON logs on stdout (secrets masked), traces to OTLP when ``OTEL_*`` says so (the
     provider to flush at exit; None when traces go nowhere)."""
-    secrets = [s.get_secret_value() for s in (settings.openai_api_key, settings.database_url) if s]
-    password = (
-        urlsplit(settings.database_url.get_secret_value()).password
-        if settings.database_url
-        else None
-    )
-    configure_json_logging(
-        settings.log_level, settings.google_cloud_project, [*secrets, password or ""]
-    )
+    configure_json_logging(settings.log_level, settings.google_cloud_project, secrets_of(settings))
     return setup_tracing()
 
 

@@ -4,6 +4,9 @@ Decoding is where untrusted input meets the service, so every failure becomes on
 :class:`InvalidEvent` whose message says what is wrong and where (e.g.
 ``routing.slip.0.status: Input should be 'PENDING', 'OK', 'ERROR' or 'SKIP'``): that text goes
 into the dead-letter record and must be enough to fix the producer.
+
+JSON is read and written strictly (:func:`~llm_bot.events.limits.parse_json`): no ``NaN``, no
+infinities, no number beyond a 64-bit float comes in, and none goes out.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from llm_bot.events.limits import MAX_DEPTH, InvalidEvent, check_document
+from llm_bot.events.limits import MAX_DEPTH, InvalidEvent, check_document, parse_json
 from llm_bot.events.models import InternalEventV2
 
 MAX_REPORTED_PROBLEMS = 5
@@ -31,7 +34,7 @@ def decode(
     except UnicodeDecodeError as error:
         raise InvalidEvent(f"message body is not UTF-8 (byte {error.start})") from None
     try:
-        document = json.loads(text)
+        document = parse_json(text)
     except json.JSONDecodeError as error:
         raise InvalidEvent(
             f"message body is not JSON: {error.msg} at line {error.lineno} column {error.colno}"
@@ -71,7 +74,10 @@ def to_document(event: InternalEventV2) -> dict[str, Any]:
 
 
 def encode(event: InternalEventV2) -> tuple[bytes, dict[str, str]]:
-    """Serialize for publishing: compact UTF-8 JSON plus routing attributes."""
-    data = json.dumps(to_document(event), ensure_ascii=False, separators=(",", ":")).encode()
+    """Serialize for publishing: compact UTF-8 JSON plus routing attributes. A NaN or an
+    infinity (never decoded, but a step could set one) raises ``ValueError``, not invalid JSON."""
+    text = json.dumps(
+        to_document(event), ensure_ascii=False, separators=(",", ":"), allow_nan=False
+    )
     attributes = {"type": event.type, "correlationId": event.correlation_id}
-    return data, attributes
+    return text.encode(), attributes

@@ -9,7 +9,8 @@ of as "unknown" (it reads ``payload.reason``, ``payload.lastStepId``, ...). Two 
 - a body that is no JSON object at all (not UTF-8, not JSON, a list, nesting too deep to read)
   has no original event: the correlation id comes from the message attributes or is made up,
   the envelope takes the documented fallbacks, and ``payload.originalPayloadPreview`` holds
-  ``{"bytes": <length>, "preview": <first characters, undecodable bytes replaced>}``.
+  ``{"bytes": <length>, "preview": <first characters, undecodable bytes replaced>}``. So has
+  an object with ``NaN`` or an infinity, which JSON cannot carry: it keeps its correlation id.
 """
 
 from __future__ import annotations
@@ -164,7 +165,7 @@ def safe_preview(value: Any) -> Any:
     if not _js_truthy(value):
         return value
     try:
-        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except (RecursionError, ValueError, TypeError):
         return {"note": "unserializable"}
     if len(text) <= PREVIEW_MAX_CHARS:
@@ -173,6 +174,8 @@ def safe_preview(value: Any) -> Any:
 
 
 def _json_object(data: bytes) -> dict[str, Any] | None:
+    """The body read leniently, so a dead letter keeps what it can of an event the codec
+    refused; a NaN or an infinity read here cannot be written out (:func:`_dumps`)."""
     try:
         document = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):

@@ -6,6 +6,11 @@ dead-lettered at once, with the rule it broke as the reason:
 
 - text that cannot be published or stored: a lone surrogate (``"\\ud800"``: not encodable as
   UTF-8) or NUL (Postgres text and jsonb refuse it), anywhere in the document, keys included;
+- a number JSON readers downstream refuse or cannot hold (:func:`parse_json`): ``NaN``,
+  ``Infinity``, ``-Infinity`` (Python's parser takes them, JSON has none, and republished they
+  make the output invalid JSON), and numbers beyond a 64-bit float (``1e400``, which Python
+  reads as infinity and JavaScript too; an integer of 5,000 digits, which Python refuses to
+  convert at all);
 - nesting deeper than :data:`MAX_DEPTH` (the parser and the serializers recurse);
 - an id longer than :data:`MAX_ID_BYTES`: correlation and step ids, the user and thread ids
   built from identity and channels, the event type. They become btree index keys (an entry
@@ -17,7 +22,9 @@ dead-lettered at once, with the rule it broke as the reason:
 
 from __future__ import annotations
 
-from typing import Any
+import json
+import math
+from typing import Any, NoReturn
 
 from llm_bot.errors import PermanentError
 from llm_bot.events.identity import thread_id_of, user_id_of
@@ -27,10 +34,39 @@ from llm_bot.text import UNSTORABLE
 MAX_DEPTH = 64
 MAX_ID_BYTES = 512
 MAX_TOPIC_CHARS = 255
+# Digits of the largest 64-bit float (1.8e308); an integer with more may not fit one.
+FLOAT_DIGITS = 309
+NUMBER_SHOWN_CHARS = 32
 
 
 class InvalidEvent(PermanentError):
     """The message is not an ``InternalEventV2`` we can process; permanent, never worth a retry."""
+
+
+def parse_json(text: str) -> Any:
+    """``json.loads`` that refuses, with :class:`InvalidEvent`, the numbers JSON readers
+    downstream refuse or cannot hold; a syntax error is still ``json.JSONDecodeError``."""
+    return json.loads(
+        text, parse_constant=_refuse_constant, parse_float=_finite, parse_int=_integer
+    )
+
+
+def _refuse_constant(name: str) -> NoReturn:
+    raise InvalidEvent(f"message body is not JSON: {name} is no JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        shown = text if len(text) <= NUMBER_SHOWN_CHARS else f"{text[:NUMBER_SHOWN_CHARS]}..."
+        raise InvalidEvent(f"message body has a number beyond a 64-bit float: {shown}")
+    return value
+
+
+def _integer(text: str) -> int:
+    if len(text.lstrip("-")) > FLOAT_DIGITS:
+        _finite(text)  # also keeps int() under Python's limit of digits it converts
+    return int(text)
 
 
 def check_document(document: Any) -> None:

@@ -133,4 +133,4 @@ def hop_attributes(event: InternalEventV2, hop: NextHop) -> dict[str, str]:
 
 def _as_text(value: object) -> str:
     """A JSON value as the platform's ``String(v)`` writes it, for the values rules use."""
-    return value if isinstance(value, str) else json.dumps(value)
+    return value if isinstance(value, str) else json.dumps(value, allow_nan=False)

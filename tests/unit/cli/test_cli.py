@@ -7,6 +7,8 @@ import json
 import pytest
 
 from llm_bot.cli import main
+from llm_bot.cli.failures import masked, secrets_of
+from llm_bot.settings import load_settings
 
 
 @pytest.mark.parametrize(
@@ -63,3 +65,13 @@ def test_send_local_runs_the_graph_and_prints_the_candidate(
         10,
     )
     assert candidate["id"].startswith("cand-")
+
+
+def test_the_database_password_is_masked_as_written_and_decoded() -> None:
+    settings = load_settings(
+        DATABASE_URL="postgresql://bot:pa%40ss%20word@db.internal/app", OPENAI_API_KEY="sk-key"
+    )
+    line = "connect with pa%40ss%20word; the server saw 'pa@ss word'; key sk-key"
+    assert masked(line, secrets_of(settings)) == (
+        "connect with [REDACTED]; the server saw '[REDACTED]'; key [REDACTED]"
+    )

@@ -107,3 +107,36 @@ def test_invalid_envelopes_name_the_field(mutate: Any, named: str) -> None:
 def test_undecodable_bodies_get_a_specific_reason(data: bytes, reason: str) -> None:
     with pytest.raises(InvalidEvent, match=reason):
         decode(data, max_bytes=50)
+
+
+@pytest.mark.parametrize(
+    ("number", "reason"),
+    [
+        ("NaN", "NaN is no JSON number"),
+        ("Infinity", "Infinity is no JSON number"),
+        ("-Infinity", "-Infinity is no JSON number"),
+        ("1e400", "beyond a 64-bit float: 1e400"),
+        ("-2.5E+308", "beyond a 64-bit float: -2.5E\\+308"),
+        ("1" * 310, "beyond a 64-bit float: 1{32}\\.\\.\\.$"),
+        ("-" + "7" * 5000, "beyond a 64-bit float: -7{31}\\.\\.\\.$"),
+    ],
+)
+def test_numbers_json_readers_refuse_or_cannot_hold_are_invalid(number: str, reason: str) -> None:
+    with pytest.raises(InvalidEvent, match=reason):
+        decode(b'{"v": "2", "payload": {"x": [1, %s]}}' % number.encode())
+
+
+@pytest.mark.parametrize("number", ["1.7976931348623157e308", "9" * 308, "-0", "1e-400"])
+def test_numbers_a_64_bit_float_holds_are_kept(number: str) -> None:
+    with pytest.raises(InvalidEvent, match="invalid InternalEventV2"):  # past the numbers
+        decode(b'{"v": "2", "payload": {"x": %s}}' % number.encode())
+
+
+def test_nothing_published_carries_nan_or_an_infinity() -> None:
+    """A value set after decoding (a step's annotation) is refused, not written as ``NaN``."""
+    document = json.loads(example_events()[0].read_text())
+    score = {"id": "a1", "kind": "score", "source": "rules", "createdAt": "2026-01-01T00:00:00Z"}
+    for value in (float("nan"), float("inf")):
+        event = from_document({**document, "annotations": [{**score, "score": value}]})
+        with pytest.raises(ValueError, match="not JSON compliant"):
+            encode(event)

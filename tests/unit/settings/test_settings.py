@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
+from pydantic import ValidationError
 
 from llm_bot.settings import Settings, SettingsError, load_settings
 
@@ -160,3 +161,65 @@ def test_bitbrats_max_retries_is_accepted_and_ignored(
 def test_settings_can_still_be_given_by_our_name() -> None:
     assert load_settings(OPENAI_MODEL="m").openai_model == "m"
     assert load_settings(openai_model="m").openai_model == "m"
+
+
+PASSWORD = "hunter2-Sekrit"
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        (f"postgresql://bob:{PASSWORD} x@db.internal/app", "the password holds a space"),
+        (f"postgresql://bob:{PASSWORD}%zz@db.internal/app", "the password holds a % without"),
+        (f"postgresql://bob:{PASSWORD}%@db.internal/app", "the password holds a % without"),
+        (f"postgresql://bob:{PASSWORD}%00@db.internal/app", "the password holds %00"),
+        (f"postgresql://bob:{PASSWORD}\t@db.internal/app", "control character"),
+        (f"postgresql://bob:{PASSWORD}@x@db.internal/app", "the host holds '@'"),
+        (f"postgresql://bob:{PASSWORD}/x@db.internal/app", "the database name holds '@'"),
+        (f"mysql://bob:{PASSWORD}@db.internal/app", "scheme must be postgresql://"),
+        (f"postgresql://bob:{PASSWORD}@db.internal:99999/app", "a port is not a number"),
+        (f"postgresql://bob:{PASSWORD}@db.internal/app?port=x", "a port is not a number"),
+        (f"postgresql://bob:{PASSWORD}@db.internal/app?colour=red", "parameter 'colour'"),
+        (f"postgresql://bob:{PASSWORD}@db.internal/app?sslmode=%zz", "after ? holds a %"),
+        (f"host=db.internal password={PASSWORD} x", "not a postgresql:// URL"),
+        (PASSWORD, "not a postgresql:// URL"),
+    ],
+)
+def test_a_malformed_database_url_names_its_flaw_and_never_shows_the_password(
+    url: str, problem: str
+) -> None:
+    with pytest.raises(SettingsError) as raised:
+        load_settings(DATABASE_URL=url)
+    message = str(raised.value)
+    assert message.startswith("DATABASE_URL: ")
+    assert problem in message
+    assert PASSWORD not in message
+    assert "\n" not in message
+    with pytest.raises(ValidationError) as rendered:  # wherever pydantic's error is printed
+        Settings(DATABASE_URL=url)  # type: ignore[call-arg]
+    assert PASSWORD not in str(rendered.value)
+    assert PASSWORD not in repr(rendered.value)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://postgres@/postgres?host=/srv/postgres&port=5432",  # llm-bot dev's
+        "postgres://bob:p%40ss%2Fw%20rd@db.internal:5432/app?sslmode=require",
+        "postgresql://bob:p:ss?word@db.internal/app",  # libpq ends the password at '@'
+        "postgresql://bob:pw@[::1]:5432,db2.internal:5433/app",
+        "postgresql://bob:pw@/app?host=/cloudsql/project:region:instance",
+        "host=/tmp dbname=app user=bob password='p w'",
+    ],
+)
+def test_well_formed_database_urls_are_kept_as_given(url: str) -> None:
+    settings = load_settings(DATABASE_URL=url)
+    assert settings.database_url is not None
+    assert settings.database_url.get_secret_value() == url
+
+
+def test_an_empty_database_url_is_unset_and_surrounding_whitespace_is_no_part_of_one() -> None:
+    assert load_settings(DATABASE_URL=" ").database_url is None
+    settings = load_settings(DATABASE_URL=" postgresql://bob:pw@db.internal/app\n")
+    assert settings.database_url is not None
+    assert settings.database_url.get_secret_value() == "postgresql://bob:pw@db.internal/app"
