@@ -95,7 +95,7 @@ async def test_a_hostile_notes_line_stalls_no_one(
     finally:
         worker.kill()
     assert correlation_ids(answers) == {edit.correlation_id, neighbour.correlation_id}
-    assert statuses and set(statuses) == {200}
+    assert set(statuses) == {200}  # asked at least once, answered every time
     with psycopg.connect(bus.environment["DATABASE_URL"]) as connection:
         row = connection.execute(
             "SELECT content FROM agent_notes WHERE user_id = %s", (user_id_of(edit),)
@@ -122,4 +122,4 @@ async def test_a_prompt_of_many_mays_stalls_no_one(
     finally:
         worker.kill()
     assert correlation_ids(answers) == {mays.correlation_id, neighbour.correlation_id}
-    assert statuses and set(statuses) == {200}
+    assert set(statuses) == {200}  # asked at least once, answered every time
