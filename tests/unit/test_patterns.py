@@ -42,8 +42,9 @@ SIZE = 10_000
 BOUND_S = 2.0
 # Only for a child that hangs some other way: the bound is kept by the kernel (RLIMIT_CPU).
 WALL_TIMEOUT_S = 120
-RE_FUNCTIONS = {"compile", "search", "match", "fullmatch", "findall", "finditer", "sub", "subn"}
-RE_FUNCTIONS |= {"split"}
+RE_FUNCTIONS = frozenset(
+    {"compile", "search", "match", "fullmatch", "findall", "finditer", "sub", "subn", "split"}
+)
 FLAGS_ARGUMENT = {"compile": 1, "sub": 4, "subn": 4, "split": 3}  # else 2: (pattern, text, flags)
 # Characters tried against every character class, besides those the pattern names.
 POOL = " \t\n\r\x0baA1_-.:!#@[]{}()<>'\"/\\,;=~*+?|$^&%"
@@ -299,7 +300,8 @@ def run_probe(found: Found) -> str | None:
     )
     lines = [json.loads(line) for line in child.stdout.splitlines()]
     if child.returncode == -signal.SIGXCPU:
-        return f"ended by the kernel past {BOUND_S:g} CPU seconds, in {lines[-1].get('trying')}"
+        running = next((line["trying"] for line in reversed(lines) if "trying" in line), "")
+        return f"ended by the kernel past {BOUND_S:g} CPU seconds, in {running or 'its start'}"
     assert child.returncode == 0, f"{found.where}: the probe failed: {child.stderr}"
     times = {
         tried["trying"]: took["took"] for tried, took in zip(lines[::2], lines[1::2], strict=True)
