@@ -13,6 +13,7 @@ provider live in [-1, 1]. Both providers embed :func:`embeddable` texts: at most
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import math
 import sys
 import threading
@@ -44,9 +45,10 @@ INPUT_REJECTED_STATUSES = frozenset({400, 413, 422})
 MAX_CHARS: int = Settings.model_fields["embedding_max_chars"].default
 # A cached vector holds Python floats: a list slot (8 bytes) and a float object each.
 _BYTES_PER_FLOAT = 8 + sys.getsizeof(0.0)
+_KEY_BYTES = sys.getsizeof(hashlib.sha256().digest())
 # Room for the few texts of each of LLM_BOT_MAX_IN_FLIGHT (32) events between an upsert's
 # duplicate check and its put, even at 3072 dimensions (about 100 kB an entry): some 680 entries
-# at text-embedding-3-small's 1536 (about 50 kB), a little more than the 512 it counted before.
+# at text-embedding-3-small's 1536 (about 50 kB).
 CACHE_BYTES = 32 * 2**20
 
 
@@ -222,52 +224,58 @@ def embedder_from_settings(settings: Settings) -> OpenAIEmbedder | LocalEmbedder
     )
 
 
-def entry_bytes(text: str, vector: Sequence[float]) -> int:
-    """What one cache entry holds in memory: the key string as CPython stores it (1 to 4 bytes
-    a character, so a 1 MB prompt counts fully) and the vector's floats. Measured rather than
-    encoded: a key may hold a lone surrogate, which has no UTF-8 length."""
-    return sys.getsizeof(text) + len(vector) * _BYTES_PER_FLOAT
+def cache_key(model: str, text: str) -> bytes:
+    """What the cache files the vector of ``text`` under: a SHA-256 of the model and the text.
+    ``surrogatepass``: a model's text may hold a lone surrogate, which strict UTF-8 refuses."""
+    return hashlib.sha256(f"{model}\0{text}".encode("utf-8", "surrogatepass")).digest()
+
+
+def entry_bytes(vector: Sequence[float]) -> int:
+    """What one cache entry holds in memory: its key (a digest) and the vector's floats."""
+    return _KEY_BYTES + len(vector) * _BYTES_PER_FLOAT
 
 
 class CachingEmbedder:
-    """Remembers the texts it embedded last, least recently used out first: an upsert embeds its
+    """Remembers the vectors it made last, least recently used out first: an upsert embeds its
     content for the duplicate check and again inside the store's put, and only the first should
     cost a request.
 
-    The cache is bounded by bytes (:func:`entry_bytes`), not entries: a key may be a prompt of up
-    to a megabyte, so 512 entries could have held half a gigabyte. ``max_bytes`` is a constant
-    (``CACHE_BYTES``), not a setting: it only has to hold what events in flight embed twice, a
-    need fixed by the code, not by the deployment, so there is nothing for an operator to tune.
+    Entries are filed under a hash of the model and the text (:func:`cache_key`), so the cache
+    holds no text: words a user had erased do not live on in a worker's memory, and a prompt
+    of a megabyte costs its entry no more than a word does. The cache is bounded by bytes
+    (:func:`entry_bytes`), not entries, since a vector's size is the model's (384 to 3072
+    floats). ``max_bytes`` is a constant (``CACHE_BYTES``), not a setting: it only has to hold
+    what events in flight embed twice, a need fixed by the code, not by the deployment, so there
+    is nothing for an operator to tune.
     """
 
     def __init__(self, inner: Embedder, max_bytes: int = CACHE_BYTES) -> None:
         self._inner = inner
         self._max_bytes = max_bytes
         self._bytes = 0
-        self._cache: OrderedDict[str, list[float]] = OrderedDict()
+        self._cache: OrderedDict[bytes, list[float]] = OrderedDict()
         self.model = inner.model
 
     async def dimensions(self) -> int:
         return await self._inner.dimensions()
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        vectors = {t: self._cache[t] for t in texts if t in self._cache}
+        keys = {text: cache_key(self.model, text) for text in texts}
+        vectors = {text: self._cache[key] for text, key in keys.items() if key in self._cache}
         for text in vectors:
-            self._cache.move_to_end(text)
-        missing = [t for t in dict.fromkeys(texts) if t not in vectors]
+            self._cache.move_to_end(keys[text])
+        missing = [text for text in keys if text not in vectors]
         if missing:
             for text, vector in zip(missing, await self._inner.embed(missing), strict=True):
                 vectors[text] = vector
-                self._remember(text, vector)
-        return [vectors[t] for t in texts]
+                self._remember(keys[text], vector)
+        return [vectors[text] for text in texts]
 
-    def _remember(self, text: str, vector: list[float]) -> None:
-        """An entry over the whole budget is not kept: it would only push every other one out."""
-        size = entry_bytes(text, vector)
-        if text in self._cache or size > self._max_bytes:
-            return  # a concurrent call has cached it meanwhile, or it can never fit
-        self._cache[text] = vector
-        self._bytes += size
+    def _remember(self, key: bytes, vector: list[float]) -> None:
+        if key in self._cache:
+            return  # a concurrent call has cached it meanwhile
+        self._cache[key] = vector
+        self._bytes += entry_bytes(vector)
         while self._bytes > self._max_bytes:
-            old_text, old_vector = self._cache.popitem(last=False)
-            self._bytes -= entry_bytes(old_text, old_vector)
+            _, old_vector = self._cache.popitem(last=False)
+            self._bytes -= entry_bytes(old_vector)

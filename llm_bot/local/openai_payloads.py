@@ -22,7 +22,9 @@ JsonObject = dict[str, Any]
 
 DEFAULT_EMBEDDING_DIMENSIONS = 384
 
-_CUE = re.compile(r"\[\[tool:(?P<name>[A-Za-z0-9_.-]+)\s*(?P<args>\{.*?\})?\s*\]\]", re.DOTALL)
+# One optional run of spaces between the name and "]]" when there are no arguments: two runs
+# around an optional group would try every split of a long run of spaces before failing.
+_CUE = re.compile(r"\[\[tool:(?P<name>[A-Za-z0-9_.-]+)\s*(?:(?P<args>\{.*?\})\s*)?\]\]", re.DOTALL)
 _WORD = re.compile(r"\w+")
 # An embeddings input holding this cue is refused (400), as a real endpoint refuses an input it
 # cannot take (one over the model's limit, say): a test can make one text of a request bad.

@@ -10,6 +10,10 @@ or meaning, never a filter, because people also tell in July what they did in Ju
 Only absolute names are read: a month (English, capitalised "May" only where it is plainly
 the month: "in May", "last May", "May 2023"), a year (1900-2099). "Last May" is any May:
 recall has no clock of its own, and in a history of one year it is the same month.
+
+The question is user text, so hostile: the work is linear in its length (whether "May" is the
+month is decided once per text, not once per "may"), and recall gives it no more of the text
+than its words are searched by (:data:`llm_bot.memory.search.QUERY_MAX_CHARS`).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ MONTHS = (
     *("january", "february", "march", "april", "may", "june"),
     *("july", "august", "september", "october", "november", "december"),
 )
+MAY = MONTHS.index("may") + 1
 _MONTH = re.compile(r"\b(" + "|".join(MONTHS) + r")\b", re.IGNORECASE)
 _YEAR = re.compile(r"\b(19\d\d|20\d\d)\b")
 # "may" is also a verb: the month only when capitalised beside a preposition or a number.
@@ -43,11 +48,9 @@ class DateWindow:
 
 def date_window(text: str) -> DateWindow | None:
     """The months and years ``text`` names, or None when it names none."""
-    months = {
-        MONTHS.index(match.group(1).lower()) + 1
-        for match in _MONTH.finditer(text)
-        if match.group(1).lower() != "may" or _MAY.search(text)
-    }
+    months = {MONTHS.index(month.lower()) + 1 for month in _MONTH.findall(text)}
+    if MAY in months and _MAY.search(text) is None:
+        months.remove(MAY)
     years = {int(year) for year in _YEAR.findall(text)}
     if not months and not years:
         return None

@@ -3,11 +3,15 @@
 The model curates it with ``manage_long_term_memory``; sections are Markdown headers, and a
 section runs from its header to the next header of the same or a higher level. Operations are
 pure functions on the text so they are easy to reason about and to test; storage is elsewhere.
+
+Headers are read with string methods, in time linear in the line: the text is the model's, so
+hostile, and a regular expression for a header's optional closing run of ``#`` between
+optional spaces tries every split of a long run of spaces and ``#``, cubic in its length: one
+line of 3,000 characters held the event loop for a minute on every later section operation.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Literal, get_args
 
 NotesOperation = Literal[
@@ -20,7 +24,7 @@ NotesOperation = Literal[
     "delete_all_notes",
 ]
 OPERATIONS: tuple[NotesOperation, ...] = get_args(NotesOperation)
-HEADER = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+MAX_HEADER_LEVEL = 6
 
 
 class NotesError(ValueError):
@@ -69,21 +73,31 @@ def _join(*parts: str) -> str:
     return "\n\n".join(part.strip("\n") for part in parts if part.strip())
 
 
+def header_of(line: str) -> tuple[int, str] | None:
+    """(level, title) of a Markdown ATX header line, else None: one to six ``#``, whitespace,
+    the title, then optionally a closing run of ``#`` and whitespace (``## Food ##``)."""
+    level = len(line) - len(line.lstrip("#"))
+    rest = line[level:]
+    if not 1 <= level <= MAX_HEADER_LEVEL or not rest[:1].isspace():
+        return None
+    return level, rest.strip().rstrip("#").rstrip()
+
+
 def _section(notes: str, header: str) -> tuple[int, int]:
     """Character span of the section titled ``header`` (with or without its ``#`` marks)."""
     wanted = header.lstrip("#").strip().casefold()
     lines = notes.splitlines(keepends=True)
     offset, start, level = 0, -1, 0
     for line in lines:
-        match = HEADER.match(line.rstrip("\n"))
-        if match:
-            depth, title = len(match.group(1)), match.group(2).strip().casefold()
+        found = header_of(line.rstrip("\n"))
+        if found:
+            depth, title = found
             if start >= 0 and depth <= level:
                 return start, offset
-            if start < 0 and title == wanted:
+            if start < 0 and title.casefold() == wanted:
                 start, level = offset, depth
         offset += len(line)
     if start < 0:
-        titles = [m.group(2) for m in (HEADER.match(x.rstrip("\n")) for x in lines) if m]
+        titles = [found[1] for found in map(header_of, (x.rstrip("\n") for x in lines)) if found]
         raise NotesError(f"no section {header!r}; sections: {', '.join(titles) or 'none'}")
     return start, offset

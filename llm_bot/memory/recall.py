@@ -4,7 +4,8 @@ One SQL statement over ``conversation_turns`` of one user only finds the candida
 nearest turns by embedding, and the best turns by BM25 over their full-text vectors, each side
 ``pool`` deep, then the turns around those (``NEIGHBOUR_REACH`` either side in the thread).
 Python fuses the two scores of every candidate (:mod:`llm_bot.memory.fusion`) and prefers
-turns written in a month or year the question names (:mod:`llm_bot.memory.dates`). Messages
+turns written in a month or year the question names (:mod:`llm_bot.memory.dates`). Words and
+dates are read from the question's beginning (:func:`llm_bot.memory.search.query_text`). Messages
 already in the window are excluded; the ones shown to the model are put back in time order by
 context assembly, so it reads them as the conversation they were.
 
@@ -34,7 +35,7 @@ from psycopg import AsyncConnection
 
 from llm_bot.memory.dates import DATE_BONUS, date_window
 from llm_bot.memory.fusion import NEIGHBOUR_REACH, fused, with_neighbours
-from llm_bot.memory.search import SearchMode, fused_candidates
+from llm_bot.memory.search import SearchMode, fused_candidates, query_text
 
 STATS_TURNS = 1000
 BM25_K1 = 1.2  # the textbook saturation and length normalisation, not fitted to any data set
@@ -164,7 +165,7 @@ async def recall_turns(
     dense = with_neighbours({key: float(row["similarity"]) for key, row in by_key.items()})
     lexical = with_neighbours({key: float(row["keyword_score"]) for key, row in by_key.items()})
     scores = fused(dense, lexical, use_dense=mode != "lexical", use_lexical=mode != "dense")
-    window = date_window(text)
+    window = date_window(query_text(text))
     if window is not None:
         for key, row in by_key.items():
             scores[key] += DATE_BONUS if window.holds(row["created_at"]) else 0.0

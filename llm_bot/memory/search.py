@@ -10,6 +10,14 @@ keeps noise out, though the shared rare word is the best evidence there is.
 
 The query runs on LangGraph's own tables (``store``, ``store_vectors``): the store has no
 full-text search, and one statement with one query embedding beats two round trips.
+
+A query's words are read from its first ``QUERY_MAX_CHARS`` characters, the beginning the
+embedder reads too (:func:`llm_bot.llm.embeddings.embeddable`): both sides of a search then
+look at the same text, and the full-text side stays bounded. ``to_tsvector`` and
+``to_tsquery`` cost time and stack in the number of words: a prompt of 360 KB (an event may
+carry a megabyte) took 7-22 s a query, and one of 630 KB failed with "stack depth limit
+exceeded". The constant is the embedder's default (``MEMORY_EMBEDDING_MAX_CHARS``), not the
+setting: a deployment that embeds more of a prompt does not make every query parse more.
 """
 
 from __future__ import annotations
@@ -23,8 +31,10 @@ from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
 from llm_bot.db.vectors import vector_param
+from llm_bot.llm.embeddings import MAX_CHARS
 
 RRF_K = 60
+QUERY_MAX_CHARS = MAX_CHARS
 SearchMode = Literal["hybrid", "dense", "lexical"]
 
 # Full-text: the query's lexemes OR-ed together, so a question matches any of its words.
@@ -112,7 +122,7 @@ async def fused_candidates(
     statement for its parameters every time (the connection's default is to prepare)."""
     parameters = {
         **scope,
-        "text": text,
+        "text": query_text(text),
         "vector": vector_param(vector),
         "pool": pool,
         "use_dense": mode != "lexical",
@@ -121,6 +131,11 @@ async def fused_candidates(
     async with connection.cursor(row_factory=dict_row) as cursor:
         await cursor.execute(sql, parameters, prepare=prepare)
         return await cursor.fetchall()
+
+
+def query_text(text: str) -> str:
+    """What of a query its words are read from: its first ``QUERY_MAX_CHARS`` characters."""
+    return text[:QUERY_MAX_CHARS]
 
 
 def best(hits: Iterable[R], limit: int) -> list[R]:

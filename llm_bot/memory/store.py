@@ -88,15 +88,32 @@ class MemoryStore:
     @classmethod
     @asynccontextmanager
     async def open(
-        cls, database_url: str, embedder: Embedder, options: StoreOptions
+        cls,
+        database_url: str,
+        embedder: Embedder,
+        options: StoreOptions,
+        *,
+        statement_timeout_ms: int = 0,
     ) -> AsyncIterator[MemoryStore]:
-        """Connect, create or check the schema, and close everything on the way out."""
+        """Connect, create or check the schema, and close everything on the way out.
+
+        ``statement_timeout_ms`` (``MEMORY_STATEMENT_TIMEOUT_MS``; 0: none) is set on each of
+        the pool's connections as it is made, so the server itself ends a runaway statement,
+        whoever runs it (LangGraph's store included) and even if the worker is gone. Set by a
+        statement, not by the URL's ``options``, which a URL may already carry (a search path)."""
+
+        async def configure(connection: AsyncConnection[Any]) -> None:
+            await connection.execute(
+                "SELECT set_config('statement_timeout', %s, false)", (f"{statement_timeout_ms}ms",)
+            )
+
         pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
             database_url,
             min_size=1,
             max_size=options.pool_max_size,
             timeout=options.connect_timeout_s,
             kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+            configure=configure if statement_timeout_ms else None,
             open=False,
         )
         await pool.open(wait=True, timeout=options.connect_timeout_s)

@@ -44,7 +44,11 @@ def store_options(settings: Settings) -> StoreOptions:
 
 
 @asynccontextmanager
-async def open_memory_store(settings: Settings) -> AsyncIterator[MemoryStore]:
+async def open_memory_store(
+    settings: Settings, *, bounded: bool = True
+) -> AsyncIterator[MemoryStore]:
+    """``bounded``: each statement ends at ``MEMORY_STATEMENT_TIMEOUT_MS``. Setting the store
+    up is not bounded: LangGraph's migrations may build a vector index over a full table."""
     if settings.database_url is None:
         raise ValueError("DATABASE_URL is not set")
     embedder = embedder_from_settings(settings)
@@ -55,6 +59,7 @@ async def open_memory_store(settings: Settings) -> AsyncIterator[MemoryStore]:
             settings.database_url.get_secret_value(),
             CachingEmbedder(BatchingEmbedder(embedder, settings.embedding_batch_wait_ms / 1000)),
             store_options(settings),
+            statement_timeout_ms=settings.memory_statement_timeout_ms if bounded else 0,
         ) as store:
             yield store
     finally:
@@ -64,7 +69,7 @@ async def open_memory_store(settings: Settings) -> AsyncIterator[MemoryStore]:
 async def set_up_memory_store(settings: Settings) -> int:
     """Create the store's tables (``llm-bot migrate``); returns their vector size. The
     embeddings endpoint is asked only when ``MEMORY_EMBEDDING_DIMENSIONS`` is unset."""
-    async with open_memory_store(settings) as store:
+    async with open_memory_store(settings, bounded=False) as store:
         return store.dimensions
 
 

@@ -1,13 +1,16 @@
-"""The embeddings cache is bounded by the bytes it holds, least recently used out first."""
+"""The embeddings cache is bounded by the bytes it holds, least recently used out first, and
+holds no text: its entries are filed under hashes."""
 
 from __future__ import annotations
+
+import gc
 
 from llm_bot.llm.embeddings import CachingEmbedder, OpenAIEmbedder, entry_bytes
 from llm_bot.local.openai_payloads import DEFAULT_EMBEDDING_DIMENSIONS
 from llm_bot.local.openai_server import EMBEDDINGS_PATH, LocalModelServer
 
-SMALL = ["memory one", "memory two", "memory six", "memory ten"]  # all of one size
-SMALL_BYTES = entry_bytes(SMALL[0], [0.0] * DEFAULT_EMBEDDING_DIMENSIONS)
+SMALL = ["memory one", "memory two", "memory six", "memory ten"]
+SMALL_BYTES = entry_bytes([0.0] * DEFAULT_EMBEDDING_DIMENSIONS)
 
 
 def sent(server: LocalModelServer) -> list[str]:
@@ -39,31 +42,42 @@ async def test_the_least_recently_used_text_goes_first(
     assert sent(embedding_server) == [b]
 
 
-async def test_a_long_text_takes_the_room_of_several_short_ones(
+async def test_a_long_text_costs_its_entry_what_a_short_one_does(
     embedding_server: LocalModelServer, inner: OpenAIEmbedder
 ) -> None:
     cache = CachingEmbedder(inner, max_bytes=4 * SMALL_BYTES)
-    long = "l" * int(1.5 * SMALL_BYTES)  # costs about 2.5 short entries: its key and its vector
-    await cache.embed(SMALL)
-    await cache.embed([long])
+    long = "l" * (5 * SMALL_BYTES)
+    await cache.embed([*SMALL[:3], long])
     sent(embedding_server)
 
-    await cache.embed([SMALL[3], long])
+    await cache.embed([*SMALL[:3], long])
     assert sent(embedding_server) == []
-    await cache.embed(SMALL[:3])
-    assert sent(embedding_server) == SMALL[:3]
 
 
-async def test_a_text_larger_than_the_cache_is_not_kept_and_evicts_nothing(
+def strings_held_by(cache: CachingEmbedder) -> list[str]:
+    """Every string reachable from the cache's own state (not from the embedder it wraps)."""
+    inner = vars(cache)["_inner"]
+    seen, found, todo = {id(inner)}, [], [vars(cache)]
+    while todo:
+        item = todo.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, str):
+            found.append(item)
+        else:
+            todo.extend(gc.get_referents(item))
+    return found
+
+
+async def test_the_cache_holds_no_text(
     embedding_server: LocalModelServer, inner: OpenAIEmbedder
 ) -> None:
-    cache = CachingEmbedder(inner, max_bytes=4 * SMALL_BYTES)
-    huge = "h" * (5 * SMALL_BYTES)
-    await cache.embed(SMALL)
-    first = await cache.embed([huge])
+    cache = CachingEmbedder(inner)
+    secret = "my diagnosis is a secret " + "x" * 50
+    first = await cache.embed([secret])
     sent(embedding_server)
 
-    await cache.embed(SMALL)
-    assert sent(embedding_server) == []
-    assert await cache.embed([huge]) == first
-    assert sent(embedding_server) == [huge[:8000]]
+    assert await cache.embed([secret]) == first
+    assert sent(embedding_server) == []  # a hit
+    assert not [text for text in strings_held_by(cache) if "diagnosis" in text]

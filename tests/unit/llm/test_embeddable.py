@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from llm_bot.llm.embeddings import embeddable, entry_bytes
+from llm_bot.llm.embeddings import cache_key, embeddable, entry_bytes
 
 
 def test_a_text_is_cut_to_max_chars() -> None:
@@ -22,8 +22,12 @@ def test_characters_beyond_the_basic_plane_are_kept() -> None:
 
 
 def test_an_entry_costs_its_key_and_its_floats() -> None:
-    vector = [0.5] * 384
+    assert entry_bytes([0.5] * 768) - entry_bytes([0.5] * 384) == 384 * 32
 
-    assert entry_bytes("k" * 1001, vector) - entry_bytes("k", vector) == 1000
-    assert entry_bytes("k", [0.5] * 768) - entry_bytes("k", vector) == 384 * 32
-    assert entry_bytes("\ud800", vector) > entry_bytes("k", vector)  # no UTF-8 length needed
+
+def test_a_cache_key_is_a_digest_of_model_and_text() -> None:
+    key = cache_key("small", "k" * 1_000_000)
+
+    assert len(key) == 32
+    assert key != cache_key("large", "k" * 1_000_000)
+    assert cache_key("small", "\ud800") != cache_key("small", "\ud801")  # no UTF-8 form needed

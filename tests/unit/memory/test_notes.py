@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-import pytest
+import re
+import subprocess
+import sys
 
-from llm_bot.memory.notes import NotesError, apply_operation
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from llm_bot.memory.notes import NotesError, apply_operation, header_of
 
 NOTES = """# Profile
 Name: Ana
@@ -76,3 +82,50 @@ def test_bad_requests_are_named(
 ) -> None:
     with pytest.raises(NotesError, match=reason):
         apply(operation, content, header)
+
+
+# What a header line meant when it was read by this regular expression (cubic on hostile text,
+# so kept here only as the reference for short lines).
+REFERENCE_HEADER = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+
+
+@given(st.text(alphabet="# \tx#\r\x0c\x1c\xa0\u2028a", max_size=14))
+def test_headers_read_as_the_markdown_regex_reads_them(line: str) -> None:
+    match = REFERENCE_HEADER.match(line)
+    assert header_of(line) == (None if match is None else (len(match.group(1)), match.group(2)))
+
+
+@pytest.mark.parametrize(
+    ("line", "header"),
+    [
+        ("## Food ##", (2, "Food")),
+        ("# C# ", (1, "C")),
+        ("###### six", (6, "six")),
+        ("####### seven", None),
+        ("#no space", None),
+        ("#   ##", (1, "")),
+    ],
+)
+def test_header_lines(line: str, header: tuple[int, str] | None) -> None:
+    assert header_of(line) == header
+
+
+HOSTILE_LINE = "# x" + " " * 7000 + "#####x"
+# In a child process: a regular expression in C cannot be interrupted, and the cubic one took
+# minutes on this line (a timeout here only catches a blow-up, never a slow machine).
+SECTION_OPERATION_ON_HOSTILE_NOTES = f"""
+from llm_bot.memory.notes import apply_operation
+notes = "# Food\\nVegan.\\n" + {HOSTILE_LINE!r} + "\\n# Work\\nBaker.\\n"
+print(apply_operation(notes, "delete_section_by_header", None, "Work", max_chars=8000)[-9:])
+"""
+
+
+def test_a_hostile_header_line_costs_time_linear_in_its_length() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", SECTION_OPERATION_ON_HOSTILE_NOTES],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert done.stdout.strip() == "#####x"
