@@ -58,7 +58,7 @@ mine AS MATERIALIZED (
     SELECT s.key, to_tsvector('english', s.value->>'content') AS document
     FROM store s
     WHERE s.prefix = %(prefix)s AND %(use_lexical)s
-      AND (%(include_private)s OR coalesce(s.value->>'learnedIn', 'public') = 'public')
+      AND (%(include_private)s OR coalesce(s.value->>'learnedIn', 'dm') = 'public')
 ),
 lexical AS (
     SELECT mine.key,
@@ -75,7 +75,7 @@ JOIN store s ON s.prefix = %(prefix)s AND s.key = hit.key
 JOIN store_vectors v ON v.prefix = s.prefix AND v.key = s.key AND v.field_name = 'content'
 LEFT JOIN dense ON dense.key = hit.key
 LEFT JOIN lexical ON lexical.key = hit.key
-WHERE %(include_private)s OR coalesce(s.value->>'learnedIn', 'public') = 'public'
+WHERE %(include_private)s OR coalesce(s.value->>'learnedIn', 'dm') = 'public'
 """
 
 
