@@ -161,8 +161,10 @@ async def test_rate_limit_then_success_is_ok_after_a_retry(server: LocalModelSer
 
 async def test_model_down_past_the_retries_is_a_retryable_error(server: LocalModelServer) -> None:
     server.fail_next(1000, status=500)
+    # Retries stop before a backoff that would end past the deadline: 2 s leaves room for a
+    # second attempt even when the first answer is slow on a loaded machine.
     result = await process_event(
-        graph(), context(model_client(server, deadline_s=0.6)), event("hi")
+        graph(), context(model_client(server, deadline_s=2.0)), event("hi")
     )
     assert result.outcome == "ERROR"
     assert result.retryable
