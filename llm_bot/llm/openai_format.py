@@ -145,10 +145,12 @@ def _part_texts(parts: list[Any]) -> Iterator[str]:
 def responses_request(
     messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], *, max_tokens: int | None = None
 ) -> dict[str, Any]:
-    """The Responses API names the same limit as :func:`chat_request` ``max_output_tokens``."""
+    """The Responses API names the same limit as :func:`chat_request` ``max_output_tokens``.
+    Messages go as input items, each with its role, never joined into one text: a line of a
+    user's text could otherwise pass for a line of another role."""
     system = [m.content for m in messages if m.role == "system"]
-    lines = [_flattened(m) for m in messages if m.role != "system"]
-    request: dict[str, Any] = {"input": "\n".join(lines)}
+    items = [item for m in messages if m.role != "system" for item in _input_items(m)]
+    request: dict[str, Any] = {"input": items}
     if max_tokens is not None:
         request["max_output_tokens"] = max_tokens
     if system:
@@ -166,10 +168,19 @@ def responses_request(
     return request
 
 
-def _flattened(message: ChatMessage) -> str:
-    calls = "".join(f" [called {c.name}({c.arguments}) as {c.id}]" for c in message.tool_calls)
-    source = f" [result of {message.tool_call_id}]" if message.role == "tool" else ""
-    return f"({message.role}){source} {message.content}{calls}".rstrip()
+def _input_items(message: ChatMessage) -> list[dict[str, Any]]:
+    """One message as Responses API input items: a tool result is its call's output, a model
+    turn that called tools is its text (if any) and one item per call."""
+    if message.role == "tool":
+        output = {"call_id": message.tool_call_id, "output": message.content}
+        return [{"type": "function_call_output", **output}]
+    items: list[dict[str, Any]] = []
+    if message.content or not message.tool_calls:
+        items.append({"role": message.role, "content": message.content})
+    for call in message.tool_calls:
+        fields = {"call_id": call.id, "name": call.name, "arguments": call.arguments}
+        items.append({"type": "function_call", **fields})
+    return items
 
 
 def parse_responses_reply(response: Response) -> ModelReply:

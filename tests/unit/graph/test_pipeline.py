@@ -238,10 +238,13 @@ async def test_responses_api_mode(server: LocalModelServer) -> None:
     result = await process_event(graph(), context(client), event("first", "second"))
     request = server.chat_requests()[0]
     assert request["instructions"] == "You are terse."
-    assert request["input"] == (
-        "(user) " + REQUESTING_USER + "\n\n## [Task]\n- first\n- second"
-        "\n\n## [Input]\nHello from the chatbot in a channel!"
-    )
+    assert request["input"] == [
+        {
+            "role": "user",
+            "content": REQUESTING_USER + "\n\n## [Task]\n- first\n- second"
+            "\n\n## [Input]\nHello from the chatbot in a channel!",
+        }
+    ]
     assert result.candidate is not None
     assert result.candidate.text == "from responses"
 
