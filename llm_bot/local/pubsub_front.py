@@ -10,8 +10,9 @@ Real Pub/Sub drops a stream with its connection.
 
 Workers under test reach the emulator through this front. Every call is passed through as
 bytes; when a client cancels or disconnects, the front ends the call's request stream towards
-the emulator, which then closes its stream as real Pub/Sub would: what the client held comes
-back once its lease runs out, and nothing more is taken for it.
+the emulator, which then closes its stream as real Pub/Sub would: what the client held, and
+what the emulator sent in the moment it took to notice, comes back once its lease runs out;
+nothing later is taken for it.
 """
 
 from __future__ import annotations
