@@ -9,12 +9,21 @@ import pytest
 
 from llm_bot.local.embedded_postgres import EmbeddedPostgres
 from llm_bot.local.pubsub_emulator import PubSubEmulator
+from llm_bot.local.pubsub_front import PubSubFront
 
 
 @pytest.fixture(scope="session")
 def pubsub_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PubSubEmulator]:
     with PubSubEmulator(tmp_path_factory.mktemp("pubsub"), project="llm-bot-test") as emulator:
         yield emulator
+
+
+@pytest.fixture(scope="session")
+def pubsub_front(pubsub_emulator: PubSubEmulator) -> Iterator[PubSubFront]:
+    """Where workers under test reach the emulator: it releases the stream of a worker that
+    stopped or was killed, as real Pub/Sub does (see :mod:`llm_bot.local.pubsub_front`)."""
+    with PubSubFront(pubsub_emulator.host) as front:
+        yield front
 
 
 @pytest.fixture(scope="session")

@@ -11,4 +11,5 @@ __all__ = [
     "openai_payloads",
     "openai_server",
     "pubsub_emulator",
+    "pubsub_front",
 ]

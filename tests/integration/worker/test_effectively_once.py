@@ -58,9 +58,7 @@ async def test_a_stored_but_unconfirmed_output_is_published_again_without_the_mo
     egress = bus.tap(bus.egress_topic)
     async with running_worker(bus.settings()) as worker:
         bus.publish_event(event)
-        # The emulator may first hand the message to the stream the previous worker closed;
-        # it comes back after the 10 s ack deadline, so allow for that.
-        (message,) = await egress.take(1, timeout_s=60)
+        (message,) = await egress.take(1)
         await wait_until(lambda: worker.stats.acked == 1, 30, "the republication acked")
         # A later copy waits on the republication's claim until its "published" mark (which
         # trails the ack) is committed, then is acked without publishing.

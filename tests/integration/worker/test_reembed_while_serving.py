@@ -99,7 +99,7 @@ async def test_reembed_switches_models_while_a_worker_serves(
             "which volcano do I like?", user="una", thread="travel", egress_topic=bus.egress_topic
         )
         bus.publish_event(question)
-        [answer] = await egress.take(1, timeout_s=60)
+        [answer] = await egress.take(1)
     assert json.loads(answer.data)["correlationId"] == question.correlation_id
     [request] = model_server.chat_requests()
     assert "Eyjafjallajokull" in json.dumps(request["messages"])
