@@ -46,7 +46,7 @@ async def apply_notes_edits(
     connection: AsyncConnection[Any], writes: RunWrites, agent: str, max_chars: int
 ) -> None:
     """The run's edits, applied in the caller's transaction to the row as it is now (locked).
-    An edit that no longer applies (its section is gone, the notes would be too long) is left
+    An edit that does not apply to it (its section is gone, the notes would be too long) is left
     out; the others still apply. Once written in a DM, the notes stay private."""
     user = (writes.user_id, agent)
     await connection.execute(

@@ -1,10 +1,28 @@
-"""What the graph tests of this folder share."""
+"""What the tests of this folder share."""
 
 from __future__ import annotations
 
-import pytest
+from collections.abc import AsyncIterator
+from typing import Any
 
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+
+from llm_bot.db.migrate import migrate
 from llm_bot.local.openai_server import LocalModelServer
+
+Connection = psycopg.AsyncConnection[Any]
+
+
+@pytest.fixture
+async def connection(fresh_database_url: str) -> AsyncIterator[Connection]:
+    """An autocommit connection, rows as dicts, to a fresh database with the schema."""
+    migrate(fresh_database_url)
+    async with await psycopg.AsyncConnection.connect(
+        fresh_database_url, autocommit=True, row_factory=dict_row
+    ) as connection:
+        yield connection
 
 
 @pytest.fixture

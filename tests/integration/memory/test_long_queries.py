@@ -6,32 +6,18 @@ cut), and the words at its start still find what they name."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Any
-
-import psycopg
 import pytest
-from psycopg.rows import dict_row
 
-from llm_bot.db.migrate import migrate
 from llm_bot.db.vectors import vector_param
 from llm_bot.memory.recall import recall_turns
 from llm_bot.memory.store import MemoryStore
 
+from .conftest import Connection
+
 pytestmark = pytest.mark.integration
-Connection = psycopg.AsyncConnection[Any]
 # 450 KB of distinct words: whole, their tsquery fails with "stack depth limit exceeded".
 FLOOD = " ".join(f"w{index}q" for index in range(60_000))
 PROMPT = "did I mention my kayak? " + FLOOD
-
-
-@pytest.fixture
-async def connection(fresh_database_url: str) -> AsyncIterator[Connection]:
-    migrate(fresh_database_url)
-    async with await psycopg.AsyncConnection.connect(
-        fresh_database_url, autocommit=True, row_factory=dict_row
-    ) as connection:
-        yield connection
 
 
 async def test_recall_reads_the_beginning_of_a_huge_prompt(connection: Connection) -> None:

@@ -4,32 +4,20 @@ never a private one in public), and a month named in the question prefers turns 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
-import psycopg
 import pytest
-from psycopg.rows import dict_row
 
-from llm_bot.db.migrate import migrate
 from llm_bot.db.vectors import vector_param
 from llm_bot.memory.recall import recall_turns
 from llm_bot.memory.search import SearchMode
 
+from .conftest import Connection
+
 pytestmark = pytest.mark.integration
 START = datetime(2026, 5, 1, 12, tzinfo=UTC)
-Connection = psycopg.AsyncConnection[Any]
 FAR = [0.0, 0.0, 1.0]  # a vector orthogonal to every query of these tests
-
-
-@pytest.fixture
-async def connection(fresh_database_url: str) -> AsyncIterator[Connection]:
-    migrate(fresh_database_url)
-    async with await psycopg.AsyncConnection.connect(
-        fresh_database_url, autocommit=True, row_factory=dict_row
-    ) as connection:
-        yield connection
 
 
 async def add(
