@@ -101,6 +101,13 @@ class Settings(BaseSettings):
     system_prompt: str | None = Field(None, alias="LLM_BOT_SYSTEM_PROMPT")
     agent_name: str = Field("llm-bot", alias="LLM_BOT_AGENT_NAME")
 
+    # --- personalities (BitBrat's names and defaults) ----------------------------------------
+    # False: personality annotations are ignored (no identity, no constraints, no model).
+    personality_enabled: bool = Field(True, alias="PERSONALITY_ENABLED")
+    personality_max_annotations: NonNegative = Field(3, alias="PERSONALITY_MAX_ANNOTATIONS")
+    personality_max_chars: NonNegative = Field(4000, alias="PERSONALITY_MAX_CHARS")  # 0: no cut
+    personality_cache_ttl_ms: NonNegative = Field(300_000, alias="PERSONALITY_CACHE_TTL_MS")
+
     # --- in-run working set ----------------------------------------------------------------
     memory_max_messages: Count = Field(8, alias="LLM_BOT_MEMORY_MAX_MESSAGES")
     memory_max_chars: Count = Field(8000, alias="LLM_BOT_MEMORY_MAX_CHARS")

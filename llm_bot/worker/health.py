@@ -1,12 +1,13 @@
 """Health and metrics endpoints on ``PORT``: Cloud Run probes, ``llm-bot check``, Prometheus.
 
-``/live`` (or ``/healthz``) answers from the event loop itself, so a stuck loop cannot answer
-it. ``/ready`` (or ``/readyz``) also asks the worker whether it is subscribed and its database
-answers. Google's front end reserves some paths ending in ``z`` (``/healthz`` among them), so
-through ``gcloud run services proxy`` only ``/live`` and ``/ready`` reach the container; the
-``z`` names stay for ``llm-bot check`` and probes elsewhere. ``/metrics`` is the Prometheus
-exposition of the service's OpenTelemetry metrics. A few GET routes do not justify a web
-framework, so this is plain asyncio streams, with every read bounded.
+``/live`` (or ``/healthz``, or BitBrat's ``/livez``) answers from the event loop itself, so a
+stuck loop cannot answer it. ``/ready`` (or ``/readyz``) also asks the worker whether it is
+subscribed and its database answers. Google's front end reserves some paths ending in ``z``
+(``/healthz`` among them), so through ``gcloud run services proxy`` only ``/live`` and
+``/ready`` reach the container; the ``z`` names stay for ``llm-bot check`` and probes
+elsewhere. ``/metrics`` is the Prometheus exposition of the service's OpenTelemetry metrics. A
+few GET routes do not justify a web framework, so this is plain asyncio streams, with every
+read bounded.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ Readiness = Callable[[], Awaitable[tuple[bool, str]]]
 _READ_TIMEOUT_S = 5.0
 _MAX_HEADER_LINES = 100
 _REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
-LIVE_PATHS = ("/live", "/healthz")
+LIVE_PATHS = ("/live", "/healthz", "/livez")
 READY_PATHS = ("/ready", "/readyz")
 
 

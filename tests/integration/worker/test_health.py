@@ -30,6 +30,7 @@ async def test_health_ready_and_check_follow_the_worker(
     monkeypatch.setenv("PORT", str(settings.port))
     async with running_worker(settings):
         assert await asyncio.to_thread(get, settings.port, "/healthz") == 200
+        assert await asyncio.to_thread(get, settings.port, "/livez") == 200  # BitBrat's name
         assert await asyncio.to_thread(readyz, settings.port) == 200
         # The names that pass Google's front end (`gcloud run services proxy`), which keeps
         # some paths ending in z for itself.
