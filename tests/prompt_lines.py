@@ -33,3 +33,13 @@ def outside_fences(text: str) -> list[str]:
         elif run and run[0] == fence[0] and len(run) >= len(fence) and stripped.rstrip() == run:
             fence = None
     return outside
+
+
+def section_names(text: str) -> list[str]:
+    """The ``## [Name]`` headings of a composed message, in order."""
+    return [line for line in outside_fences(text) if line.startswith("## [")]
+
+
+def section(text: str, name: str) -> str:
+    """The body of ``## [name]`` in a composed message, up to the next section."""
+    return text.split(f"## [{name}]\n", 1)[1].split("\n\n## [", 1)[0]

@@ -2,25 +2,25 @@
 
 BitBrat's routing rules put the *task* in ``prompt`` and ``instruction`` annotations ("Create
 an appropriate answer to user alice's latest message.") and the *user's words* in
-``message.text``; the bot's identity comes in ``personality`` annotations, context packs of
-earlier stages in ``context`` annotations. The model gets:
+``message.text``; the bot's identity comes in ``personality`` annotations, context packs and the
+user's story from earlier stages (:mod:`llm_bot.graph.annotations`, :mod:`llm_bot.graph.story`).
+The model gets, in BitBrat's sections (:mod:`llm_bot.graph.prompt_sections`):
 
-- the system message: our system prompt, then ``## [Assistant Identity]`` with the
-  personalities (at most 3, by ``score``, each cut to 4,000 characters): written out
-  (``payload.text``) or named (``payload.name`` or ``value``), a name standing for the text of
-  its highest active version in the personality store (:mod:`llm_bot.memory.personalities`);
-- memory's messages (notes, memories, recalled messages, the thread's window), as before;
-- one user message, in BitBrat's section order: ``## [Requesting User]`` (handle, user id,
-  display name, roles), ``## [Contexts]`` (the packs), ``## [Task]`` (the prompt and instruction
-  texts, by ``createdAt`` then ``id``, one ``- `` line each) and ``## [Input]`` (the user's
-  words: ``message.text``, else the task's text). Empty sections are left out.
-
-The user's words, a pack's content and the requesting user's names are not ours: none of their
-lines may pass for a section of ours. The words and each pack are fenced
-(:func:`llm_bot.text.fenced`, a fence longer than any run of ``~`` inside) whenever they could
-be read as structure (a line break of any kind, or a start like a heading or a fence); a plain
-line stays as the platform writes it. The requesting user's names and a pack's label are made
-one line (:func:`llm_bot.text.one_line`).
+- the system message: ``## [System Prompt]`` (ours) and ``## [Assistant Identity]``, the
+  personalities (``PERSONALITY_MAX_ANNOTATIONS``, 3, by ``score``, then ``createdAt``, then id,
+  each cut to ``PERSONALITY_MAX_CHARS``, 4,000): written out (``payload.text``) or named
+  (``payload.name`` or ``value``), a name standing for the text of its highest active version
+  in the personality store (:mod:`llm_bot.memory.personalities`); none when
+  ``PERSONALITY_ENABLED`` is false;
+- memory's messages (notes, memories, recalled messages, the thread's window) in place of
+  BitBrat's ``## [Conversation State / History]`` section (:mod:`llm_bot.memory.context`);
+- one user message: ``## [Requesting User]`` (handle, user id, display name, roles, notes),
+  ``## [Contexts]`` (the story's parts and context packs, by priority), ``## [Constraints]``
+  (the caller's guidance at priority 2, then every personality line that starts with "Do not",
+  "Never", "Always", "Must", "Should", "Format" or "Output", at 3), ``## [Task]`` (the caller's
+  task lines at 2, then the task annotations by ``createdAt`` as a time, then id, joined as one
+  item at 3; the Narrator instruction last when the slip has a step ``adventure``) and
+  ``## [Input]`` (``message.text``, else the task's text).
 
 History stores the user's words, never the instruction; an event with no task is SKIP even
 when it has text, as on the platform.
@@ -29,39 +29,76 @@ when it has text, as on the platform.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from llm_bot.events.models import AnnotationV1, InternalEventV2
+from llm_bot.graph.annotations import by_time, context_packs, requesting_user, task_texts
+from llm_bot.graph.prompt_sections import (
+    Item,
+    constraints_section,
+    contexts_section,
+    identity_section,
+    input_section,
+    requesting_user_section,
+    system_prompt_section,
+    task_section,
+)
+from llm_bot.graph.story import NARRATOR, narrates, story_contexts
 from llm_bot.memory.personalities import Personalities
-from llm_bot.text import fenced, has_line_break, one_line
+from llm_bot.settings import Settings
 
 logger = logging.getLogger(__name__)
 
-TASK_KINDS = frozenset({"prompt", "instruction"})
+# BitBrat's constraint heuristic: a personality line (trimmed) starting so, in any case.
+CONSTRAINT_LINE = re.compile(r"(?:Do not|Never|Always|Must|Should|Format|Output)", re.IGNORECASE)
+GUIDANCE_PRIORITY = 2  # the caller's constraints and task lines (BitBrat's behaviour profile)
+PERSONALITY_PRIORITY = 3
+TASK_PRIORITY = 3
 MAX_PERSONALITIES = 3
 MAX_PERSONALITY_CHARS = 4000
-STRUCTURE_STARTS = ("#", "~", "`")  # a Markdown heading or fence
 _QUOTE_PAIRS = (('"', '"'), ("'", "'"), ("\u201c", "\u201d"), ("\u2018", "\u2019"), ("`", "`"))
 
 
 @dataclass(frozen=True)
+class PromptOptions:
+    """BitBrat's personality switches: ``PERSONALITY_ENABLED``, ``PERSONALITY_MAX_ANNOTATIONS``
+    and ``PERSONALITY_MAX_CHARS`` (0: no cut)."""
+
+    personalities: bool = True
+    max_personalities: int = MAX_PERSONALITIES
+    max_personality_chars: int = MAX_PERSONALITY_CHARS
+
+
+def prompt_options(settings: Settings) -> PromptOptions:
+    return PromptOptions(
+        settings.personality_enabled,
+        settings.personality_max_annotations,
+        settings.personality_max_chars,
+    )
+
+
+@dataclass(frozen=True)
 class IdentityPart:
-    """One personality annotation: its text written out, or else the name to look up."""
+    """One personality annotation: its text written out, or else the name to look up, and
+    the length a looked-up text is cut to."""
 
     text: str = ""
     name: str = ""
     model: str | None = None
+    max_chars: int = MAX_PERSONALITY_CHARS
 
 
 @dataclass(frozen=True)
 class Identity:
-    """The bot's identity for one event and the model its first personality asks for."""
+    """The bot's identity for one event, the model its first personality asks for, and the
+    lines of its personalities that are constraints."""
 
     text: str = ""
     model: str | None = None
+    constraints: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -72,32 +109,55 @@ class Request:
     words: str
     personalities: tuple[IdentityPart, ...] = ()
 
-    def user_message(self, event: InternalEventV2) -> str:
-        sections = [
-            ("Requesting User", "\n".join(_requesting_user(event))),
-            ("Contexts", "\n\n".join(_contexts(event.annotations or []))),
-            ("Task", "\n".join(f"- {line}" for line in self.task)),
-            ("Input", _as_body(self.words)),
-        ]
-        return "\n\n".join(f"## [{name}]\n{body}" for name, body in sections if body)
+    def user_message(
+        self,
+        event: InternalEventV2,
+        identity: Identity | None = None,
+        *,
+        constraints: Sequence[str] = (),
+        task_lines: Sequence[str] = (),
+    ) -> str:
+        """The user message; ``constraints`` and ``task_lines`` (guidance of the caller's,
+        e.g. a behaviour profile) are listed at priority 2, before the personalities'
+        constraints and the platform's task at 3."""
+        annotations = event.annotations or []
+        personal = identity.constraints if identity else ()
+        return "\n\n".join(
+            [
+                requesting_user_section(requesting_user(event)),
+                contexts_section([*story_contexts(annotations), *context_packs(annotations)]),
+                constraints_section(
+                    [
+                        *(Item(text, PERSONALITY_PRIORITY) for text in personal),
+                        *(Item(text, GUIDANCE_PRIORITY) for text in constraints),
+                    ]
+                ),
+                task_section(
+                    [
+                        *(Item(text, GUIDANCE_PRIORITY) for text in task_lines),
+                        Item("\n\n".join(self.task), TASK_PRIORITY),
+                    ]
+                ),
+                input_section(self.words),
+            ]
+        )
 
 
-def request_of(event: InternalEventV2) -> Request | None:
+def request_of(event: InternalEventV2, options: PromptOptions | None = None) -> Request | None:
     """None when the event sets no task (the platform's SKIP)."""
+    options = options or PromptOptions()
     annotations = event.annotations or []
-    task = [text for a in _ordered(annotations, TASK_KINDS) if (text := _text_of(a))]
+    task = task_texts(annotations) + ([NARRATOR] if narrates(event) else [])
     if not task:
         return None
     words = ((event.message.text if event.message else None) or "").strip()
-    return Request(task, words or "\n\n".join(task), _personalities(annotations))
+    personalities = _personalities(annotations, options) if options.personalities else ()
+    return Request(task, words or "\n\n".join(task), personalities)
 
 
-def system_message(system_prompt: str | None, identity: str) -> str | None:
-    """Our system prompt and, when the event brings a personality, the assistant's identity."""
-    parts = [system_prompt] if system_prompt else []
-    if identity:
-        parts.append(f"## [Assistant Identity]\n{identity}")
-    return "\n\n".join(parts) or None
+def system_message(system_prompt: str | None, identity: str) -> str:
+    """Our system prompt and the assistant's identity, as BitBrat's two system sections."""
+    return f"{system_prompt_section(system_prompt)}\n\n{identity_section(identity)}"
 
 
 def unwrap_quoted(text: str) -> str:
@@ -113,35 +173,25 @@ def unwrap_quoted(text: str) -> str:
     return text
 
 
-def _ordered(annotations: Iterable[AnnotationV1], kinds: frozenset[str]) -> list[AnnotationV1]:
-    chosen = (a for a in annotations if a.kind in kinds)
-    return sorted(chosen, key=lambda a: (a.created_at or "", a.id))
-
-
-def _text_of(annotation: AnnotationV1) -> str:
-    """``value`` when it is text, else ``payload.text``; stripped."""
-    if isinstance(annotation.value, str) and annotation.value.strip():
-        return annotation.value.strip()
-    text = (annotation.payload or {}).get("text")
-    return text.strip() if isinstance(text, str) else ""
-
-
-def _personalities(annotations: list[AnnotationV1]) -> tuple[IdentityPart, ...]:
+def _personalities(
+    annotations: Iterable[AnnotationV1], options: PromptOptions
+) -> tuple[IdentityPart, ...]:
     """Personality annotations that write one out (``payload.text``) or name one
-    (``payload.name``, else ``value``), by ``score``, ``createdAt``, id; the first 3."""
+    (``payload.name``, else ``value``), by ``score``, ``createdAt``, id; the first few."""
     parts = []
-    chosen = [a for a in annotations if a.kind == "personality"]
-    chosen.sort(key=lambda a: (_score(a), a.created_at or "", a.id))
+    chosen = by_time(a for a in annotations if a.kind == "personality")
+    chosen.sort(key=_score)  # stable: equal scores keep their time order
+    cut = options.max_personality_chars
     for annotation in chosen:
         payload = annotation.payload or {}
         text, name, model = payload.get("text"), payload.get("name"), payload.get("model")
-        text = _sanitized(text) if isinstance(text, str) else ""
+        text = _sanitized(text, cut) if isinstance(text, str) else ""
         if not (isinstance(name, str) and name.strip()):
             name = annotation.value if isinstance(annotation.value, str) else ""
         name = name.strip()
         if text or name:
-            parts.append(IdentityPart(text, name, model if isinstance(model, str) else None))
-    return tuple(parts[:MAX_PERSONALITIES])
+            parts.append(IdentityPart(text, name, model if isinstance(model, str) else None, cut))
+    return tuple(parts[: options.max_personalities])
 
 
 async def resolve_identity(
@@ -164,58 +214,25 @@ async def resolve_identity(
             if found is None:
                 logger.info("personality %r not found (no active version)", part.name)
                 continue
-            text, part_model = _sanitized(found.text), found.model
+            text, part_model = _sanitized(found.text, part.max_chars), found.model
         if text:
             texts.append(text)
             model = model or part_model
-    return Identity("\n\n".join(texts), model)
+    return Identity("\n\n".join(texts), model, _constraint_lines(texts))
 
 
-def _sanitized(text: str) -> str:
-    return text.replace("\x00", "").strip()[:MAX_PERSONALITY_CHARS]
+def _constraint_lines(texts: Iterable[str]) -> tuple[str, ...]:
+    """Lines of the personalities that BitBrat also lists as constraints (they stay in the
+    identity too, as there)."""
+    lines = (line.strip() for text in texts for line in text.split("\n"))
+    return tuple(line for line in lines if CONSTRAINT_LINE.match(line))
+
+
+def _sanitized(text: str, max_chars: int) -> str:
+    text = text.replace("\x00", "").strip()
+    return text[:max_chars] if max_chars > 0 else text
 
 
 def _score(annotation: AnnotationV1) -> float:
     score = annotation.score
     return float(score) if isinstance(score, int | float) else float("inf")
-
-
-def _requesting_user(event: InternalEventV2) -> list[str]:
-    identity = event.identity
-    user, external = identity.user, identity.external
-    display = (user.display_name if user else None) or external.display_name
-    roles = (user.roles if user and user.roles else None) or external.roles or []
-    display = one_line(display) if display else None
-    lines = [
-        f"- Handle: {display}" if display else "",
-        f"- User ID: {one_line(user.id if user else external.id)}",
-        f"- Display Name: {display}" if display else "",
-        f"- Roles: [{', '.join(one_line(role) for role in roles)}]" if roles else "",
-    ]
-    return [line for line in lines if line]
-
-
-def _contexts(annotations: list[AnnotationV1]) -> list[str]:
-    """Context packs: ``kind: context`` with ``payload.content``, by ``payload.priority``."""
-    packs = [a for a in annotations if a.kind == "context" and (a.payload or {}).get("content")]
-    packs.sort(key=lambda a: _priority((a.payload or {}).get("priority")))
-    rendered = []
-    for annotation in packs:
-        payload = annotation.payload or {}
-        name = one_line(str(annotation.label or payload.get("packId") or "")) or "Context Pack"
-        content = payload["content"]
-        body = content if isinstance(content, str) else json.dumps(content, indent=2)
-        rendered.append(f"### {name}\n{_as_body(body)}")
-    return rendered
-
-
-def _priority(value: object) -> float:
-    return float(value) if isinstance(value, int | float) and value else 3.0
-
-
-def _as_body(text: str) -> str:
-    """``text`` as a section's body: fenced when it could be read as structure, so its own
-    headings and fences stay its own; a plain line as it is."""
-    if has_line_break(text) or text.lstrip().startswith(STRUCTURE_STARTS):
-        return fenced(text)
-    return text

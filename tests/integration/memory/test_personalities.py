@@ -26,6 +26,8 @@ from llm_bot.memory.personalities import Personality, PersonalityLookup
 pytestmark = pytest.mark.integration
 GRAPH = compile_graph(MessageLimits())
 NOW = "2026-11-22T12:00:00.000Z"
+SYSTEM = "## [System Prompt]\n- Rules\n- system\n- Sources: config"
+NO_IDENTITY = f"{SYSTEM}\n\n## [Assistant Identity]\n- None provided."
 
 
 @pytest.fixture
@@ -111,7 +113,7 @@ async def test_a_named_personality_reaches_the_system_message_with_its_model(
     result = await process_event(GRAPH, context, event)
     assert result.outcome == "OK"
     assert system_sent(chat_server) == (
-        "system\n\n## [Assistant Identity]\nYou are Bratty v10.\n\nBe brief."
+        f"{SYSTEM}\n\n## [Assistant Identity]\n- You are Bratty v10.\n\nBe brief."
     )
     assert chat_server.chat_requests()[-1]["model"] == "bratty-model"
 
@@ -123,7 +125,7 @@ async def test_without_a_store_or_with_a_failing_one_names_are_left_out(
     event = named(said(), {"id": "p1", "kind": "personality", "value": "bratty"})
     result = await process_event(GRAPH, GraphContext(model=model, system_prompt="system"), event)
     assert result.outcome == "OK"
-    assert system_sent(chat_server) == "system"
+    assert system_sent(chat_server) == NO_IDENTITY
 
     class Broken:
         async def active(self, name: str) -> Personality | None:
@@ -132,7 +134,7 @@ async def test_without_a_store_or_with_a_failing_one_names_are_left_out(
     context = GraphContext(model=model, system_prompt="system", personalities=Broken())
     result = await process_event(GRAPH, context, event)
     assert result.outcome == "OK"
-    assert system_sent(chat_server) == "system"
+    assert system_sent(chat_server) == NO_IDENTITY
     assert chat_server.chat_requests()[-1]["model"] == "local-test-model"
 
 

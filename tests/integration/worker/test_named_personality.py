@@ -51,6 +51,6 @@ async def test_a_named_personality_becomes_the_assistant_identity(
         bus.publish(json.dumps(document).encode(), attributes)
         (message,) = await egress.take(1, timeout_s=30)
     sent = model_server.chat_requests()[0]
-    assert f"## [Assistant Identity]\n{lurk['text']}" in sent["messages"][0]["content"]
+    assert f"## [Assistant Identity]\n- {lurk['text']}" in sent["messages"][0]["content"]
     assert sent["model"] == "lurk-model"
     assert json.loads(message.data)["candidates"][-1]["source"] == "llm-bot"

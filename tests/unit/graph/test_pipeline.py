@@ -27,6 +27,11 @@ CONTRACTS = Path(__file__).resolve().parents[2] / "fixtures" / "bitbrat"
 API_KEY = "sk-test-never-leak-0123456789"
 REQUESTING_USER = (
     "## [Requesting User]\n- Handle: slackuser\n- User ID: U987654321\n- Display Name: slackuser"
+    "\n\n## [Contexts]\n- None provided.\n\n## [Constraints]\n- None provided."
+)
+SYSTEM = (
+    "## [System Prompt]\n- Rules\n- You are terse.\n- Sources: config"
+    "\n\n## [Assistant Identity]\n- None provided."
 )
 
 
@@ -100,11 +105,11 @@ async def test_prompts_reach_the_model_in_order_and_the_candidate_is_the_reply(
     )
     sent = server.chat_requests()[0]["messages"]
     assert sent == [
-        {"role": "system", "content": "You are terse."},
+        {"role": "system", "content": SYSTEM},
         {
             "role": "user",
             "content": REQUESTING_USER
-            + "\n\n## [Task]\n- one\n- two\n- three"
+            + "\n\n## [Task]\n- (3) one\n\ntwo\n\nthree"
             + "\n\n## [Input]\nHello from the chatbot in a channel!",
             "name": "slack_U987654321",  # a channel's turns name their speaker
         },
@@ -130,7 +135,7 @@ async def test_without_message_text_the_task_is_the_input(server: LocalModelServ
     silent.message.text = None
     await process_event(graph(), context(model_client(server)), silent)
     user = server.chat_requests()[0]["messages"][-1]["content"]
-    assert user.endswith("## [Task]\n- say hello\n\n## [Input]\nsay hello")
+    assert user.endswith("## [Task]\n- (3) say hello\n\n## [Input]\nsay hello")
 
 
 async def test_the_input_event_is_left_untouched(server: LocalModelServer) -> None:
@@ -237,11 +242,11 @@ async def test_responses_api_mode(server: LocalModelServer) -> None:
     client = model_client(server, mode="responses")
     result = await process_event(graph(), context(client), event("first", "second"))
     request = server.chat_requests()[0]
-    assert request["instructions"] == "You are terse."
+    assert request["instructions"] == SYSTEM
     assert request["input"] == [
         {
             "role": "user",
-            "content": REQUESTING_USER + "\n\n## [Task]\n- first\n- second"
+            "content": REQUESTING_USER + "\n\n## [Task]\n- (3) first\n\nsecond"
             "\n\n## [Input]\nHello from the chatbot in a channel!",
         }
     ]
@@ -294,7 +299,7 @@ async def test_recalled_context_sits_between_system_prompt_and_the_run(
     await process_event(graph(), context(model_client(server), retriever=OneMemory()), event("hi"))
     sent = server.chat_requests()[0]["messages"]
     assert [m["content"] for m in sent][:2] == [
-        "You are terse.",
+        SYSTEM,
         "Memory of slack:U987654321: likes tea",
     ]
     assert sent[2]["content"].endswith("## [Input]\nHello from the chatbot in a channel!")
