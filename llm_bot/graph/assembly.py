@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from llm_bot.graph.builder import LlmBotGraph, compile_graph
+from llm_bot.graph.composition import prompt_options
 from llm_bot.graph.reducer import MessageLimits
 from llm_bot.graph.state import ChatModel, GraphContext
 from llm_bot.graph.system_prompt import resolve_system_prompt
@@ -39,4 +40,5 @@ def context_from_settings(
         max_memory_writes=settings.max_memory_writes_per_event,
         retrieval_timeout_s=settings.retrieval_timeout_ms / 1000,
         personalities=personalities,
+        prompt=prompt_options(settings),
     )

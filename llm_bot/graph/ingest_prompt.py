@@ -23,7 +23,7 @@ async def ingest_prompt(
     state: GraphState, runtime: Runtime[GraphContext]
 ) -> Command[Literal["retrieve_memories", "__end__"]]:
     event = state["event"]
-    request = request_of(event)
+    request = request_of(event, runtime.context.prompt)
     if request is None:
         return Command(goto="__end__")  # LangGraph's END
     context = runtime.context
@@ -37,7 +37,7 @@ async def ingest_prompt(
         "user_id": user_id,
         "writes": RunWrites(user_id, "dm" if direct else "public", context.max_memory_writes),
         "thread_id": thread_id_of(event),
-        "messages": [ChatMessage("user", request.user_message(event), name=name)],
+        "messages": [ChatMessage("user", request.user_message(event, identity), name=name)],
         "combined_prompt": request.words,  # what history keeps and recall searches with
         "identity": identity.text,
         "tool_rounds": 0,

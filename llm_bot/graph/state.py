@@ -15,6 +15,7 @@ from typing import Annotated, Protocol, TypedDict, cast
 
 from llm_bot.clock import utc_now
 from llm_bot.events.models import CandidateV1, InternalEventV2
+from llm_bot.graph.composition import PromptOptions
 from llm_bot.graph.reducer import MessageLimits, reduce_messages
 from llm_bot.llm.messages import ChatMessage, ModelReply, TokenUsage, ToolCall, ToolSpec
 from llm_bot.memory.personalities import Personalities
@@ -75,3 +76,4 @@ class GraphContext:
     max_memory_writes: int = 20
     retrieval_timeout_s: float = 5.0
     personalities: Personalities | None = None  # None: named personalities are left out
+    prompt: PromptOptions = field(default_factory=PromptOptions)

@@ -109,5 +109,5 @@ async def memory_services(
                 max_chars=settings.history_max_chars,
                 notes_max_chars=settings.notes_max_chars,
             ),
-            PersonalityLookup(store.connection),
+            PersonalityLookup(store.connection, settings.personality_cache_ttl_ms / 1000),
         )
