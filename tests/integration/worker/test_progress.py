@@ -206,3 +206,29 @@ async def test_a_redelivered_event_answered_again_sends_no_second_progress_messa
     assert_reply_to(reply, event)
     assert len(model_server.chat_requests()) == 2  # the second run called the slow model too
     assert (first.stats.progress_sent, second.stats.progress_sent) == (1, 0)
+
+
+async def test_a_failed_progress_publish_leaves_the_event_answered_once(
+    progress_bus: Bus, model_server: LocalModelServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``<BUS_PREFIX>internal.egress.v1`` does not exist here: Pub/Sub refuses the progress
+    message, and the event is answered as if it had never been tried."""
+    event = prompt_event(
+        "hello?", user="u-1", thread="lobby", egress_topic=progress_bus.egress_topic
+    )
+    egress = progress_bus.tap(progress_bus.egress_topic)
+    model_server.hang_next(1, SLOW_S)
+    async with running_worker(progress_bus.settings()) as worker:
+        progress_bus.publish_event(event)
+        (reply,) = await egress.take(1)
+        await wait_until(lambda: worker.stats.acked == 1, 30, "the event acked")
+        assert await egress.drain() == []
+
+    document = document_of(reply)
+    assert (document["correlationId"], document["routing"]["slip"][0]["status"]) == (
+        event.correlation_id,
+        "OK",
+    )
+    refused = [r for r in caplog.records if r.getMessage().startswith("progress message not sent")]
+    assert len(refused) == 1
+    assert (worker.stats.nacked, worker.stats.progress_sent) == (0, 0)
