@@ -99,6 +99,10 @@ class Settings(BaseSettings):
     max_tool_calls_per_turn: Count = Field(10, alias="LLM_BOT_MAX_TOOL_CALLS_PER_TURN")
     max_memory_writes_per_event: NonNegative = Field(20, alias="MEMORY_MAX_WRITES_PER_EVENT")
     system_prompt: str | None = Field(None, alias="LLM_BOT_SYSTEM_PROMPT")
+    # BitBrat's 2 s: an event whose model is still working this long after handling began
+    # gets "🤔 Thinking about your request..." on internal.egress.v1, once (0: never;
+    # llm_bot/transport/progress.py).
+    progress_after_ms: NonNegative = Field(2000, alias="LLM_BOT_PROGRESS_AFTER_MS")
     agent_name: str = Field("llm-bot", alias="LLM_BOT_AGENT_NAME")
 
     # --- personalities (BitBrat's names and defaults) ----------------------------------------

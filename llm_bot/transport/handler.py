@@ -56,6 +56,7 @@ from llm_bot.transport.ack import (
     dead_letter_attributes,
     settle,
 )
+from llm_bot.transport.progress import ProgressFeedback, ProgressWatch, add_operation_context
 from llm_bot.transport.publisher import Publisher
 from llm_bot.transport.stats import WorkerStats
 
@@ -151,6 +152,12 @@ class EventHandler:
         self._commit = commit
         self._leases = leases
         self._marks = processed_events.PublishedMarks(commit.group.defer)
+        self._progress = ProgressFeedback(
+            publisher,
+            stats,
+            after_ms=settings.progress_after_ms,
+            bus_prefix=settings.bus_prefix,
+        )
 
     async def handle(self, delivery: Delivery) -> None:
         """One consumer span and one ``llmbot_events`` count per delivery, however it ends."""
@@ -233,10 +240,28 @@ class EventHandler:
             )
         # Pub/Sub counts deliveries only on a subscription with a dead-letter policy.
         attempt = max(delivery.delivery_attempt, claimed.attempt)
-        result = await self._graph_result(event, limit_s)
-        if result.retryable and attempt < last:
-            assert result.error is not None
-            raise RetryLater(f"{result.error.code}: {result.error.message}")
+        add_operation_context(event)
+        progress = self._progress.watch(event, first_claim=claimed.attempt == 1)
+        try:
+            result = await self._graph_result(event, limit_s, progress.bind(self._context))
+            progress.stop()  # the answer exists: no "thinking" from now on
+            if result.retryable and attempt < last:
+                assert result.error is not None
+                raise RetryLater(f"{result.error.code}: {result.error.message}")
+            await self._send(claimed, event, result, progress)
+        finally:
+            await progress.settled()  # never under way once the event is settled
+        self._stats.count_outcome(result.outcome)
+        return result.outcome
+
+    async def _send(
+        self,
+        claimed: processed_events.Claim,
+        event: InternalEventV2,
+        result: ProcessResult,
+        progress: ProgressWatch,
+    ) -> None:
+        """Commit the output, then publish it once a progress message under way went out."""
         settings = self._settings
         with child_span("send", kind=SpanKind.PRODUCER) as span:
             output = output_of(result, settings)  # carries this span's context onwards
@@ -250,17 +275,18 @@ class EventHandler:
             )
             with metrics.timed(metrics.stage_duration, {"stage": "commit"}):
                 await self._commit.commit(claimed, output, event, result)
+            await progress.settled()
             await self._publish(claimed.key, output)
-        self._stats.count_outcome(result.outcome)
-        return result.outcome
 
-    async def _graph_result(self, event: InternalEventV2, limit_s: float) -> ProcessResult:
+    async def _graph_result(
+        self, event: InternalEventV2, limit_s: float, context: GraphContext
+    ) -> ProcessResult:
         """The deadline ends the event as ERROR ``TIMEOUT`` (permanent: the producer's time is
         up); an unexpected exception is an ``INTERNAL`` error that a retry may cure."""
         scope = asyncio.timeout(limit_s)
         try:
             async with scope:
-                return await process_event(self._graph, self._context, event)
+                return await process_event(self._graph, context, event)
         except TimeoutError:
             if not scope.expired():
                 raise
@@ -268,7 +294,7 @@ class EventHandler:
         except Exception:
             logger.exception("graph failed", extra={"correlationId": event.correlation_id})
             code, message, retryable = "INTERNAL", "llm-bot failed unexpectedly", True
-        return record_failure(event.model_copy(deep=True), self._context, code, message, retryable)
+        return record_failure(event.model_copy(deep=True), context, code, message, retryable)
 
     async def _publish(
         self, key: processed_events.EventKey, output: processed_events.StoredOutput

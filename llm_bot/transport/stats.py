@@ -24,6 +24,7 @@ class WorkerStats:
     outcome_error: int = 0
     transactions: int = 0  # group-commit transactions, counted when the committer closes
     committed: int = 0  # works those transactions committed
+    progress_sent: int = 0  # "thinking" messages Pub/Sub confirmed (transport/progress.py)
 
     def count_outcome(self, outcome: Outcome) -> None:
         name = f"outcome_{outcome.lower()}"
