@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from llm_bot.graph.behavior import BehaviorSettings
 from llm_bot.graph.builder import LlmBotGraph, compile_graph
 from llm_bot.graph.reducer import MessageLimits
 from llm_bot.graph.state import ChatModel, GraphContext
@@ -39,4 +40,10 @@ def context_from_settings(
         max_memory_writes=settings.max_memory_writes_per_event,
         retrieval_timeout_s=settings.retrieval_timeout_ms / 1000,
         personalities=personalities,
+        behavior=BehaviorSettings(
+            gating=settings.behavioral_gating_enabled,
+            tool_filter=settings.behavioral_tool_filter_enabled,
+            guidance=settings.behavioral_guidance_enabled,
+            risk_response_mode=settings.risk_response_mode,
+        ),
     )
