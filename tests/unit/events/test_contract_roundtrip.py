@@ -91,7 +91,7 @@ def test_annotation_fields_of_any_json_type_are_kept_and_read_as_unset(
 def test_an_annotation_without_a_textual_id_or_kind_is_still_invalid() -> None:
     document = json.loads((CONTRACTS / "chat-message.json").read_text())
     document["annotations"] = [{"id": 7, "kind": "risk", "label": 3}]
-    with pytest.raises(InvalidEvent, match="annotations.0.id"):
+    with pytest.raises(InvalidEvent, match=r"annotations\.0\.id"):
         from_document(document)
 
 

@@ -62,7 +62,8 @@ def test_defaults_to_neutral_question_behavior_when_annotations_are_missing(
     assert profile.tone.bucket == "neutral"
     assert (profile.risk.level, profile.risk.type) == ("none", "none")
     assert profile.response_mode == "answer"
-    assert profile.policy.should_respond and profile.policy.should_use_tools
+    assert profile.policy.should_respond
+    assert profile.policy.should_use_tools
     assert profile.gate == "PROCEED"
 
 
@@ -75,7 +76,8 @@ def test_normalizes_intent_tone_and_risk_annotations_from_a_single_extractor_pat
         ]
     )
     assert profile.intent == "critique"
-    assert profile.tone.bucket == "excited" and profile.tone.high_arousal
+    assert profile.tone.bucket == "excited"
+    assert profile.tone.high_arousal
     assert (profile.risk.level, profile.risk.type) == ("med", "harassment")
     assert profile.response_mode == "deescalate"
     assert not profile.policy.should_use_tools
@@ -313,7 +315,8 @@ def test_tone_extremes_and_thresholds(
     profile = analyzed(tone={"valence": valence, "arousal": arousal})
     assert profile.tone.bucket == bucket
     assert describe_tone(profile.tone) == described
-    assert -1 <= profile.tone.valence <= 1 and -1 <= profile.tone.arousal <= 1
+    assert -1 <= profile.tone.valence <= 1
+    assert -1 <= profile.tone.arousal <= 1
     hostile = bucket == "hostile"
     assert profile.policy.should_deescalate == hostile
     assert ("Respond calmly and non-defensively." in guidance_lines(profile)) == hostile
@@ -339,7 +342,8 @@ def test_any_json_value_in_any_field_gives_a_profile(bad: Any) -> None:
         assert profile.intent == "question"
         assert (profile.risk.level, profile.risk.type) == ("none", "none")
         assert profile.gate == "PROCEED"
-        assert math.isfinite(profile.tone.valence) and -1 <= profile.tone.arousal <= 1
+        assert math.isfinite(profile.tone.valence)
+        assert -1 <= profile.tone.arousal <= 1
 
 
 def test_an_intent_value_of_another_type_hides_the_label_as_in_javascript() -> None:
