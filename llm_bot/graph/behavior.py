@@ -254,7 +254,8 @@ def _score(value: object) -> float:
     return max(-1.0, min(1.0, number))
 
 
-_DECIMAL = re.compile(r"[+-]?(?:Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)")
+# Unambiguous (each digit has one place to go), so matching stays linear on any text.
+_DECIMAL = re.compile(r"[+-]?(?:Infinity|(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)")
 _RADIX = {"x": 16, "o": 8, "b": 2}
 _NON_DECIMAL = re.compile(r"0([xXoObB])([0-9a-fA-F]+)")
 
