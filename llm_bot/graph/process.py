@@ -88,16 +88,8 @@ async def process_event(
     gate = final.get("gate")
     candidate: CandidateV1 | None = final.get("candidate")
     if candidate is None:
-        skipped = (
-            None
-            if gate
-            else StepError(
-                code="NO_PROMPT",
-                message="event has no prompt or instruction annotation",
-                retryable=False,
-            )
-        )
-        complete_current_step(working, "SKIP", now, skipped)
+        # A gated SKIP has no step error: its safety-decision annotation says why.
+        complete_current_step(working, "SKIP", now, None if gate else no_prompt())
         return ProcessResult("SKIP", working)
     working.candidates = [*(working.candidates or []), candidate]
     complete_current_step(working, "OK", now)
@@ -105,6 +97,12 @@ async def process_event(
         return ProcessResult("OK", working, candidate, adds_turn=False)
     return ProcessResult(
         "OK", working, candidate, writes=final.get("writes"), prompt=final["combined_prompt"]
+    )
+
+
+def no_prompt() -> StepError:
+    return StepError(
+        code="NO_PROMPT", message="event has no prompt or instruction annotation", retryable=False
     )
 
 
