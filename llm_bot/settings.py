@@ -111,6 +111,19 @@ class Settings(BaseSettings):
     personality_max_annotations: NonNegative = Field(3, alias="PERSONALITY_MAX_ANNOTATIONS")
     personality_max_chars: NonNegative = Field(4000, alias="PERSONALITY_MAX_CHARS")  # 0: no cut
     personality_cache_ttl_ms: NonNegative = Field(300_000, alias="PERSONALITY_CACHE_TTL_MS")
+    # --- behaviour layer (BitBrat's flags, under its names) ----------------------------------
+    # Off, gating lets refused, escalated and spam messages reach the model; tool filtering
+    # offers every tool whatever the risk; guidance leaves the profile out of the prompt.
+    behavioral_gating_enabled: bool = Field(True, alias="LLM_BOT_BEHAVIORAL_GATING_ENABLED")
+    behavioral_tool_filter_enabled: bool = Field(
+        True, alias="LLM_BOT_BEHAVIORAL_TOOL_FILTER_ENABLED"
+    )
+    behavioral_guidance_enabled: bool = Field(True, alias="LLM_BOT_BEHAVIORAL_GUIDANCE_ENABLED")
+    # safe-complete also marks medium privacy, illegal and sexual risk for safe completion
+    # (medium self-harm always is); either way they get the canned refusal.
+    risk_response_mode: Literal["refuse", "safe-complete"] = Field(
+        "refuse", alias="LLM_BOT_RISK_RESPONSE_MODE"
+    )
 
     # --- in-run working set ----------------------------------------------------------------
     memory_max_messages: Count = Field(8, alias="LLM_BOT_MEMORY_MAX_MESSAGES")
@@ -182,6 +195,13 @@ class Settings(BaseSettings):
         if isinstance(value, str) and value.strip().lower() in ("", "n/a"):
             return None
         return value
+
+    @field_validator("risk_response_mode", mode="before")
+    @classmethod
+    def _trimmed_mode(cls, value: object) -> object:
+        """BitBrat trims the mode; a value that is neither mode is an error here, where BitBrat
+        would quietly refuse."""
+        return value.strip() if isinstance(value, str) else value
 
     @field_validator("database_url")
     @classmethod

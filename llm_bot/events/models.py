@@ -8,12 +8,25 @@ the producer wrote would be a change we did not mean to make.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    Strict,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 RoutingStatus = Literal["PENDING", "OK", "ERROR", "SKIP"]
+StrictNumber = Annotated[int, Strict()] | Annotated[float, Strict()]
 # How a stage closes its step: the statuses other than PENDING.
 Outcome = Literal["OK", "SKIP", "ERROR"]
 CandidateStatus = Literal["proposed", "selected", "superseded", "rejected"]
@@ -27,6 +40,9 @@ class WireModel(BaseModel):
         populate_by_name=True,
         extra="allow",
         validate_assignment=True,
+        # A NaN or an infinity stays one (pydantic would write null where a value is serialized
+        # as Any, as a wrap serializer's result is), so the codec refuses it (codec.encode).
+        ser_json_inf_nan="constants",
     )
 
 
@@ -75,15 +91,70 @@ class MessageV1(WireModel):
 
 
 class AnnotationV1(WireModel):
+    """One annotation. Its optional fields are read as their types say, but a value of another
+    JSON type (a numeric ``label``, a ``payload`` that is a list) is no reason to refuse the
+    event, since the platform's consumers read such values with fallbacks: it reads as unset
+    and is published again as it came (``_unread``)."""
+
     id: str
     kind: str
     source: str | None = None
     created_at: str | None = None
-    confidence: int | float | None = None
+    # Strict: "0.5" or true is set aside as it came, not published as 0.5 or 1.
+    confidence: StrictNumber | None = None
     label: str | None = None
     value: Any = None  # text by the type, but the platform's consumers also take JSON objects
-    score: int | float | None = None
+    score: StrictNumber | None = None
     payload: dict[str, Any] | None = None
+    _unread: dict[str, Any] = PrivateAttr(default_factory=dict)  # field name -> value as given
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _set_aside_unreadable(
+        cls, data: Any, handler: ModelWrapValidatorHandler[AnnotationV1]
+    ) -> AnnotationV1:
+        try:
+            return handler(data)
+        except ValidationError as error:
+            unread = _unreadable_optional_fields(cls, data, error)
+            if not unread:
+                raise
+            annotation = handler({**data, **dict.fromkeys(unread, None)})
+            annotation._unread = {cls._field_of(key): data[key] for key in unread}
+            return annotation
+
+    @classmethod
+    def _field_of(cls, key: str) -> str:
+        return next((n for n, f in cls.model_fields.items() if key in (n, f.alias)), key)
+
+    @model_serializer(mode="wrap")
+    def _with_unread(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> dict[str, Any]:
+        document: dict[str, Any] = handler(self)
+        for name, value in self._unread.items():
+            key = to_camel(name) if info.by_alias else name
+            if key in document and document[key] is None:
+                document[key] = value
+        return document
+
+
+def _unreadable_optional_fields(
+    model: type[BaseModel], data: Any, error: ValidationError
+) -> set[str]:
+    """The keys of ``data`` naming optional fields whose value failed, when nothing else did."""
+    if not isinstance(data, dict):
+        return set()
+    optional = {
+        key
+        for name, field in model.model_fields.items()
+        if not field.is_required()
+        for key in (name, field.alias)
+    }
+    failed = {problem["loc"][0] if problem["loc"] else None for problem in error.errors()}
+    if not all(isinstance(key, str) and key in optional and key in data for key in failed):
+        return set()
+    return {key for key in failed if isinstance(key, str)}
 
 
 class CandidateV1(WireModel):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from llm_bot.graph.behavior import BehaviorSettings
 from llm_bot.graph.builder import LlmBotGraph, compile_graph
 from llm_bot.graph.composition import prompt_options
 from llm_bot.graph.reducer import MessageLimits
@@ -41,4 +42,10 @@ def context_from_settings(
         retrieval_timeout_s=settings.retrieval_timeout_ms / 1000,
         personalities=personalities,
         prompt=prompt_options(settings),
+        behavior=BehaviorSettings(
+            gating=settings.behavioral_gating_enabled,
+            tool_filter=settings.behavioral_tool_filter_enabled,
+            guidance=settings.behavioral_guidance_enabled,
+            risk_response_mode=settings.risk_response_mode,
+        ),
     )

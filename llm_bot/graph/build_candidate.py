@@ -1,4 +1,6 @@
-"""Node ``build_candidate``: the model's final text as the platform's ``CandidateV1``."""
+"""Node ``build_candidate``: the model's final text as the platform's ``CandidateV1``; and the
+canned safe refusal that stands for the model's reply when the behaviour gate refuses
+(:mod:`llm_bot.graph.ingest_prompt`), with BitBrat's id, priority and reason."""
 
 from __future__ import annotations
 
@@ -7,13 +9,18 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from llm_bot.clock import iso_timestamp
-from llm_bot.events.models import CandidateV1
+from llm_bot.events.models import CandidateV1, InternalEventV2
+from llm_bot.graph.behavior import Profile
+from llm_bot.graph.behavior_annotations import summary
+from llm_bot.graph.behavior_texts import safe_refusal_text
 from llm_bot.graph.composition import unwrap_quoted
 from llm_bot.graph.state import GraphContext, GraphState
 from llm_bot.llm.errors import ModelError
 from llm_bot.llm.messages import TokenUsage
 
 CANDIDATE_PRIORITY = 10
+REFUSAL_PRIORITY = 5  # BitBrat's: lower wins, so the refusal beats a model reply
+REFUSAL_REASON = "behavior:safe-refusal"
 
 
 class EmptyReply(ModelError):
@@ -48,6 +55,22 @@ async def build_candidate(state: GraphState, runtime: Runtime[GraphContext]) -> 
             },
             "toolRounds": state.get("tool_rounds", 0),
             "memory": dict(recalled.stats) if recalled else {},
+            "behaviorProfile": summary(state["profile"]),
         },
     )
     return {"candidate": candidate}
+
+
+def refusal_candidate(event: InternalEventV2, profile: Profile, now: str) -> CandidateV1:
+    """BitBrat's safe-refusal candidate, field for field (it sets no ``format``)."""
+    return CandidateV1(
+        id=f"cand-{event.correlation_id}-safe-refusal",
+        kind="text",
+        source="llm-bot",
+        created_at=now,
+        status="proposed",
+        priority=REFUSAL_PRIORITY,
+        text=safe_refusal_text(profile),
+        reason=REFUSAL_REASON,
+        metadata={"behaviorProfile": summary(profile)},
+    )

@@ -4,7 +4,9 @@ the model called any, else to ``build_candidate``.
 The context sent is the system prompt (with the event's personality), then what memory
 recalled, then this run's messages (see :mod:`llm_bot.graph.composition`).
 Once ``max_tool_rounds`` rounds of tool calls have run, the model is called without tools, so
-it has to answer in text: a model that keeps calling tools still ends with a reply. Of one
+it has to answer in text: a model that keeps calling tools still ends with a reply. The tools
+offered are those the event's behaviour profile allows (``GraphContext.tool_use``: none for
+medium or high risk, a dangerous risk type, spam, a meta question or an agitated critique). Of one
 turn's calls, the first ``max_tool_calls_per_turn`` run; the rest are dropped from the turn (a
 steered model may emit hundreds), so every call the model sees answered is one that ran.
 """
@@ -32,7 +34,8 @@ async def call_model(
     system = [ChatMessage("system", system_text)] if system_text else []
     recalled = list(state["recalled"].messages) if "recalled" in state else []
     tools_allowed = state.get("tool_rounds", 0) < context.max_tool_rounds
-    specs = [tool.spec for tool in context.tools] if tools_allowed else []
+    offered = context.offered_tools(state["profile"]) if tools_allowed else []
+    specs = [tool.spec for tool in offered]
     messages = [*system, *recalled, *state["messages"]]
     # An event's personality may name its model; None keeps the configured one.
     reply = await context.model.complete(messages, specs, model=state.get("model_override"))

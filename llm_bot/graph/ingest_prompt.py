@@ -1,8 +1,19 @@
-"""Node ``ingest_prompt``: what the event asks (:mod:`llm_bot.graph.composition`) becomes this
-run's user message, named after its speaker in a shared channel as every user turn there is
-(:mod:`llm_bot.memory.context`); an event that sets no task ends the run here (SKIP).
+"""Node ``ingest_prompt``: the event's behaviour profile and gate, then what it asks
+(:mod:`llm_bot.graph.composition`) becomes this run's user message, named after its speaker in
+a shared channel as every user turn there is (:mod:`llm_bot.memory.context`). An event that
+sets no task ends the run here (SKIP), as does one the gate stops.
 Personalities named by the event are looked up here, once per run
-(``GraphContext.personalities``)."""
+(``GraphContext.personalities``).
+
+The gate (:mod:`llm_bot.graph.behavior`) is decided first, before any model call and before
+memory is read or written: an event it stops never reaches ``retrieve_memories``, so nothing
+is recalled, embedded, offered as a tool or stored. A SAFE_REFUSAL ends with BitBrat's canned
+refusal as the candidate (OK); ESCALATE and NO_RESPONSE end without one (SKIP). Neither keeps
+a history pair: a message that was refused or escalated (a crisis message among them) is kept
+nowhere it could be recalled, quoted or summarised later, in a shared channel least of all
+(:attr:`llm_bot.graph.process.ProcessResult.adds_turn`). Only the processed-events ledger keeps
+the published event, as it keeps every output, so a redelivery republishes the same result.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +22,13 @@ from typing import Literal
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
+from llm_bot.clock import iso_timestamp
 from llm_bot.events.identity import is_direct, thread_id_of, user_id_of
-from llm_bot.graph.composition import request_of, resolve_identity
+from llm_bot.events.models import InternalEventV2
+from llm_bot.graph.behavior import Gate, Profile, derive_profile
+from llm_bot.graph.behavior_texts import guidance_lines, task_instruction
+from llm_bot.graph.build_candidate import refusal_candidate
+from llm_bot.graph.composition import Identity, Request, request_of, resolve_identity
 from llm_bot.graph.state import GraphContext, GraphState
 from llm_bot.llm.messages import ChatMessage
 from llm_bot.memory.context import speaker_name
@@ -23,10 +39,14 @@ async def ingest_prompt(
     state: GraphState, runtime: Runtime[GraphContext]
 ) -> Command[Literal["retrieve_memories", "__end__"]]:
     event = state["event"]
-    request = request_of(event, runtime.context.prompt)
-    if request is None:
-        return Command(goto="__end__")  # LangGraph's END
     context = runtime.context
+    profile = derive_profile(event.annotations, context.behavior.risk_response_mode)
+    request = request_of(event, context.prompt)
+    if request is None:
+        return Command(update={"profile": profile}, goto="__end__")  # LangGraph's END
+    gate = context.behavior.gate(profile)
+    if gate != "PROCEED":
+        return Command(update=_stopped(state, context, profile, gate), goto="__end__")
     identity = await resolve_identity(
         request.personalities, context.personalities, context.retrieval_timeout_s
     )
@@ -34,10 +54,16 @@ async def ingest_prompt(
     direct = is_direct(event)
     name = None if direct else speaker_name(user_id)
     update: GraphState = {
+        "profile": profile,
+        "gate": gate,
         "user_id": user_id,
         "writes": RunWrites(user_id, "dm" if direct else "public", context.max_memory_writes),
         "thread_id": thread_id_of(event),
-        "messages": [ChatMessage("user", request.user_message(event, identity), name=name)],
+        "messages": [
+            ChatMessage(
+                "user", _user_message(request, event, identity, context, profile), name=name
+            )
+        ],
         "combined_prompt": request.words,  # what history keeps and recall searches with
         "identity": identity.text,
         "tool_rounds": 0,
@@ -45,3 +71,32 @@ async def ingest_prompt(
     if identity.model:
         update["model_override"] = identity.model
     return Command(update=update, goto="retrieve_memories")
+
+
+def _user_message(
+    request: Request,
+    event: InternalEventV2,
+    identity: Identity,
+    context: GraphContext,
+    profile: Profile,
+) -> str:
+    """The composed request, with the profile's guidance in Constraints and its task line in
+    Task (BitBrat's priority 2) unless ``LLM_BOT_BEHAVIORAL_GUIDANCE_ENABLED`` is off."""
+    if not context.behavior.guidance:
+        return request.user_message(event, identity)
+    task = task_instruction(profile)
+    return request.user_message(
+        event,
+        identity,
+        constraints=guidance_lines(profile),
+        task_lines=[task] if task else [],
+    )
+
+
+def _stopped(state: GraphState, context: GraphContext, profile: Profile, gate: Gate) -> GraphState:
+    """The end of a run the gate stopped: a SAFE_REFUSAL's canned reply, nothing else."""
+    update: GraphState = {"profile": profile, "gate": gate}
+    if gate == "SAFE_REFUSAL":
+        now = iso_timestamp(context.clock())
+        update["candidate"] = refusal_candidate(state["event"], profile, now)
+    return update

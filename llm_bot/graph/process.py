@@ -1,15 +1,23 @@
 """One event through the graph: the outcome (OK / SKIP / ERROR) and the updated event.
 
 The input event is never modified; the result holds a copy with llm-bot's routing step closed,
-the candidate appended (OK) or an ``errors[]`` entry recorded (ERROR). Where it goes next is
-the transport's business (:func:`llm_bot.events.routing.advance`).
+the candidate appended (OK) or an ``errors[]`` entry recorded (ERROR), and the behaviour
+annotations BitBrat's llm-bot adds (:mod:`llm_bot.graph.behavior_annotations`; on OK and SKIP).
+Where it goes next is the transport's business (:func:`llm_bot.events.routing.advance`).
+
+Outcomes: the model's reply (OK, a history pair); BitBrat's safe refusal (OK, no history
+pair: see :mod:`llm_bot.graph.ingest_prompt`); an event the gate escalates or does not answer
+(SKIP, no step error: the ``safety-decision`` annotation says why, as on the platform); an event
+with no task (SKIP, step error ``NO_PROMPT``).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from llm_bot.clock import iso_timestamp
 from llm_bot.events.identity import thread_id_of, user_id_of
@@ -21,6 +29,11 @@ from llm_bot.events.models import (
     StepError,
 )
 from llm_bot.events.routing import complete_current_step
+from llm_bot.graph.behavior_annotations import (
+    gated_annotations,
+    profile_annotation,
+    strategy_annotation,
+)
 from llm_bot.graph.builder import LlmBotGraph
 from llm_bot.graph.state import GraphContext
 from llm_bot.llm.errors import ModelError
@@ -40,6 +53,7 @@ class ProcessResult:
     error: StepError | None = None
     writes: RunWrites | None = None  # what the commit must apply (OK only)
     prompt: str = ""  # the combined prompt, for the history pair
+    adds_turn: bool = True  # False: the outcome keeps nothing of the message (a refusal)
 
     @property
     def retryable(self) -> bool:
@@ -49,7 +63,7 @@ class ProcessResult:
 
 # What the result is made of: LangGraph then reads these channels alone after each superstep
 # instead of the whole state (~0.1 ms of CPU per event).
-OUTPUT = ["candidate", "writes", "combined_prompt"]
+OUTPUT = ["candidate", "writes", "combined_prompt", "profile", "gate"]
 
 
 async def process_event(
@@ -70,20 +84,42 @@ async def process_event(
         )
         return record_failure(working, context, error.code, error.message, error.retryable)
     now = iso_timestamp(context.clock())
+    annotate(working, context, final, now)
+    gate = final.get("gate")
     candidate: CandidateV1 | None = final.get("candidate")
     if candidate is None:
-        skipped = StepError(
-            code="NO_PROMPT",
-            message="event has no prompt or instruction annotation",
-            retryable=False,
-        )
-        complete_current_step(working, "SKIP", now, skipped)
+        # A gated SKIP has no step error: its safety-decision annotation says why.
+        complete_current_step(working, "SKIP", now, None if gate else no_prompt())
         return ProcessResult("SKIP", working)
     working.candidates = [*(working.candidates or []), candidate]
     complete_current_step(working, "OK", now)
+    if gate != "PROCEED":
+        return ProcessResult("OK", working, candidate, adds_turn=False)
     return ProcessResult(
         "OK", working, candidate, writes=final.get("writes"), prompt=final["combined_prompt"]
     )
+
+
+def no_prompt() -> StepError:
+    return StepError(
+        code="NO_PROMPT", message="event has no prompt or instruction annotation", retryable=False
+    )
+
+
+def annotate(
+    event: InternalEventV2, context: GraphContext, final: Mapping[str, Any], now: str
+) -> None:
+    """Append the run's behaviour annotations, as BitBrat orders them."""
+    profile = final.get("profile")
+    if profile is None:
+        return
+    added = [profile_annotation(profile, now)]
+    gate = final.get("gate")
+    if gate == "PROCEED":
+        added.append(strategy_annotation(profile, context.tool_use(profile), now))
+    elif gate is not None:
+        added += gated_annotations(profile, gate, now)
+    event.annotations = [*(event.annotations or []), *added]
 
 
 def record_failure(
@@ -99,9 +135,10 @@ def record_failure(
 
 
 def turn_of(result: ProcessResult, source_event: str, now: datetime) -> TurnOutcome | None:
-    """The turn an OK result adds to history (SKIP and ERROR add none). ``source_event``
-    identifies the incoming event and step, as the processed-event record does."""
-    if result.outcome != "OK" or result.candidate is None:
+    """The turn an OK result adds to history (SKIP, ERROR and a refusal add none).
+    ``source_event`` identifies the incoming event and step, as the processed-event record
+    does."""
+    if result.outcome != "OK" or result.candidate is None or not result.adds_turn:
         return None
     event = result.event
     return TurnOutcome(

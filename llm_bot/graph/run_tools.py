@@ -1,4 +1,6 @@
-"""Node ``tools``: run the calls of the model's last turn, then back to ``call_model``."""
+"""Node ``tools``: run the calls of the model's last turn, then back to ``call_model``. Only the
+tools offered to the model run (the behaviour profile may hold some back); a call to another
+is answered as a call to an unknown tool."""
 
 from __future__ import annotations
 
@@ -11,7 +13,9 @@ from llm_bot.graph.tools import run_tool_calls
 
 
 async def run_tools(state: GraphState, runtime: Runtime[GraphContext]) -> dict[str, Any]:
-    results = await run_tool_calls(state["pending_calls"], runtime.context.tools, state["writes"])
+    context = runtime.context
+    offered = context.offered_tools(state["profile"])
+    results = await run_tool_calls(state["pending_calls"], offered, state["writes"])
     return {
         "messages": results,
         "pending_calls": (),

@@ -15,6 +15,8 @@ from typing import Annotated, Protocol, TypedDict, cast
 
 from llm_bot.clock import utc_now
 from llm_bot.events.models import CandidateV1, InternalEventV2
+from llm_bot.graph.behavior import BehaviorSettings, Gate, Profile
+from llm_bot.graph.behavior_annotations import ToolUse, tool_use
 from llm_bot.graph.composition import PromptOptions
 from llm_bot.graph.reducer import MessageLimits, reduce_messages
 from llm_bot.llm.messages import ChatMessage, ModelReply, TokenUsage, ToolCall, ToolSpec
@@ -32,6 +34,8 @@ class ChatModel(Protocol):
 
 class GraphState(TypedDict, total=False):
     event: InternalEventV2
+    profile: Profile  # what the event's intent, tone and risk annotations say of it
+    gate: Gate  # the gate applied (absent when the event sets no task)
     user_id: str
     thread_id: str
     messages: list[ChatMessage]  # reducer bound by `bounded_state`
@@ -77,3 +81,12 @@ class GraphContext:
     retrieval_timeout_s: float = 5.0
     personalities: Personalities | None = None  # None: named personalities are left out
     prompt: PromptOptions = field(default_factory=PromptOptions)
+    behavior: BehaviorSettings = field(default_factory=BehaviorSettings)
+
+    def tool_use(self, profile: Profile) -> ToolUse:
+        """Which of our tools the profile lets the model use (all, with filtering off)."""
+        return tool_use(profile, (t.spec.name for t in self.tools), self.behavior.tool_filter)
+
+    def offered_tools(self, profile: Profile) -> list[Tool]:
+        allowed = set(self.tool_use(profile).allowed)
+        return [tool for tool in self.tools if tool.spec.name in allowed]

@@ -70,6 +70,31 @@ def test_fields_we_do_not_model_survive_anywhere(
     assert to_document(from_document(json.loads(json.dumps(document)))) == document
 
 
+OPTIONAL_ANNOTATION_FIELDS = ("source", "createdAt", "confidence", "label", "score", "payload")
+
+
+@given(values=st.dictionaries(st.sampled_from(OPTIONAL_ANNOTATION_FIELDS), json_value, max_size=6))
+def test_annotation_fields_of_any_json_type_are_kept_and_read_as_unset(
+    values: dict[str, Any],
+) -> None:
+    """The platform's consumers read an annotation's fields with fallbacks (a numeric label
+    is no label), so such an event is processed, not refused, and published as it came."""
+    document = json.loads((CONTRACTS / "chat-message.json").read_text())
+    document["annotations"] = [{"id": "r1", "kind": "risk", **values}]
+    event = from_document(json.loads(json.dumps(document)))
+    assert to_document(event) == document
+    [annotation] = event.annotations or []
+    assert annotation.label is None or isinstance(annotation.label, str)
+    assert annotation.payload is None or isinstance(annotation.payload, dict)
+
+
+def test_an_annotation_without_a_textual_id_or_kind_is_still_invalid() -> None:
+    document = json.loads((CONTRACTS / "chat-message.json").read_text())
+    document["annotations"] = [{"id": 7, "kind": "risk", "label": 3}]
+    with pytest.raises(InvalidEvent, match=r"annotations\.0\.id"):
+        from_document(document)
+
+
 @pytest.mark.parametrize(
     ("mutate", "named"),
     [

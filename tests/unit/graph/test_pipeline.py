@@ -27,7 +27,10 @@ CONTRACTS = Path(__file__).resolve().parents[2] / "fixtures" / "bitbrat"
 API_KEY = "sk-test-never-leak-0123456789"
 REQUESTING_USER = (
     "## [Requesting User]\n- Handle: slackuser\n- User ID: U987654321\n- Display Name: slackuser"
-    "\n\n## [Contexts]\n- None provided.\n\n## [Constraints]\n- None provided."
+    "\n\n## [Contexts]\n- None provided.\n\n## [Constraints]"
+    # The behaviour profile of an event without intent, tone and risk annotations.
+    "\n- (2) Detected user intent: question.\n- (2) Detected user tone: neutral and steady arousal."
+    "\n- (2) Detected safety risk: none."
 )
 SYSTEM = (
     "## [System Prompt]\n- Rules\n- You are terse.\n- Sources: config"
