@@ -1,8 +1,9 @@
 """Every knob of the service in one pydantic-settings class.
 
 The same variables configure production and the local stack, so a deployment differs from a
-laptop only in values, never in code paths. Names follow the seed designs (some carry the
-``LLM_BOT_`` prefix, some do not); each field's alias is the environment variable.
+laptop only in values, never in code paths. The names are the service's contract, listed in
+architecture.yaml (some carry the ``LLM_BOT_`` prefix, some do not); each field's alias is the
+environment variable.
 """
 
 from __future__ import annotations

@@ -66,8 +66,8 @@ ATTEMPTS = 4
 DEFERRED_MAX_WAIT_S = 0.5
 # Wait for company when at least this many arrivals are expected within the delay (at the
 # recent rate): below it, the wait mostly delays the batch in vain. 0.25 keeps waiting at
-# 800 ms model / 16 in flight (~0.7 expected in 20 ms), where not waiting doubled the write
-# transactions per event (third round), and stops at a few events in flight.
+# 800 ms model / 16 in flight (~0.7 expected in 20 ms), where not waiting doubles the write
+# transactions per event (docs/performance.md), and stops at a few events in flight.
 MIN_EXPECTED_ARRIVALS = 0.25
 
 

@@ -20,10 +20,10 @@ Both rules live here so that memory, history and ordering keys can never disagre
 
 Every part but the last is escaped (``%`` as ``%25``, ``:`` as ``%3A``) before the parts are
 joined with ``:``, so an id has one reading: a public thread has exactly one unescaped colon, a
-DM thread at least two (the user id, last, is kept as it is), and a channel named ``a:b`` can
-no longer be mistaken for the DM of user ``b`` in channel ``a``. Parts without ``:`` or ``%``
-(every platform name and channel id we know) read as before, so existing ids are unchanged;
-migration ``0005`` rewrites the few that are not.
+DM thread at least two (the user id, last, is kept as it is), and a channel named ``a:b`` is
+never mistaken for the DM of user ``b`` in channel ``a``. Parts without ``:`` or ``%`` (every
+platform name and channel id we know) need no escaping and are written as they are; migration
+``0005`` rewrote the stored ids that hold either.
 """
 
 from __future__ import annotations

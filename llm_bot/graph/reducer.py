@@ -2,8 +2,7 @@
 
 One run (one event) appends prompts, model replies, tool calls and tool results. The reducer
 keeps that set within ``LLM_BOT_MEMORY_MAX_CHARS`` and ``LLM_BOT_MEMORY_MAX_MESSAGES`` so a
-model that loops or a huge prompt cannot grow the request without bound. Decided here, where
-the seed design was silent:
+model that loops or a huge prompt cannot grow the request without bound. Its rules:
 
 - system messages are pinned: never trimmed, not counted against either limit;
 - the newest user message is never dropped; if it alone exceeds the character limit it is

@@ -1,7 +1,7 @@
 """Our messages and tools in the shapes of the two OpenAI APIs, and their replies back.
 
-Chat Completions gets structured messages and function tools. The Responses API gets what the
-seed design used: the system messages as ``instructions`` and the rest flattened into one
+Chat Completions gets structured messages and function tools. The Responses API gets its
+simple form: the system messages as ``instructions`` and the rest flattened into one
 ``(role) content`` transcript, tool calls and results included as lines, so endpoints that
 only implement the simple form still work.
 """

@@ -2,8 +2,8 @@
 
 pgserver shares one server per data directory between processes and stops it when the last
 handle goes away. This wrapper keeps that sharing, but makes stop() dependable: handles left by
-crashed processes no longer keep the server alive, and the in-process handle cache is cleared
-so the same directory can be started again.
+crashed processes do not keep the server alive, and the in-process handle cache is cleared so
+the same directory can be started again.
 """
 
 from __future__ import annotations

@@ -130,7 +130,8 @@ def test_processed_events_stored_before_0009_get_their_user_and_thread(
 
 def test_migrate_gives_up_on_a_database_that_never_answers() -> None:
     """An address that takes the connection but never speaks (a wrong host behind a firewall,
-    a stuck proxy) used to hold the migrate job until Cloud Run's task timeout."""
+    a stuck proxy) fails the migrate job after DATABASE_CONNECT_TIMEOUT_S instead of holding it
+    until Cloud Run's task timeout."""
     with socket.create_server(("127.0.0.1", 0)) as silent:  # listens, never accepts or answers
         port = silent.getsockname()[1]
         env = {

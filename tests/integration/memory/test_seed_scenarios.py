@@ -1,5 +1,6 @@
-"""The seed design's memory scenarios, with the real local embedding model (all-MiniLM-L6-v2)
-and its calibrated threshold: the right fact comes back first, and only for its owner."""
+"""The design's memory scenarios (a user's facts, asked about in other words), with the real
+local embedding model (all-MiniLM-L6-v2) and its calibrated threshold: the right fact comes back
+first, and only for its owner."""
 
 from __future__ import annotations
 
@@ -78,7 +79,7 @@ async def test_another_user_never_sees_them(local_store: MemoryStore) -> None:
 async def test_the_model_is_told_what_matters_for_an_order(
     local_store: MemoryStore, question: str
 ) -> None:
-    """Seed 001's pizza scenario at the shipped threshold: "I am vegetarian" scores under it
+    """The design's pizza scenario at the shipped threshold: "I am vegetarian" scores under it
     against such questions, but Sam's memories fit the injection budget, so all are shown."""
     memory = ConversationMemory(local_store, ContextLimits(threshold=THRESHOLD), "bot", utc_now)
     recollection = await memory.retrieve("sam", "cli:kitchen", question, private=True)

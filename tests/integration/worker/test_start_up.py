@@ -153,8 +153,8 @@ def manifest_embedding_env() -> dict[str, str]:
 async def test_a_worker_deployed_as_the_manifests_say_starts_while_embeddings_fail(
     make_bus: BusFactory, fresh_database_url: str, tmp_path: Path, model_server: LocalModelServer
 ) -> None:
-    """A wrong key or an outage of the embeddings endpoint used to fail every instance's start
-    (the start asked it for the vector size); with the size in the manifests it is not asked,
+    """A wrong key or an outage of the embeddings endpoint must not fail every instance's
+    start: with the vector size in the manifests the start does not ask the endpoint for it,
     and the worker becomes ready. Events then degrade to no memories, not to failures."""
     bus = make_bus(fresh_database_url, manifest_embedding_env())
     model_server.fail_next(1000, status=401, kind="embeddings")

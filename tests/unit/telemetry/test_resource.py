@@ -18,7 +18,7 @@ def test_the_service_is_llm_bot_by_default() -> None:
 
 
 def test_otel_service_name_wins(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The manifests set it; it used to be overridden by the code's own name."""
+    """The manifests set it, and it wins over the code's own name."""
     monkeypatch.setenv("OTEL_SERVICE_NAME", "llm-bot-staging")
     assert service_resource().attributes["service.name"] == "llm-bot-staging"
 
