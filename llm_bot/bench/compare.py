@@ -30,7 +30,7 @@ class Target:
         )
 
 
-# Issue #20's targets (docs/performance.md, "Fifth round").
+# The service's performance targets (docs/performance.md, "Targets").
 TARGETS = (
     Target(
         "worker CPU ms / event\n0 ms model, 16 in flight", "worker_cpu_ms_per_event", 5, (0, 16)

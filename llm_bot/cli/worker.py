@@ -35,7 +35,7 @@ def command_run(args: argparse.Namespace, settings: Settings) -> int:
     tracing = start_telemetry(settings)
     try:
         # uvloop: the worker is CPU-bound in its event loop at load, and libuv's loop (with its
-        # socket transports) takes ~20% off the CPU per event (docs/performance.md, fifth round).
+        # socket transports) takes ~20% off the CPU per event (docs/performance.md).
         with asyncio.Runner(loop_factory=event_loop_factory(settings.event_loop)) as runner:
             return runner.run(run_worker(settings, metrics_registry=setup_metrics()))
     finally:

@@ -3,7 +3,7 @@
 Its HTTP goes through aiohttp (the client's ``DefaultAioHttpClient``) rather than httpx: two
 requests an event (the model, the embeddings) make the HTTP client a quarter of the worker's
 CPU, and aiohttp's C parser and connection pool take about 14% off the CPU per event
-(docs/performance.md, sixth round). aiohttp reads no proxy from the environment.
+(docs/performance.md, "Measured choices in the code"). aiohttp reads no proxy from the environment.
 """
 
 from __future__ import annotations

@@ -57,7 +57,7 @@ _BM25 = f"""(
 )"""
 
 # Each side keeps its best ``pool`` by a top-N sort (a heap of ``pool`` rows): numbering or
-# materializing every row of a user spilled to disk at 100k turns (docs/performance.md).
+# materializing every row of a user would spill to disk at 100k turns.
 _RECALL_SQL = f"""
 WITH terms AS (
     SELECT DISTINCT lexeme
