@@ -1,9 +1,9 @@
 """Our messages and tools in the shapes of the two OpenAI APIs, and their replies back.
 
-Chat Completions gets structured messages and function tools. The Responses API gets its
-simple form: the system messages as ``instructions`` and the rest flattened into one
-``(role) content`` transcript, tool calls and results included as lines, so endpoints that
-only implement the simple form still work.
+Chat Completions gets structured messages and function tools. The Responses API gets the
+system messages as ``instructions`` and the rest as input items of their roles, tool calls and
+results as ``function_call`` and ``function_call_output`` items: never one joined transcript,
+where a line of a user's text could pass for a line of another role.
 """
 
 from __future__ import annotations
