@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +31,7 @@ from llm_bot.llm.client import ModelClient
 from llm_bot.local.openai_server import LocalModelServer
 from llm_bot.memory.wiring import memory_services
 from llm_bot.settings import Settings
+from llm_bot.transport.progress import PROGRESS_TEXT, progress_subject
 
 
 class NoAnswer(TimeoutError):
@@ -111,6 +114,11 @@ def send_and_wait(settings: Settings, request: SendRequest) -> dict[str, Any]:
                 if received.message.attributes.get("correlationId") == request.event.correlation_id:
                     subscriber.acknowledge(subscription=subscription, ack_ids=[received.ack_id])
                     return to_document(decode(received.message.data))
+                if _progress_subject(received.message.data) == request.event.correlation_id:
+                    # the worker's "thinking" message for our event: shown, then taken
+                    subscriber.acknowledge(subscription=subscription, ack_ids=[received.ack_id])
+                    print(f"llm-bot: {PROGRESS_TEXT}", file=sys.stderr)
+                    continue
                 # someone else's answer: hand it back at once
                 subscriber.modify_ack_deadline(
                     subscription=subscription, ack_ids=[received.ack_id], ack_deadline_seconds=0
@@ -121,6 +129,13 @@ def send_and_wait(settings: Settings, request: SendRequest) -> dict[str, Any]:
         f"no answer on {request.reply_subscription} within {request.timeout_s:g} s"
         " (is the worker running?)"
     )
+
+
+def _progress_subject(data: bytes) -> str | None:
+    try:
+        return progress_subject(json.loads(data))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
 
 
 def _require_subscription(

@@ -45,7 +45,7 @@ class Tap:
 
     def __init__(self, subscriber: pubsub_v1.SubscriberClient, subscription_path: str) -> None:
         self._subscriber = subscriber
-        self._path = subscription_path
+        self.subscription_path = subscription_path
         self.received: list[PubsubMessage] = []
 
     async def take(self, count: int, timeout_s: float = 30.0) -> list[PubsubMessage]:
@@ -56,7 +56,9 @@ class Tap:
             await self._pull_once(wanted - len(self.received))
         fresh = self.received[wanted - count :]
         if len(self.received) < wanted:
-            raise AssertionError(f"{self._path}: got {len(fresh)} of {count} within {timeout_s}s")
+            raise AssertionError(
+                f"{self.subscription_path}: got {len(fresh)} of {count} within {timeout_s}s"
+            )
         return fresh
 
     async def drain(self, quiet_pulls: int = 2) -> list[PubsubMessage]:
@@ -74,7 +76,7 @@ class Tap:
         try:
             response = await asyncio.to_thread(
                 self._subscriber.pull,
-                subscription=self._path,
+                subscription=self.subscription_path,
                 max_messages=max_messages,
                 timeout=_PULL_TIMEOUT_S,
             )
@@ -83,7 +85,7 @@ class Tap:
         if response.received_messages:
             await asyncio.to_thread(
                 self._subscriber.acknowledge,
-                subscription=self._path,
+                subscription=self.subscription_path,
                 ack_ids=[m.ack_id for m in response.received_messages],
             )
         self.received.extend(m.message for m in response.received_messages)

@@ -118,6 +118,21 @@ def progress_event(event: InternalEventV2, elapsed_ms: int) -> InternalEventV2:
     )
 
 
+def progress_subject(document: Any) -> str | None:
+    """The correlation id of the event a published progress message (:func:`progress_event`,
+    as a JSON document) speaks for; None for any other document."""
+    annotations = document.get("annotations") if isinstance(document, dict) else None
+    for annotation in annotations if isinstance(annotations, list) else []:
+        if isinstance(annotation, dict) and annotation.get("kind") == "progress_feedback":
+            try:
+                feedback = json.loads(str(annotation.get("value")))
+            except json.JSONDecodeError:
+                return None
+            subject = feedback.get("originalCorrelationId") if isinstance(feedback, dict) else None
+            return subject if isinstance(subject, str) else None
+    return None
+
+
 @dataclass(frozen=True)
 class _ArmingModel:
     """The run's model, telling the watch when it is first called."""

@@ -9,12 +9,14 @@ is the order in which the worker published them.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 import pytest
 from google.pubsub_v1.types import PubsubMessage
 
+from llm_bot.devstack.send import SendRequest, send_and_wait
 from llm_bot.devstack.worker_harness import Bus, Tap, running_worker, wait_until
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.codec import to_document
@@ -22,6 +24,7 @@ from llm_bot.events.models import AnnotationV1, InternalEventV2
 from llm_bot.events.routing import DEFAULT_EGRESS_TOPIC
 from llm_bot.local.openai_server import LocalModelServer
 from llm_bot.local.pubsub_emulator import PubSubEmulator
+from llm_bot.transport.progress import progress_subject
 
 from .conftest import BusFactory
 
@@ -75,13 +78,7 @@ def annotation(document: dict[str, Any], kind: str) -> dict[str, Any]:
 
 def progress_for(message: PubsubMessage) -> str | None:
     """The correlation id a progress message speaks for; None for any other message."""
-    document = document_of(message)
-    if not any(a["kind"] == "progress_feedback" for a in document.get("annotations") or []):
-        return None
-    original: str = json.loads(annotation(document, "progress_feedback")["value"])[
-        "originalCorrelationId"
-    ]
-    return original
+    return progress_subject(document_of(message))
 
 
 def assert_bitbrat_progress(message: PubsubMessage, event: InternalEventV2) -> None:
@@ -232,3 +229,26 @@ async def test_a_failed_progress_publish_leaves_the_event_answered_once(
     refused = [r for r in caplog.records if r.getMessage().startswith("progress message not sent")]
     assert len(refused) == 1
     assert (worker.stats.nacked, worker.stats.progress_sent) == (0, 0)
+
+
+async def test_llm_bot_send_shows_the_progress_message_and_takes_it_off_the_tap(
+    progress_bus: Bus,
+    egress: Tap,
+    model_server: LocalModelServer,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`llm-bot send` waits on the egress tap, where the progress message for its event comes
+    first: it is shown and acked, not handed back to the tap again and again."""
+    # send's clients find the emulator as the command's do, in the environment
+    monkeypatch.setenv("PUBSUB_EMULATOR_HOST", progress_bus.environment["PUBSUB_EMULATOR_HOST"])
+    event = asked("take your time")
+    model_server.hang_next(1, SLOW_S)
+    settings = progress_bus.settings()
+    reply_subscription = egress.subscription_path.rsplit("/", 1)[-1]
+    async with running_worker(settings):
+        request = SendRequest(event, reply_subscription, timeout_s=60)
+        answer = await asyncio.to_thread(send_and_wait, settings, request)
+    assert answer["correlationId"] == event.correlation_id
+    assert capsys.readouterr().err.count(THINKING) == 1
+    assert await egress.drain() == []
