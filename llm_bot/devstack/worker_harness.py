@@ -190,9 +190,15 @@ async def running_worker(
 
 def readyz(port: int) -> int | None:
     """Status of the worker's ``/readyz`` on ``port``, or None when nothing answers."""
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+    return health_status(port, "/readyz")
+
+
+def health_status(port: int, path: str, timeout_s: float = 2.0) -> int | None:
+    """Status of the worker's health route ``path`` on ``port``, or None when nothing answers
+    within ``timeout_s``."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout_s)
     try:
-        connection.request("GET", "/readyz")
+        connection.request("GET", path)
         return connection.getresponse().status
     except OSError:
         return None

@@ -49,16 +49,14 @@ async def apply_notes_edits(
     An edit that does not apply to it (its section is gone, the notes would be too long) is left
     out; the others still apply. Once written in a DM, the notes stay private."""
     user = (writes.user_id, agent)
-    await connection.execute(
-        "INSERT INTO agent_notes (user_id, agent_name, content, learned_in, updated_at)"
-        " VALUES (%s, %s, '', %s, now()) ON CONFLICT (user_id, agent_name) DO NOTHING",
-        (*user, writes.learned_in),
-    )
+    # The row as it is, locked until the transaction ends; created empty when there is none.
+    # The no-op update is what takes the lock and returns an existing row's columns.
     async with connection.cursor(row_factory=tuple_row) as cursor:
         await cursor.execute(
-            "SELECT content, learned_in FROM agent_notes WHERE user_id = %s AND agent_name = %s"
-            " FOR UPDATE",
-            user,
+            "INSERT INTO agent_notes (user_id, agent_name, content, learned_in, updated_at)"
+            " VALUES (%s, %s, '', %s, now()) ON CONFLICT (user_id, agent_name)"
+            " DO UPDATE SET agent_name = EXCLUDED.agent_name RETURNING content, learned_in",
+            (*user, writes.learned_in),
         )
         content, learned_in = _columns(await cursor.fetchone())
     if learned_in == "dm" and writes.learned_in == "public":

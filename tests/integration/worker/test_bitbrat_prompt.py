@@ -17,7 +17,7 @@ from llm_bot.graph.story import NARRATOR
 from llm_bot.local.openai_server import LocalModelServer
 
 from ...prompt_lines import section, section_names
-from .bitbrat_events import routed
+from .bitbrat_events import FIXTURES, routed
 from .conftest import BusFactory
 
 pytestmark = pytest.mark.integration
@@ -41,14 +41,6 @@ USER_SECTIONS = [
     "## [Task]",
     "## [Input]",
 ]
-STORY = {
-    "storyId": "story-123",
-    "theme": "cyberpunk",
-    "setting": "Neo-Tokyo",
-    "currentScene": "You are in a dark alley.",
-    "availableChoices": ["Look around", "Run away"],
-    "worldStateSummary": json.dumps({"reputation": 10, "credits": 500}),
-}
 
 
 def mention(bus: Bus, text: str = "@bratty what game is this?") -> dict[str, Any]:
@@ -91,6 +83,10 @@ async def reply_of(egress: Tap) -> dict[str, Any]:
     (message,) = await egress.take(1, timeout_s=30)
     document: dict[str, Any] = json.loads(message.data)
     return document
+
+
+# A story as BitBrat's story engine writes it into the `adventure_context` instruction.
+STORY = json.loads((FIXTURES / "adventure-context.json").read_text())
 
 
 async def test_a_mention_reaches_the_model_in_bitbrats_sections(

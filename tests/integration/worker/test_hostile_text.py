@@ -10,7 +10,6 @@ the notes operation held the loop for minutes and the "may" prompt for half a mi
 from __future__ import annotations
 
 import asyncio
-import http.client
 import json
 import signal
 import threading
@@ -20,7 +19,7 @@ import psycopg
 import pytest
 from google.pubsub_v1.types import PubsubMessage
 
-from llm_bot.devstack.worker_harness import Bus, Tap, WorkerProcess
+from llm_bot.devstack.worker_harness import Bus, Tap, WorkerProcess, health_status
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.identity import user_id_of
 from llm_bot.local.openai_server import LocalModelServer
@@ -35,22 +34,11 @@ DELETE_WORK = (
 )
 
 
-def live(port: int) -> int | None:
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=LIVE_TIMEOUT_S)
-    try:
-        connection.request("GET", "/live")
-        return connection.getresponse().status
-    except OSError:
-        return None
-    finally:
-        connection.close()
-
-
 def ask_live_until(port: int, done: threading.Event) -> list[int | None]:
     """``/live`` asked again and again (a tenth of a second apart) until ``done``."""
     statuses = []
     while not done.is_set():
-        statuses.append(live(port))
+        statuses.append(health_status(port, "/live", LIVE_TIMEOUT_S))
         done.wait(0.1)
     return statuses
 

@@ -26,6 +26,8 @@ from llm_bot.graph.story import NARRATOR
 from ...prompt_lines import section, section_names
 
 CONTRACTS = Path(__file__).resolve().parents[2] / "fixtures" / "bitbrat"
+# A story as BitBrat's story engine writes it into the `adventure_context` instruction.
+STORY = json.loads((CONTRACTS / "adventure-context.json").read_text())
 NOW = "2026-11-22T12:00:00.000Z"
 
 
@@ -173,16 +175,6 @@ def test_guidance_and_task_lines_of_the_caller_come_first_at_priority_two() -> N
         "- (2) Intent: question.\n- (2) Tone: neutral.\n- (3) Never swear."
     )
     assert section(user, "Task") == "- (2) Answer the question directly.\n- (3) Say hi"
-
-
-STORY = {
-    "storyId": "story-123",
-    "theme": "cyberpunk",
-    "setting": "Neo-Tokyo",
-    "currentScene": "You are in a dark alley.",
-    "availableChoices": ["Look around", "Run away"],
-    "worldStateSummary": json.dumps({"reputation": 10, "credits": 500}),
-}
 
 
 def story(value: Any) -> dict[str, Any]:
