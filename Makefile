@@ -9,12 +9,14 @@ PYTHON ?= python3
 
 install: $(STAMP)
 
-# torch goes first so pip takes the CPU wheel on disk instead of a multi-GB CUDA build.
-$(STAMP): pyproject.toml
+# torch goes first so pip takes the CPU wheel on disk instead of a multi-GB CUDA build. The
+# runtime dependencies install at their pins in constraints.txt, as in the image, so tests run
+# what ships and a new upstream release cannot change a clean clone's result.
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e '.[local,dev]'
+	$(BIN)/pip install --quiet --constraint constraints.txt -e '.[local,dev]'
 	touch $(STAMP)
 
 run: install
