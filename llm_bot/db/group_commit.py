@@ -24,11 +24,11 @@ key run one after another in the order they came, since one may read what the ot
 
 If one event's work fails (a lost claim, or a statement the database refuses: an id too long
 for its index, say), the batch is rolled back and run again with a savepoint per event, so that
-failure fails that event alone, at once; a refused statement reaches its event as a permanent
-:class:`RejectedWrite`. Only failures of the connection or the server (connection lost, server
-shutting down, too many connections, deadlock, serialization failure) retry the whole batch
-with jittered backoff (tenacity); if they persist, every event of the batch gets the error and
-is nacked.
+failure fails that event alone, at once; a refused statement reaches its event as a
+:class:`RejectedWrite`, which dead-letters it. Only failures of the connection or the server
+(connection lost, server shutting down, too many connections, deadlock, serialization failure)
+retry the whole batch with jittered backoff (tenacity); if they persist, every event of the
+batch gets the error and is nacked.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Collection, Iterator
+from collections.abc import Awaitable, Callable, Collection, Hashable, Iterator
 from dataclasses import dataclass
 from typing import Any, Self
 
@@ -50,13 +50,16 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from llm_bot.errors import PermanentError
+from llm_bot.errors import DeadLetterError
 from llm_bot.telemetry import metrics
 from llm_bot.telemetry.arrivals import ArrivalRate
 
 logger = logging.getLogger(__name__)
 
 Work = Callable[[AsyncConnection[Any]], Awaitable[None]]
+# Names something works read and write (a processed-event row, a thread's history, a user's
+# memories): each writer defines its own key types, and keys are equal only within one type.
+LockKey = Hashable
 # SQLSTATE classes and codes a later attempt may not meet again: the connection (08), resources
 # (53: too many connections, out of memory), the server going away (57P), and a concurrent
 # transaction (40001 serialization failure, 40P01 deadlock). Anything else that a statement
@@ -71,7 +74,7 @@ DEFERRED_MAX_WAIT_S = 0.5
 MIN_EXPECTED_ARRIVALS = 0.25
 
 
-class RejectedWrite(PermanentError):
+class RejectedWrite(DeadLetterError):
     """The database refused one event's write as such (its data, not the connection): no
     retry can succeed, and the event's batch-mates are not held back by it."""
 
@@ -89,7 +92,7 @@ def is_transient(error: BaseException) -> bool:
 
 
 def _own_failure(error: BaseException) -> BaseException:
-    """What the event whose work failed is told: a statement error becomes permanent."""
+    """What the event whose work failed is told: a statement error dead-letters it."""
     if isinstance(error, psycopg.Error):
         state = error.sqlstate or "no SQLSTATE"
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
@@ -104,7 +107,7 @@ class Item:
     """A work waiting in the queue, with the keys of what it touches."""
 
     work: Work
-    keys: Collection[str]
+    keys: Collection[LockKey]
     done: asyncio.Future[None] | None  # None: deferred, nobody waits
 
 
@@ -147,7 +150,7 @@ class GroupCommitter:
         with contextlib.suppress(asyncio.CancelledError):
             await task
 
-    async def commit(self, work: Work, keys: Collection[str]) -> None:
+    async def commit(self, work: Work, keys: Collection[LockKey]) -> None:
         """Run ``work`` in a (shared) transaction; returns once that transaction committed.
         ``keys`` name what it reads and writes (a thread, a user, an event): works of a batch
         with a key in common run in order, the rest interleaved."""
@@ -178,7 +181,7 @@ class GroupCommitter:
             return False
         return self.arrivals.expected_within(self._max_delay_s) >= MIN_EXPECTED_ARRIVALS
 
-    def defer(self, work: Work, keys: Collection[str]) -> None:
+    def defer(self, work: Work, keys: Collection[LockKey]) -> None:
         """Queue ``work`` for a coming transaction without waiting for it; a failure is logged
         (deferred work must be safe to lose, as after a crash)."""
         if self._task is None:
@@ -315,7 +318,7 @@ def chains(batch: list[Item]) -> list[list[Work]]:
             index = root[index]
         return index
 
-    first_with: dict[str, int] = {}
+    first_with: dict[LockKey, int] = {}
     for index, item in enumerate(batch):
         for key in item.keys:
             if key in first_with:

@@ -32,7 +32,7 @@ from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
 from llm_bot.db.group_commit import Work
-from llm_bot.errors import TransientError
+from llm_bot.errors import RetryLaterError
 from llm_bot.events.models import InternalEventV2, Outcome
 
 NO_STEP = "none"
@@ -44,11 +44,11 @@ AnyConnection = AsyncConnection[Any]
 Transact = Callable[[Work, Collection[str]], Awaitable[None]]
 
 
-class ClaimLost(TransientError):
+class ClaimLost(RetryLaterError):
     """Our lease expired and another holder took the event over: its result wins."""
 
 
-class ClaimBusy(TransientError):
+class ClaimBusy(RetryLaterError):
     """Another holder kept the event longer than any lease allows; try again later."""
 
 

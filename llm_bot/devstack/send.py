@@ -20,13 +20,11 @@ from typing import Any
 from google.api_core.exceptions import DeadlineExceeded, NotFound, PermissionDenied
 from google.cloud import pubsub_v1
 
-from llm_bot.clock import utc_now
-from llm_bot.db.processed_events import source_of
+from llm_bot.answer.unit import Answerer
 from llm_bot.events.codec import decode, encode, to_document
 from llm_bot.events.models import InternalEventV2
 from llm_bot.events.routing import DEFAULT_EGRESS_TOPIC, prefixed
 from llm_bot.graph.assembly import context_from_settings, graph_from_settings
-from llm_bot.graph.process import process_event, turn_of
 from llm_bot.llm.client import ModelClient
 from llm_bot.local.openai_server import LocalModelServer
 from llm_bot.memory.wiring import memory_services
@@ -74,13 +72,12 @@ async def _process(settings: Settings, event: InternalEventV2) -> dict[str, Any]
             context = context_from_settings(
                 settings, model, memory.retriever, memory.tools, memory.personalities
             )
-            result = await process_event(graph_from_settings(settings), context, event)
-            turn = turn_of(result, source_of(event), utc_now())
-            if memory.commit is not None and turn is not None:
-                await memory.commit.commit_now(turn)
+            answerer = Answerer(graph_from_settings(settings), context, memory.commit)
+            answer = await answerer.answer(event)
+            await answerer.commit(answer)
     finally:
         await model.close()
-    return to_document(result.event)
+    return to_document(answer.result.event)
 
 
 def send_and_wait(settings: Settings, request: SendRequest) -> dict[str, Any]:

@@ -26,7 +26,7 @@ import json
 import math
 from typing import Any, NoReturn
 
-from llm_bot.errors import PermanentError
+from llm_bot.errors import DeadLetterError
 from llm_bot.events.identity import thread_id_of, user_id_of
 from llm_bot.events.models import InternalEventV2
 from llm_bot.text import UNSTORABLE
@@ -39,8 +39,9 @@ FLOAT_DIGITS = 309
 NUMBER_SHOWN_CHARS = 32
 
 
-class InvalidEvent(PermanentError):
-    """The message is not an ``InternalEventV2`` we can process; permanent, never worth a retry."""
+class InvalidEvent(DeadLetterError):
+    """The message is not an ``InternalEventV2`` we can process: dead-lettered, never worth a
+    retry."""
 
 
 def parse_json(text: str) -> Any:

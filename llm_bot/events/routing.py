@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from llm_bot.errors import PermanentError
+from llm_bot.errors import DeadLetterError
 from llm_bot.events.models import (
     CandidateV1,
     InternalEventV2,
@@ -25,8 +25,8 @@ EGRESS_EVENT_TYPE = "egress.deliver.v1"
 DEFAULT_EGRESS_TOPIC = "internal.egress.v1"
 
 
-class RoutingError(PermanentError):
-    """The slip cannot be followed (e.g. a pending step names no topic): a permanent error."""
+class RoutingError(DeadLetterError):
+    """The slip cannot be followed (e.g. a pending step names no topic): dead-lettered."""
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 from llm_bot.graph.assembly import context_from_settings, graph_from_settings
 from llm_bot.graph.builder import LlmBotGraph, compile_graph
-from llm_bot.graph.process import ProcessResult, process_event, record_failure, turn_of
+from llm_bot.graph.process import ProcessResult, process_event, record_failure
 from llm_bot.graph.state import GraphContext
 
 __all__ = [
@@ -14,5 +14,4 @@ __all__ = [
     "graph_from_settings",
     "process_event",
     "record_failure",
-    "turn_of",
 ]

@@ -16,11 +16,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from llm_bot.clock import iso_timestamp
-from llm_bot.events.identity import thread_id_of, user_id_of
+from llm_bot.errors import ForwardAsError
 from llm_bot.events.models import (
     CandidateV1,
     ErrorEntryV1,
@@ -37,7 +36,6 @@ from llm_bot.graph.behavior_annotations import (
 from llm_bot.graph.builder import LlmBotGraph
 from llm_bot.graph.state import GraphContext
 from llm_bot.llm.errors import ModelError
-from llm_bot.memory.commit import TurnOutcome
 from llm_bot.memory.run_writes import RunWrites
 
 logger = logging.getLogger(__name__)
@@ -54,11 +52,6 @@ class ProcessResult:
     writes: RunWrites | None = None  # what the commit must apply (OK only)
     prompt: str = ""  # the combined prompt, for the history pair
     adds_turn: bool = True  # False: the outcome keeps nothing of the message (a refusal)
-
-    @property
-    def retryable(self) -> bool:
-        """True when a later attempt may succeed (the worker nacks instead of forwarding)."""
-        return bool(self.error and self.error.retryable)
 
 
 # What the result is made of: LangGraph then reads these channels alone after each superstep
@@ -82,7 +75,7 @@ async def process_event(
                 "cause": error.message,
             },
         )
-        return record_failure(working, context, error.code, error.message, error.retryable)
+        return record_failure(working, context, error)
     now = iso_timestamp(context.clock())
     annotate(working, context, final, now)
     gate = final.get("gate")
@@ -123,30 +116,13 @@ def annotate(
 
 
 def record_failure(
-    event: InternalEventV2, context: GraphContext, code: str, message: str, retryable: bool
+    event: InternalEventV2, context: GraphContext, failure: ForwardAsError
 ) -> ProcessResult:
-    """Close the step as ERROR and add an ``errors[]`` entry (``message`` must be publishable)."""
+    """Close the step as ERROR with the failure's code and add an ``errors[]`` entry."""
     now = iso_timestamp(context.clock())
+    code, message, retryable = failure.code, failure.message, failure.retryable
     error = StepError(code=code, message=message, retryable=retryable)
     entry = ErrorEntryV1(source=SOURCE, message=f"{code}: {message}", fatal=not retryable, at=now)
     event.errors = [*(event.errors or []), entry]
     complete_current_step(event, "ERROR", now, error)
     return ProcessResult("ERROR", event, error=error)
-
-
-def turn_of(result: ProcessResult, source_event: str, now: datetime) -> TurnOutcome | None:
-    """The turn an OK result adds to history (SKIP, ERROR and a refusal add none).
-    ``source_event`` identifies the incoming event and step, as the processed-event record
-    does."""
-    if result.outcome != "OK" or result.candidate is None or not result.adds_turn:
-        return None
-    event = result.event
-    return TurnOutcome(
-        source_event=source_event,
-        thread_id=thread_id_of(event),
-        user_id=user_id_of(event),
-        prompt=result.prompt,
-        reply=result.candidate.text or "",
-        at=now,
-        writes=result.writes,
-    )

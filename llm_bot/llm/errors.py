@@ -1,22 +1,20 @@
 """What can go wrong with a model call, sorted by what the worker should do about it.
 
-The class decides ack versus nack (README, Failure handling): a retryable error nacks the message so
-the subscription's retry policy backs off; a permanent one closes the step as ERROR. Messages are
-written for the event's ``errors[]``: they never carry keys, URLs with credentials or traces.
+Every model error closes the step as ERROR with its ``code`` and forwards the event
+(:class:`~llm_bot.errors.ForwardAsError`); a ``retryable`` one (the model may answer later) is
+nacked first while attempts remain (README, Failure handling). Messages are written for the
+event's ``errors[]``: they never carry keys, URLs with credentials or traces.
 """
 
 from __future__ import annotations
 
+from llm_bot.errors import ForwardAsError
 
-class ModelError(Exception):
+
+class ModelError(ForwardAsError):
     """A model call failed; ``code`` goes to the routing step's ``error.code``."""
 
     code = "LLM_ERROR"
-    retryable = False
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
 
 
 class ModelUnavailable(ModelError):
@@ -27,9 +25,10 @@ class ModelUnavailable(ModelError):
 
 
 class ModelTimeout(ModelError):
-    """The model did not answer within the deadline."""
+    """The model did not answer within the model's deadline (``LLM_BOT_MODEL_DEADLINE_MS``),
+    not the event's: that one is ``TIMEOUT`` (:class:`llm_bot.answer.unit.DeadlineExceeded`)."""
 
-    code = "TIMEOUT"
+    code = "LLM_TIMEOUT"
     retryable = True
 
 
@@ -47,6 +46,6 @@ class ModelRequestInvalid(ModelError):
 
 
 class ModelRefused(ModelError):
-    """The model declined or a content filter stopped it: a policy outcome, permanent."""
+    """The model declined or a content filter stopped it: a policy outcome, never retried."""
 
     code = "LLM_REFUSED"

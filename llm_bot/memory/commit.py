@@ -44,6 +44,22 @@ class TurnOutcome:
 
 
 @dataclass(frozen=True)
+class ThreadKey:
+    """A thread's history, as the group committer orders works by it: a history pair's append
+    reads the thread's last turn, so two appends to one thread must not interleave."""
+
+    thread_id: str
+
+
+@dataclass(frozen=True)
+class UserKey:
+    """A user's memories and notes: the commit reads them (a version to keep, a private key,
+    the notes document) before it rewrites them."""
+
+    user_id: str
+
+
+@dataclass(frozen=True)
 class PreparedTurn:
     """A turn's writes with every embedding they need, made before the transaction."""
 
@@ -101,6 +117,12 @@ class MemoryCommit:
             text: vector for text, vector in zip(texts[2:], vectors[2:], strict=True) if vector
         }
         return PreparedTurn(pair, memory_vectors)
+
+    @staticmethod
+    def lock_keys(turn: TurnOutcome) -> tuple[ThreadKey, UserKey]:
+        """What :meth:`apply` reads before it writes, named for the group committer
+        (:mod:`llm_bot.db.group_commit`): works sharing one of these keys run one after another."""
+        return ThreadKey(turn.thread_id), UserKey(turn.user_id)
 
     async def apply(
         self, connection: AsyncConnection[Any], turn: TurnOutcome, prepared: PreparedTurn

@@ -2,14 +2,13 @@
 
 from llm_bot.transport.ack import Delivery, settle
 from llm_bot.transport.clients import publisher_client, subscriber_client
-from llm_bot.transport.handler import EventCommit, EventHandler
+from llm_bot.transport.handler import EventHandler
 from llm_bot.transport.publisher import Publisher, PublishFailed
 from llm_bot.transport.stats import WorkerStats
 from llm_bot.transport.subscriber import StreamingSubscriber
 
 __all__ = [
     "Delivery",
-    "EventCommit",
     "EventHandler",
     "PublishFailed",
     "Publisher",

@@ -1,14 +1,12 @@
-"""The ack decision: one context manager around handling a message, driven by the error class.
+"""Settling a message: one context manager around its handling, enacting the decision
+(:func:`llm_bot.transport.decision.decide`) on how the handling ended.
 
-- no exception: the output is published and committed → ack;
-- a :class:`~llm_bot.errors.PermanentError` (invalid input, a slip that cannot be followed): no
-  delivery can fix it → publish a ``router.deadletter.v1`` event carrying the original
-  (:mod:`llm_bot.events.deadletter`) to the dead-letter topic, with the reason also in
-  attributes, then ack;
-- anything else (a :class:`~llm_bot.errors.TransientError` such as a model or database that did
-  not answer or an unconfirmed publish, or a bug) → nack, so Pub/Sub delivers again. The
-  handler itself turns a retryable failure on the last delivery attempt into a forwarded ERROR
-  step, so reaching this point always means "try again".
+- no exception: the output is committed and on the bus → ack;
+- ``DEAD_LETTER`` (invalid input, a slip that cannot be followed, attempts abandoned): publish a
+  ``router.deadletter.v1`` event carrying the original (:mod:`llm_bot.events.deadletter`) to the
+  dead-letter topic, with the reason also in attributes, then ack;
+- ``NACK`` (a database that did not answer, an unconfirmed publish, a retryable step failure
+  with attempts left, a bug): nack, so Pub/Sub delivers again.
 
 Before a nack the message is held for a jittered backoff that grows with the delivery attempt:
 Pub/Sub redelivers a nack at once unless the subscription has a retry policy (the emulator
@@ -23,12 +21,12 @@ import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from datetime import datetime
-from enum import Enum
 from typing import Protocol
 
 import psycopg
 
-from llm_bot.errors import PermanentError, TransientError
+from llm_bot.errors import RetryLaterError
+from llm_bot.transport.decision import Decision, decide
 from llm_bot.transport.stats import WorkerStats
 
 logger = logging.getLogger(__name__)
@@ -59,29 +57,11 @@ class Delivery(Protocol):
     async def nack(self) -> None: ...
 
 
-class RetryLater(TransientError):
-    """Processing failed in a way a later delivery may not (model or database unavailable)."""
-
-
 # Failures we expect from time to time: logged in one line, without a traceback.
-EXPECTED_RETRIES = (TransientError, psycopg.OperationalError)
-
-
-class Decision(Enum):
-    ACK = "ack"
-    NACK = "nack"
-    DEAD_LETTER = "dead-letter"
+EXPECTED_RETRIES = (RetryLaterError, psycopg.OperationalError)
 
 
 DeadLetter = Callable[[Delivery, str], Awaitable[None]]
-
-
-def decide(error: BaseException | None) -> Decision:
-    if error is None:
-        return Decision.ACK
-    if isinstance(error, PermanentError):
-        return Decision.DEAD_LETTER
-    return Decision.NACK
 
 
 def retry_delay_s(delivery_attempt: int, rng: random.Random | None = None) -> float:
@@ -112,9 +92,11 @@ def clipped(text: str, max_bytes: int) -> str:
 
 @asynccontextmanager
 async def settle(
-    delivery: Delivery, dead_letter: DeadLetter, stats: WorkerStats
+    delivery: Delivery, dead_letter: DeadLetter, stats: WorkerStats, limit: int
 ) -> AsyncIterator[None]:
-    """Ack, dead-letter or nack ``delivery`` according to how the block ends."""
+    """Ack, dead-letter or nack ``delivery`` according to how the block ends; ``limit`` is the
+    last delivery attempt accepted. The block ends once the output is on the bus
+    (``Mark.PUBLISHED``: ack), or raises."""
     try:
         yield
     except asyncio.CancelledError:  # shutdown: hand the message back, unfinished
@@ -122,7 +104,7 @@ async def settle(
         await delivery.nack()
         raise
     except Exception as error:
-        if decide(error) is Decision.DEAD_LETTER:
+        if decide(error, delivery.delivery_attempt, limit) is Decision.DEAD_LETTER:
             await _dead_letter_or_retry(delivery, str(error), dead_letter, stats)
         else:
             _log_retry(delivery, error)

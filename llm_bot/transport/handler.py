@@ -1,4 +1,5 @@
-"""One message, start to settle: decode, claim, run the graph, commit, publish, ack.
+"""One message, start to settle: decode, claim, answer (:mod:`llm_bot.answer`), commit,
+publish, ack.
 
 The order is what makes the output effectively-once (README, Failure handling): the output is
 committed to ``processed_events`` before it is published, and the message is acked only once Pub/Sub
@@ -12,38 +13,27 @@ each must be durable before the next step; the "published" mark rides along with
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry.trace import SpanKind
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
+from llm_bot.answer.unit import Answer, Answerer
 from llm_bot.clock import iso_timestamp, utc_now
 from llm_bot.db import processed_events
 from llm_bot.db.group_commit import GroupCommitter
 from llm_bot.db.leases import LeaseKeeper
-from llm_bot.db.processed_events import source_of
-from llm_bot.errors import PermanentError
+from llm_bot.errors import DeadLetterError, RetryLaterError
 from llm_bot.events.codec import decode, encode
 from llm_bot.events.deadletter import Cause, deadletter_body
 from llm_bot.events.identity import thread_id_of, user_id_of
 from llm_bot.events.limits import check_event
 from llm_bot.events.models import InternalEventV2
 from llm_bot.events.routing import advance, check_route, current_step, hop_attributes, prefixed
-from llm_bot.graph.builder import LlmBotGraph
-from llm_bot.graph.process import (
-    SOURCE,
-    ProcessResult,
-    process_event,
-    record_failure,
-    turn_of,
-)
-from llm_bot.graph.state import GraphContext
-from llm_bot.memory.commit import MemoryCommit
+from llm_bot.graph.process import SOURCE, ProcessResult
 from llm_bot.settings import Settings
 from llm_bot.telemetry import metrics
 from llm_bot.telemetry.logs import event_ids
@@ -51,11 +41,11 @@ from llm_bot.telemetry.traces import child_span, consumer_span, current_trace_id
 from llm_bot.transport.ack import (
     MAX_ATTRIBUTE_BYTES,
     Delivery,
-    RetryLater,
     clipped,
     dead_letter_attributes,
     settle,
 )
+from llm_bot.transport.decision import Decision, Mark, decide
 from llm_bot.transport.progress import ProgressFeedback, ProgressWatch, add_operation_context
 from llm_bot.transport.publisher import Publisher
 from llm_bot.transport.stats import WorkerStats
@@ -63,9 +53,14 @@ from llm_bot.transport.stats import WorkerStats
 logger = logging.getLogger(__name__)
 
 
-class AttemptsExhausted(PermanentError):
+class AttemptsExhausted(DeadLetterError):
     """The event came back after its last attempt: each one failed past the point where the
     failure is recorded (a crash, a publish that never confirmed). Retrying would never end."""
+
+
+class RetryableFailure(RetryLaterError):
+    """The answer failed in a way a later attempt may not (the model was unavailable), and
+    attempts remain."""
 
 
 def deadline_s(event: InternalEventV2, default_ms: int, max_ms: int) -> float:
@@ -99,59 +94,26 @@ def output_of(result: ProcessResult, settings: Settings) -> processed_events.Sto
     )
 
 
-@dataclass(frozen=True)
-class EventCommit:
-    """Writes an event's output record and its memory writes in one (grouped) transaction."""
-
-    group: GroupCommitter
-    memory_commit: MemoryCommit | None = None
-
-    async def commit(
-        self,
-        claim: processed_events.Claim,
-        output: processed_events.StoredOutput,
-        event: InternalEventV2,
-        result: ProcessResult,
-    ) -> None:
-        memory = self.memory_commit
-        turn = turn_of(result, source_of(event), utc_now()) if memory else None
-        prepared = await memory.prepare(turn) if memory and turn else None
-
-        async def work(connection: AsyncConnection[Any]) -> None:
-            # The memory writes first: the history pair's append then goes out in one round
-            # trip with the output's store, whose row is read (see GroupCommitter).
-            if memory and turn and prepared:
-                await memory.apply(connection, turn, prepared)
-            await processed_events.store_output(connection, claim, output)
-
-        keys = [processed_events.row_key(claim.key)]
-        if turn is not None:  # the history pair reads its thread; notes and memories, the user's
-            keys += [f"thread {turn.thread_id}", f"user {turn.user_id}"]
-        await self.group.commit(work, keys)
-
-
 class EventHandler:
     def __init__(
         self,
         *,
         settings: Settings,
-        graph: LlmBotGraph,
-        context: GraphContext,
+        answerer: Answerer,
         pool: AsyncConnectionPool[Any],
+        group: GroupCommitter,
         publisher: Publisher,
         stats: WorkerStats,
-        commit: EventCommit,
         leases: LeaseKeeper,
     ) -> None:
         self._settings = settings
-        self._graph = graph
-        self._context = context
+        self._answerer = answerer
         self._pool = pool
+        self._group = group
         self._publisher = publisher
         self._stats = stats
-        self._commit = commit
         self._leases = leases
-        self._marks = processed_events.PublishedMarks(commit.group.defer)
+        self._marks = processed_events.PublishedMarks(group.defer)
         self._progress = ProgressFeedback(
             publisher,
             stats,
@@ -171,7 +133,8 @@ class EventHandler:
             with consumer_span(
                 subscription, delivery.message_id, delivery.delivery_attempt, delivery.attributes
             ):
-                async with settle(delivery, self._dead_letter, self._stats):
+                limit = self._settings.max_delivery_attempts
+                async with settle(delivery, self._dead_letter, self._stats, limit):
                     outcome = await self._handle(delivery)
         finally:
             metrics.in_flight.add(-1)
@@ -196,7 +159,7 @@ class EventHandler:
     async def _process(self, delivery: Delivery, event: InternalEventV2) -> str:
         # Tells the group committer this event will hand in work (its claim, its output): an
         # event alone then commits without waiting for company that is not coming.
-        with self._commit.group.expecting_work():
+        with self._group.expecting_work():
             return await self._claim_and_answer(delivery, event)
 
     async def _claim_and_answer(self, delivery: Delivery, event: InternalEventV2) -> str:
@@ -204,7 +167,7 @@ class EventHandler:
         limit_s = deadline_s(event, settings.event_deadline_ms, settings.max_response_ms)
         with metrics.timed(metrics.stage_duration, {"stage": "claim"}):
             claimed = await processed_events.claim_or_wait(
-                self._commit.group.commit,
+                self._group.commit,
                 processed_events.key_of(event),
                 lease_s=settings.claim_lease_s,
                 wait_s=limit_s + settings.claim_lease_s,
@@ -226,7 +189,7 @@ class EventHandler:
         claimed: processed_events.Claim,
         limit_s: float,
     ) -> str:
-        """Publish the stored output, or run the graph, commit and publish; the outcome."""
+        """Publish the stored output, or answer, commit and publish; the outcome."""
         if claimed.stored is not None:
             self._stats.republished += 1
             await self._publish(claimed.key, claimed.stored)
@@ -234,7 +197,7 @@ class EventHandler:
         last = attempt_limit(event, self._settings.max_delivery_attempts)
         # Our count of claims: processing began that often and never finished (a delivery to
         # a worker that died before claiming it is not one: Pub/Sub counts those too).
-        if claimed.attempt > last:
+        if decide(Mark.ABANDONED, claimed.attempt - 1, last) is Decision.DEAD_LETTER:
             raise AttemptsExhausted(
                 f"gave up after {claimed.attempt - 1} attempts that did not finish"
             )
@@ -243,28 +206,28 @@ class EventHandler:
         add_operation_context(event)
         progress = self._progress.watch(event, first_claim=claimed.attempt == 1)
         try:
-            result = await self._graph_result(event, limit_s, progress.bind(self._context))
+            context = progress.bind(self._answerer.context)
+            answer = await self._answerer.answer(event, context=context, deadline_s=limit_s)
             progress.stop()  # the answer exists: no "thinking" from now on
-            if result.retryable and attempt < last:
-                assert result.error is not None
-                raise RetryLater(f"{result.error.code}: {result.error.message}")
-            await self._send(claimed, event, result, progress)
+            error = answer.result.error
+            if decide(answer, attempt, last) is Decision.NACK and error is not None:
+                raise RetryableFailure(f"{error.code}: {error.message}")
+            await self._send(claimed, answer, progress)
         finally:
             await progress.settled()  # never under way once the event is settled
-        self._stats.count_outcome(result.outcome)
-        return result.outcome
+        self._stats.count_outcome(answer.result.outcome)
+        return answer.result.outcome
 
     async def _send(
         self,
         claimed: processed_events.Claim,
-        event: InternalEventV2,
-        result: ProcessResult,
+        answer: Answer,
         progress: ProgressWatch,
     ) -> None:
         """Commit the output, then publish it once a progress message under way went out."""
         settings = self._settings
         with child_span("send", kind=SpanKind.PRODUCER) as span:
-            output = output_of(result, settings)  # carries this span's context onwards
+            output = output_of(answer.result, settings)  # carries this span's context onwards
             span.update_name(f"send {output.topic}")
             span.set_attributes(
                 {
@@ -274,27 +237,26 @@ class EventHandler:
                 }
             )
             with metrics.timed(metrics.stage_duration, {"stage": "commit"}):
-                await self._commit.commit(claimed, output, event, result)
+                await self._commit(claimed, output, answer)
             await progress.settled()
             await self._publish(claimed.key, output)
 
-    async def _graph_result(
-        self, event: InternalEventV2, limit_s: float, context: GraphContext
-    ) -> ProcessResult:
-        """The deadline ends the event as ERROR ``TIMEOUT`` (permanent: the producer's time is
-        up); an unexpected exception is an ``INTERNAL`` error that a retry may cure."""
-        scope = asyncio.timeout(limit_s)
-        try:
-            async with scope:
-                return await process_event(self._graph, context, event)
-        except TimeoutError:
-            if not scope.expired():
-                raise
-            code, message, retryable = "TIMEOUT", f"no result within {limit_s * 1000:.0f} ms", False
-        except Exception:
-            logger.exception("graph failed", extra={"correlationId": event.correlation_id})
-            code, message, retryable = "INTERNAL", "llm-bot failed unexpectedly", True
-        return record_failure(event.model_copy(deep=True), context, code, message, retryable)
+    async def _commit(
+        self,
+        claim: processed_events.Claim,
+        output: processed_events.StoredOutput,
+        answer: Answer,
+    ) -> None:
+        """The output record and the answer's memory writes, in one (grouped) transaction."""
+        writes = await self._answerer.prepare(answer)
+
+        async def work(connection: AsyncConnection[Any]) -> None:
+            # The memory writes first: the history pair's append then goes out in one round
+            # trip with the output's store, whose row is read (see GroupCommitter).
+            await writes.apply(connection)
+            await processed_events.store_output(connection, claim, output)
+
+        await self._group.commit(work, [processed_events.row_key(claim.key), *writes.keys])
 
     async def _publish(
         self, key: processed_events.EventKey, output: processed_events.StoredOutput

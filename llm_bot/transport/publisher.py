@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from google.api_core.exceptions import InvalidArgument, NotFound, PermissionDenied
 from google.cloud import pubsub_v1
 
-from llm_bot.errors import PermanentError, TransientError
+from llm_bot.errors import DeadLetterError, RetryLaterError
 from llm_bot.settings import Settings
 from llm_bot.transport.clients import PUBLISH_TIMEOUT_S, publisher_client
 
@@ -26,11 +26,11 @@ logger = logging.getLogger(__name__)
 _CONFIRM_TIMEOUT_S = PUBLISH_TIMEOUT_S + 5.0
 
 
-class PublishFailed(TransientError):
+class PublishFailed(RetryLaterError):
     """Pub/Sub did not confirm a publish in time; a redelivery will try again."""
 
 
-class PublishRejected(PermanentError):
+class PublishRejected(DeadLetterError):
     """Pub/Sub refused the message or its topic (missing, forbidden, over a limit): sending it
     again cannot succeed, so the event is dead-lettered instead of retried forever."""
 

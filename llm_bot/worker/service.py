@@ -19,6 +19,7 @@ from typing import Any, Self
 from prometheus_client import CollectorRegistry
 from psycopg_pool import AsyncConnectionPool
 
+from llm_bot.answer.unit import Answerer
 from llm_bot.db.group_commit import GroupCommitter
 from llm_bot.db.leases import LeaseKeeper
 from llm_bot.db.migrate import migrate
@@ -29,7 +30,7 @@ from llm_bot.memory.wiring import memory_services
 from llm_bot.settings import Settings
 from llm_bot.telemetry.loop_lag import watch_loop_lag
 from llm_bot.transport.clients import subscriber_client
-from llm_bot.transport.handler import EventCommit, EventHandler
+from llm_bot.transport.handler import EventHandler
 from llm_bot.transport.publisher import Publisher
 from llm_bot.transport.stats import WorkerStats
 from llm_bot.transport.subscriber import StreamingSubscriber
@@ -109,12 +110,11 @@ class Worker:
         await resources.enter_async_context(leases)
         handler = EventHandler(
             settings=settings,
-            graph=graph_from_settings(settings),
-            context=context,
+            answerer=Answerer(graph_from_settings(settings), context, services.commit),
             pool=self._pool,
+            group=committer,
             publisher=publisher,
             stats=self.stats,
-            commit=EventCommit(committer, services.commit),
             leases=leases,
         )
         health = HealthServer(self.readiness, settings.port, registry=self._metrics_registry)

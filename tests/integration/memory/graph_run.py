@@ -1,16 +1,15 @@
-"""Running one event through the compiled graph and committing it, as the worker does, for
-tests of what the model sees and what its tool calls leave behind."""
+"""Answering one event and committing what it leaves, as the worker does, for tests of what the
+model sees and what its tool calls leave behind."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
+from llm_bot.answer.unit import Answer, Answerer
 from llm_bot.clock import utc_now
-from llm_bot.db.processed_events import source_of
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.models import InternalEventV2
 from llm_bot.graph.builder import compile_graph
-from llm_bot.graph.process import ProcessResult, turn_of
 from llm_bot.graph.reducer import MessageLimits
 from llm_bot.graph.state import GraphContext
 from llm_bot.llm.client import ModelClient
@@ -36,10 +35,15 @@ def said(user: str, thread: str, text: str) -> InternalEventV2:
     return prompt_event(text, user=user, thread=thread, egress_topic="internal.egress.v1")
 
 
-async def commit(store: MemoryStore, event: InternalEventV2, result: ProcessResult) -> None:
-    turn = turn_of(result, source_of(event), utc_now())
-    assert turn is not None
-    await MemoryCommit(store, "llm-bot", timedelta(hours=6)).commit_now(turn)
+def answerer_for(store: MemoryStore, model: ModelClient) -> Answerer:
+    return Answerer(
+        GRAPH, context_for(store, model), MemoryCommit(store, "llm-bot", timedelta(hours=6))
+    )
+
+
+async def commit(answerer: Answerer, answer: Answer) -> None:
+    assert answer.turn is not None
+    await answerer.commit(answer)
 
 
 def first_request(server: LocalModelServer) -> str:

@@ -8,12 +8,12 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from llm_bot.answer.unit import Answerer
 from llm_bot.clock import utc_now
-from llm_bot.db.processed_events import source_of
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.models import InternalEventV2
 from llm_bot.graph.builder import compile_graph
-from llm_bot.graph.process import ProcessResult, process_event, turn_of
+from llm_bot.graph.process import ProcessResult
 from llm_bot.graph.reducer import MessageLimits
 from llm_bot.graph.state import GraphContext
 from llm_bot.llm.client import ModelClient
@@ -56,21 +56,19 @@ class Instance:
             context_pairs=pairs, threshold=0.3, session_idle=IDLE, recall_limit=3
         )
         self.store = store
-        self.context = GraphContext(
+        context = GraphContext(
             model=model,
             retriever=ConversationMemory(store, limits, "llm-bot", clock),
             tools=[ManageNotesTool(store, "llm-bot", max_chars=300)],
             clock=clock,
         )
-        self.commit = MemoryCommit(store, "llm-bot", IDLE)
-        self.clock = clock
+        self.answerer = Answerer(GRAPH, context, MemoryCommit(store, "llm-bot", IDLE))
 
     async def handle(self, event: InternalEventV2) -> ProcessResult:
-        result = await process_event(GRAPH, self.context, event)
-        turn = turn_of(result, source_of(event), self.clock())
-        assert turn is not None
-        await self.commit.commit_now(turn)
-        return result
+        answer = await self.answerer.answer(event)
+        assert answer.turn is not None
+        await self.answerer.commit(answer)
+        return answer.result
 
 
 def said(text: str, user: str = "uma", thread: str = "room") -> InternalEventV2:

@@ -21,7 +21,15 @@ from llm_bot.memory.store import MemoryStore
 from llm_bot.memory.tools import DeleteMemoryTool
 
 from ..conftest import server_embedder
-from .graph_run import GRAPH, commit, context_for, first_request, said, tool_results
+from .graph_run import (
+    GRAPH,
+    answerer_for,
+    commit,
+    context_for,
+    first_request,
+    said,
+    tool_results,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("fresh_servers")]
 # Shares "user" and "is" with the memories below, so they are found, and never names the diet.
@@ -40,10 +48,11 @@ async def test_the_model_forgets_a_memory_by_its_key_and_it_is_never_shown_again
     chat_server.reset()
     chat_server.script_tool_call("deleteMemory", {"key": key})
     forget = said("mira", "thread-b", "please forget what you know about my diet")
-    result = await process_event(GRAPH, context, forget)
+    answerer = answerer_for(memory_store, model)
+    answer = await answerer.answer(forget)
     assert tool_results(chat_server) == [f"deleted memory {key}"]
     assert await mira.get(key) is not None, "nothing is deleted before the event's commit"
-    await commit(memory_store, forget, result)
+    await commit(answerer, answer)
     assert await mira.get(key) is None
 
     chat_server.reset()
@@ -63,15 +72,15 @@ async def test_an_unknown_key_or_another_users_key_is_an_answer_and_deletes_noth
             ("deleteMemory", {"key": 42}),
         ]
     )
-    event = said("mira", "thread-a", "forget otto's allergy")
-    result = await process_event(GRAPH, context_for(memory_store, model), event)
-    assert result.outcome == "OK"
+    answerer = answerer_for(memory_store, model)
+    answer = await answerer.answer(said("mira", "thread-a", "forget otto's allergy"))
+    assert answer.result.outcome == "OK"
     assert tool_results(chat_server) == [
         f"error: no memory with key {otto_key}; nothing deleted",
         "error: no memory with key no-such-key; nothing deleted",
         "error: nothing deleted: key must be the key of a memory you were shown",
     ]
-    await commit(memory_store, event, result)
+    await commit(answerer, answer)
     otto = await memory_store.for_user("otto").get(otto_key)
     assert otto is not None
     assert otto.content == "User is allergic to nuts"
@@ -109,11 +118,11 @@ async def test_within_one_run_the_later_call_on_a_key_wins(
             ("upsertMemory", {"content": "User is vegetarian"}),  # its deleted twin: no merge
         ]
     )
-    event = said("mira", "thread-a", "a change of habits")
-    result = await process_event(GRAPH, context_for(memory_store, model), event)
+    answerer = answerer_for(memory_store, model)
+    answer = await answerer.answer(said("mira", "thread-a", "a change of habits"))
     resaved = tool_results(chat_server)[-1]
     assert resaved.endswith("(created)")
-    await commit(memory_store, event, result)
+    await commit(answerer, answer)
 
     assert await mira.get(updated_then_deleted) is None
     moved = await mira.get(deleted_then_updated)

@@ -15,7 +15,7 @@ from llm_bot.llm.client import ModelClient
 from llm_bot.local.openai_server import LocalModelServer
 from llm_bot.memory.store import MemoryStore
 
-from .graph_run import GRAPH, commit, context_for, first_request, said
+from .graph_run import GRAPH, answerer_for, commit, context_for, first_request, said
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("fresh_servers")]
 QUESTION = "what should the user order tonight?"
@@ -32,7 +32,8 @@ async def test_a_correction_by_key_keeps_the_old_fact_as_history_and_shows_only_
 
     chat_server.script_tool_call("upsertMemory", {"key": key, "content": "User is vegan"})
     correction = said("nia", "thread-a", "actually I went vegan last month")
-    await commit(memory_store, correction, await process_event(GRAPH, context, correction))
+    answerer = answerer_for(memory_store, model)
+    await commit(answerer, await answerer.answer(correction))
 
     chat_server.reset()
     await process_event(GRAPH, context, said("nia", "thread-b", QUESTION))

