@@ -15,8 +15,8 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 
-from llm_bot.cli.bench import add_bench_commands
-from llm_bot.cli.evaluation import add_eval_commands
+from llm_bot_tools.cli.bench import add_bench_commands
+from llm_bot_tools.cli.evaluation import add_eval_commands
 from llm_bot.cli.failures import masked, report_failure, secrets_of
 from llm_bot.cli.lifecycle import add_lifecycle_commands
 from llm_bot.cli.memories import add_memory_commands
@@ -57,14 +57,14 @@ def command_migrate(args: argparse.Namespace, settings: Settings) -> int:
 
 def command_dev(args: argparse.Namespace, settings: Settings) -> int:
     """Run the local stack (and, once it exists, the worker) until interrupted."""
-    from llm_bot.devstack.stack import run_dev_stack
+    from llm_bot_tools.devstack.stack import run_dev_stack
 
     return run_dev_stack(settings, data_dir=args.data_dir, services_only=args.services_only)
 
 
 def command_send(args: argparse.Namespace, settings: Settings) -> int:
     """Send one prompt and print the candidate that comes back (or why none did)."""
-    from llm_bot.devstack.send import (
+    from llm_bot_tools.devstack.send import (
         NoAnswer,
         ReplySubscriptionMissing,
         SendRequest,

@@ -59,7 +59,7 @@ def database_for_measurements(settings: Settings) -> Iterator[str]:
     if settings.database_url is not None:
         yield settings.database_url.get_secret_value()
         return
-    from llm_bot.local.embedded_postgres import EmbeddedPostgres
+    from llm_bot_tools.local.embedded_postgres import EmbeddedPostgres
 
     with EmbeddedPostgres(Path(".llm-bot/postgres")) as postgres:
         yield postgres.url

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from llm_bot.db.migrate import migrate
-from llm_bot.local.openai_server import LocalModelServer
+from llm_bot_tools.local.openai_server import LocalModelServer
 from llm_bot.memory.store import MemoryStore, StoreOptions
 
 from ..conftest import server_embedder

@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from llm_bot.cli import bench as bench_cli
+from llm_bot_tools.cli import bench as bench_cli
 from llm_bot.cli import main
 from llm_bot.cli.parser import build_parser
 

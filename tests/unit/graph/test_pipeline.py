@@ -19,7 +19,7 @@ from llm_bot.graph.reducer import MessageLimits
 from llm_bot.graph.state import GraphContext
 from llm_bot.llm.client import ModelClient
 from llm_bot.llm.messages import ToolSpec
-from llm_bot.local.openai_server import LocalModelServer
+from llm_bot_tools.local.openai_server import LocalModelServer
 from llm_bot.memory.retrieval import Recollection
 from llm_bot.memory.run_writes import RunWrites
 

@@ -31,7 +31,7 @@ from uuid import uuid4
 
 import psycopg
 
-from llm_bot.bench.load import (
+from llm_bot_tools.bench.load import (
     Arrivals,
     Progress,
     bench_events,
@@ -39,12 +39,12 @@ from llm_bot.bench.load import (
     percentiles_ms,
     publish_all,
 )
-from llm_bot.bench.procfs import cpu_seconds, peak_rss_kb
+from llm_bot_tools.bench.procfs import cpu_seconds, peak_rss_kb
 from llm_bot.db.migrate import migrate
-from llm_bot.devstack.worker_harness import Bus, WorkerProcess, model_environment
-from llm_bot.local.embedded_postgres import EmbeddedPostgres
-from llm_bot.local.openai_server import CHAT_PATH, EMBEDDINGS_PATH, LocalModelServer
-from llm_bot.local.pubsub_emulator import PubSubEmulator
+from llm_bot_tools.devstack.worker_harness import Bus, WorkerProcess, model_environment
+from llm_bot_tools.local.embedded_postgres import EmbeddedPostgres
+from llm_bot_tools.local.openai_server import CHAT_PATH, EMBEDDINGS_PATH, LocalModelServer
+from llm_bot_tools.local.pubsub_emulator import PubSubEmulator
 
 EGRESS_TAP_MAX_MESSAGES = 1000
 BENCH_LEASE_EXTENSION_S = 60

@@ -26,8 +26,8 @@ from prometheus_client import CollectorRegistry
 
 from llm_bot.events.codec import encode
 from llm_bot.events.models import InternalEventV2
-from llm_bot.local.openai_server import LocalModelServer
-from llm_bot.local.pubsub_emulator import (
+from llm_bot_tools.local.openai_server import LocalModelServer
+from llm_bot_tools.local.pubsub_emulator import (
     PubSubClients,
     PubSubEmulator,
     free_loopback_port,

@@ -14,8 +14,8 @@ from pydantic import SecretStr
 from llm_bot.cli.support import UsageError, database_for_measurements
 from llm_bot.db.migrate import migrate
 from llm_bot.db.schemas import scratch_schema
-from llm_bot.evaluation.calibration import calibrate, load_pairs, plot_calibration
-from llm_bot.evaluation.retrieval import (
+from llm_bot_tools.evaluation.calibration import calibrate, load_pairs, plot_calibration
+from llm_bot_tools.evaluation.retrieval import (
     ModeReport,
     evaluate_mode,
     load_corpus,
@@ -132,7 +132,7 @@ def print_categories(reports: list[ModeReport], k: int) -> None:
         )
         print(f"{label:15s}  {first.queries:7d}{cells}")
     if any(c.inferred for c in reports[0].by_category.values()):
-        print("* inferred from the question (llm_bot/evaluation/categories.py), not labelled")
+        print("* inferred from the question (tools/llm_bot_tools/evaluation/categories.py), not labelled")
 
 
 def progress(line: str) -> None:

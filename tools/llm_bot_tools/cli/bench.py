@@ -14,8 +14,8 @@ from llm_bot.cli.support import UsageError, database_for_measurements, positive
 from llm_bot.settings import Settings
 
 if TYPE_CHECKING:  # the benches pull in the graph, memory and the local stack: load when run
-    from llm_bot.bench.retrieval import LatencyReport
-    from llm_bot.bench.service import RunReport
+    from llm_bot_tools.bench.retrieval import LatencyReport
+    from llm_bot_tools.bench.service import RunReport
 
 
 def add_bench_commands(commands: Any, parser_class: type[argparse.ArgumentParser]) -> None:
@@ -130,7 +130,7 @@ latencies = number_list(float, 0.0, "0,800")
 
 
 def run_service(args: argparse.Namespace, settings: Settings) -> int:
-    from llm_bot.bench.service import BenchConfig, bench_stack, run_setting
+    from llm_bot_tools.bench.service import BenchConfig, bench_stack, run_setting
 
     config = BenchConfig(
         args.events, args.users, args.threads, args.embeddings, args.data_dir, args.workers
@@ -142,7 +142,7 @@ def run_service(args: argparse.Namespace, settings: Settings) -> int:
             for in_flight in args.in_flight
         ]
     if args.plot:
-        from llm_bot.bench.plots import plot_service
+        from llm_bot_tools.bench.plots import plot_service
 
         plot_service(reports, args.plot)
     if args.json:
@@ -172,8 +172,8 @@ def service_row(r: RunReport) -> str:
 
 
 def run_floor(args: argparse.Namespace, settings: Settings) -> int:
-    from llm_bot.bench.floor import run_floor_bench
-    from llm_bot.bench.service import bench_stack
+    from llm_bot_tools.bench.floor import run_floor_bench
+    from llm_bot_tools.bench.service import bench_stack
 
     with bench_stack(args.data_dir) as stack:
         reports = run_floor_bench(stack, args.operations, progress)
@@ -187,7 +187,7 @@ def run_floor(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def run_compare(args: argparse.Namespace, settings: Settings) -> int:
-    from llm_bot.bench.compare import compare, plot_comparisons
+    from llm_bot_tools.bench.compare import compare, plot_comparisons
 
     if any(len(version) < 2 for version in args.version):
         raise UsageError("--version takes a label and at least one JSON file")
@@ -210,7 +210,7 @@ def run_compare(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def run_retrieval(args: argparse.Namespace, settings: Settings) -> int:
-    from llm_bot.bench.retrieval import run_depth_bench, run_recall_bench, run_retrieval_bench
+    from llm_bot_tools.bench.retrieval import run_depth_bench, run_recall_bench, run_retrieval_bench
 
     with database_for_measurements(settings) as url:
         reports: list[LatencyReport] = []
@@ -228,7 +228,7 @@ def run_retrieval(args: argparse.Namespace, settings: Settings) -> int:
             )
         )
     if args.plot:
-        from llm_bot.bench.plots import plot_latencies
+        from llm_bot_tools.bench.plots import plot_latencies
 
         if reports:
             plot_latencies(reports, args.plot, f"Memory search and recall, {args.users} users")

@@ -1,0 +1,1 @@
+"""The tools' ``llm-bot`` subcommands."""
