@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from llm_bot_tools.devstack.worker_harness import Bus, Tap, running_worker
 from llm_bot.events.codec import from_document
 from llm_bot.graph.story import NARRATOR
+from llm_bot_tools.devstack.worker_harness import Bus, Tap, running_worker
 from llm_bot_tools.local.openai_server import LocalModelServer
 
 from ...prompt_lines import section, section_names

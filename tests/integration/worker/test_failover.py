@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from llm_bot_tools.devstack.worker_harness import Bus, WorkerProcess
 from llm_bot.events.builder import prompt_event
+from llm_bot_tools.devstack.worker_harness import Bus, WorkerProcess
 from llm_bot_tools.local.openai_server import LocalModelServer
 
 pytestmark = pytest.mark.integration

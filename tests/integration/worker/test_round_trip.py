@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from llm_bot_tools.devstack.worker_harness import Bus, running_worker
 from llm_bot.events.codec import encode
 from llm_bot.events.models import InternalEventV2
+from llm_bot_tools.devstack.worker_harness import Bus, running_worker
 from llm_bot_tools.local.openai_server import LocalModelServer
 
 pytestmark = pytest.mark.integration

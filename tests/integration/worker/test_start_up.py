@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from llm_bot_tools.bench.service import worker_counts
 from llm_bot.cli import main
-from llm_bot_tools.devstack.worker_harness import Bus, WorkerProcess, readyz, wait_until
 from llm_bot.events.builder import prompt_event
+from llm_bot_tools.bench.service import worker_counts
+from llm_bot_tools.devstack.worker_harness import Bus, WorkerProcess, readyz, wait_until
 from llm_bot_tools.local.openai_server import LocalModelServer
 
 from .conftest import BusFactory

@@ -31,6 +31,7 @@ from uuid import uuid4
 
 import psycopg
 
+from llm_bot.db.migrate import migrate
 from llm_bot_tools.bench.load import (
     Arrivals,
     Progress,
@@ -40,7 +41,6 @@ from llm_bot_tools.bench.load import (
     publish_all,
 )
 from llm_bot_tools.bench.procfs import cpu_seconds, peak_rss_kb
-from llm_bot.db.migrate import migrate
 from llm_bot_tools.devstack.worker_harness import Bus, WorkerProcess, model_environment
 from llm_bot_tools.local.embedded_postgres import EmbeddedPostgres
 from llm_bot_tools.local.openai_server import CHAT_PATH, EMBEDDINGS_PATH, LocalModelServer

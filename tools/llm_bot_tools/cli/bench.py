@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from llm_bot.cli.support import UsageError, database_for_measurements, positive
+from llm_bot.cli.support import UsageError, positive
 from llm_bot.settings import Settings
+from llm_bot_tools.cli.measurements import database_for_measurements, progress
 
 if TYPE_CHECKING:  # the benches pull in the graph, memory and the local stack: load when run
     from llm_bot_tools.bench.retrieval import LatencyReport
@@ -244,7 +244,3 @@ def run_retrieval(args: argparse.Namespace, settings: Settings) -> int:
         percentiles = f"{r.p50_ms:6.2f}  {r.p95_ms:6.2f}  {r.p99_ms:6.2f}"
         print(f"{r.kind:14s}  {r.size:7d}  {r.users:5d}  {r.mode:7s}  {percentiles}")
     return 0
-
-
-def progress(line: str) -> None:
-    print(f"# {line}", file=sys.stderr, flush=True)

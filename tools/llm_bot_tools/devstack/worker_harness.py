@@ -26,15 +26,15 @@ from prometheus_client import CollectorRegistry
 
 from llm_bot.events.codec import encode
 from llm_bot.events.models import InternalEventV2
+from llm_bot.settings import Settings
+from llm_bot.transport.clients import publisher_client, subscriber_client
+from llm_bot.worker import Worker
 from llm_bot_tools.local.openai_server import LocalModelServer
 from llm_bot_tools.local.pubsub_emulator import (
     PubSubClients,
     PubSubEmulator,
     free_loopback_port,
 )
-from llm_bot.settings import Settings
-from llm_bot.transport.clients import publisher_client, subscriber_client
-from llm_bot.worker import Worker
 
 _PULL_TIMEOUT_S = 2.0
 _POLL_S = 0.05

@@ -20,12 +20,12 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from llm_bot_tools.evaluation.calibration import ThresholdRow, threshold_table
-from llm_bot_tools.evaluation.categories import inferred_category
 from llm_bot.memory.commit import MemoryCommit, TurnOutcome
 from llm_bot.memory.recall import recall_turns
 from llm_bot.memory.search import SearchMode
 from llm_bot.memory.store import MemoryStore
+from llm_bot_tools.evaluation.calibration import ThresholdRow, threshold_table
+from llm_bot_tools.evaluation.categories import inferred_category
 
 NEVER_IDLE = timedelta(days=36_500)
 

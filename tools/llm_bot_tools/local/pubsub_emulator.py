@@ -23,8 +23,8 @@ from typing import Any, Self
 from google.api_core.exceptions import AlreadyExists
 from google.cloud import pubsub_v1
 
-from llm_bot_tools.local.lifecycle import LocalService
 from llm_bot.transport.clients import publisher_client, subscriber_client
+from llm_bot_tools.local.lifecycle import LocalService
 
 _log = logging.getLogger(__name__)
 
