@@ -245,8 +245,7 @@ class EventHandler:
         try:
             result = await self._graph_result(event, limit_s, progress.bind(self._context))
             progress.stop()  # the answer exists: no "thinking" from now on
-            if result.retryable and attempt < last:
-                assert result.error is not None
+            if result.error is not None and result.error.retryable and attempt < last:
                 raise RetryLater(f"{result.error.code}: {result.error.message}")
             await self._send(claimed, event, result, progress)
         finally:

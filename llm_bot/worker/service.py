@@ -196,7 +196,8 @@ class Worker:
         subscriber, pool = self._subscriber, self._pool
         if subscriber is None or not subscriber.subscribed:
             return False, "not subscribed"
-        assert pool is not None
+        if pool is None:
+            return False, "no database pool"
         try:
             async with asyncio.timeout(READY_CHECK_TIMEOUT_S), pool.connection() as connection:
                 await connection.execute("SELECT 1")

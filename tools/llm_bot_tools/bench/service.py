@@ -309,7 +309,8 @@ def current_xid(url: str) -> int:
     """The next transaction id to be assigned; every write transaction takes one."""
     with psycopg.connect(url, autocommit=True) as connection:
         row = connection.execute("SELECT pg_current_xact_id()::text::bigint").fetchone()
-    assert row is not None
+    if row is None:
+        raise RuntimeError("pg_current_xact_id() returned no row")
     return int(row[0])
 
 

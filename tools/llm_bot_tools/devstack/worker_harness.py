@@ -49,14 +49,15 @@ class Tap:
         self.received: list[PubsubMessage] = []
 
     async def take(self, count: int, timeout_s: float = 30.0) -> list[PubsubMessage]:
-        """Pull until ``count`` more messages came (or the deadline passed); returns them."""
+        """Pull until ``count`` more messages came; returns them, or raises
+        :class:`TimeoutError` when the deadline passed first."""
         wanted = len(self.received) + count
         deadline = time.monotonic() + timeout_s
         while len(self.received) < wanted and time.monotonic() < deadline:
             await self._pull_once(wanted - len(self.received))
         fresh = self.received[wanted - count :]
         if len(self.received) < wanted:
-            raise AssertionError(
+            raise TimeoutError(
                 f"{self.subscription_path}: got {len(fresh)} of {count} within {timeout_s}s"
             )
         return fresh
@@ -169,7 +170,7 @@ async def wait_until(condition: Callable[[], bool], timeout_s: float, what: str)
     deadline = time.monotonic() + timeout_s
     while not condition():
         if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+            raise TimeoutError(f"timed out after {timeout_s}s waiting for {what}")
         await asyncio.sleep(_POLL_S)
 
 

@@ -182,7 +182,8 @@ class PubSubEmulator(LocalService):
 
     def _wait_until_ready(self) -> None:
         process = self._process
-        assert process is not None
+        if process is None:
+            raise EmulatorError("the emulator was not started")
         answered = _wait_until(
             lambda: process.poll() is not None or self._answers(), self._start_timeout_s
         )
