@@ -125,6 +125,9 @@ async def test_one_event_is_one_span_tree_in_the_publishers_trace_and_metrics_fo
     lines = exposition.splitlines()
     for name, label in expected:
         assert any(line.startswith(name) and label in line for line in lines), (name, label)
+    # The worker's own counts, which the benchmark reads from here.
+    assert 'llmbot_worker_counts_total{count="received"} 1.0' in lines
+    assert 'llmbot_worker_counts_total{count="acked"} 1.0' in lines
 
 
 @pytest.mark.usefixtures("telemetry")

@@ -23,10 +23,12 @@ from google.api_core.exceptions import DeadlineExceeded
 from google.cloud import pubsub_v1
 from google.pubsub_v1.types import PubsubMessage
 from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
 
 from llm_bot.events.codec import encode
 from llm_bot.events.models import InternalEventV2
 from llm_bot.settings import Settings
+from llm_bot.telemetry.metrics import WORKER_COUNTS
 from llm_bot.transport.clients import publisher_client, subscriber_client
 from llm_bot.worker import Worker
 from llm_bot_tools.local.openai_server import LocalModelServer
@@ -205,6 +207,33 @@ def health_status(port: int, path: str, timeout_s: float = 2.0) -> int | None:
         return None
     finally:
         connection.close()
+
+
+def metric_samples(port: int, family: str, timeout_s: float = 2.0) -> dict[str, float]:
+    """The samples of one metric ``family`` on the worker's ``/metrics`` on ``port``, by their
+    labels' values joined with ``,`` ("" for a sample without labels)."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout_s)
+    try:
+        connection.request("GET", "/metrics")
+        response = connection.getresponse()
+        text = response.read().decode()
+    finally:
+        connection.close()
+    if response.status != 200:
+        raise RuntimeError(f"/metrics on port {port} answered {response.status}")
+    return {
+        ",".join(sample.labels.values()): sample.value
+        for found in text_string_to_metric_families(text)
+        if found.name == family
+        for sample in found.samples
+        if not sample.name.endswith("_created")
+    }
+
+
+def worker_counts(port: int) -> dict[str, int]:
+    """What the worker on ``port`` did so far (received, acked, transactions, ...), from its
+    ``/metrics``, as Prometheus reads it."""
+    return {name: int(value) for name, value in metric_samples(port, WORKER_COUNTS).items()}
 
 
 class WorkerProcess:
