@@ -5,8 +5,9 @@
 # the builder turns the checkout into a wheel and installs it with its runtime dependencies
 # into /opt/venv; the runtime stage copies only that venv and architecture.yaml.
 #
-# Only runtime dependencies: `pip install` of the bare wheel, never the `local` extra (torch,
-# the embedded Postgres, MiniLM) nor `dev`, each at its pin in constraints.txt, so rebuilding a
+# Only the service and its runtime dependencies: `pip install` of the bare wheel (llm_bot/ alone,
+# tests/unit/deploy/test_wheel.py), never the tools in tools/ nor the `local` extra (the tools,
+# torch, MiniLM) or `dev`, each at its pin in constraints.txt, so rebuilding a
 # commit installs what was tested rather than whatever was released since. Production embeds through an OpenAI-compatible
 # /embeddings endpoint (MEMORY_EMBEDDING_PROVIDER=openai) and talks to a managed Postgres.
 # Every dependency ships manylinux wheels (psycopg[binary], grpcio), so no apt and no compiler.

@@ -11,12 +11,13 @@ install: $(STAMP)
 
 # torch goes first so pip takes the CPU wheel on disk instead of a multi-GB CUDA build. The
 # runtime dependencies install at their pins in constraints.txt, as in the image, so tests run
-# what ships and a new upstream release cannot change a clean clone's result.
-$(STAMP): pyproject.toml constraints.txt
+# what ships and a new upstream release cannot change a clean clone's result. The extras name
+# the tools (llm-bot-tools), which come from tools/ in this checkout.
+$(STAMP): pyproject.toml tools/pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet --constraint constraints.txt -e '.[local,dev]'
+	$(BIN)/pip install --quiet --constraint constraints.txt -e '.[local,dev]' -e ./tools
 	touch $(STAMP)
 
 run: install
@@ -42,8 +43,9 @@ deploy-check: install
 	$(BIN)/hadolint Dockerfile
 	$(BIN)/shellcheck deploy/*.sh
 
+# The service and its tools, each strict.
 typecheck: install
-	$(BIN)/mypy --strict llm_bot
+	$(BIN)/mypy --strict llm_bot tools/llm_bot_tools
 
 format: install
 	$(BIN)/ruff format .

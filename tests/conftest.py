@@ -7,9 +7,9 @@ from uuid import uuid4
 
 import pytest
 
-from llm_bot.local.embedded_postgres import EmbeddedPostgres
-from llm_bot.local.pubsub_emulator import PubSubEmulator
-from llm_bot.local.pubsub_front import PubSubFront
+from llm_bot_tools.local.embedded_postgres import EmbeddedPostgres
+from llm_bot_tools.local.pubsub_emulator import PubSubEmulator
+from llm_bot_tools.local.pubsub_front import PubSubFront
 
 
 @pytest.fixture(scope="session")
@@ -21,7 +21,7 @@ def pubsub_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PubSub
 @pytest.fixture(scope="session")
 def pubsub_front(pubsub_emulator: PubSubEmulator) -> Iterator[PubSubFront]:
     """Where workers under test reach the emulator: it releases the stream of a worker that
-    stopped or was killed, as real Pub/Sub does (see :mod:`llm_bot.local.pubsub_front`)."""
+    stopped or was killed, as real Pub/Sub does (see :mod:`llm_bot_tools.local.pubsub_front`)."""
     with PubSubFront(pubsub_emulator.host) as front:
         yield front
 

@@ -15,16 +15,14 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 
-from llm_bot.cli.bench import add_bench_commands
-from llm_bot.cli.evaluation import add_eval_commands
 from llm_bot.cli.failures import masked, report_failure, secrets_of
 from llm_bot.cli.lifecycle import add_lifecycle_commands
 from llm_bot.cli.memories import add_memory_commands
 from llm_bot.cli.personalities import add_personality_commands
 from llm_bot.cli.reembed import add_reembed_command
 from llm_bot.cli.support import EXIT_USAGE, OneLineParser, UsageError, require_database_url
+from llm_bot.cli.tools import add_tool_commands, tools_missing
 from llm_bot.cli.worker import add_worker_commands
-from llm_bot.events.routing import DEFAULT_EGRESS_TOPIC, prefixed
 from llm_bot.settings import Settings, SettingsError, load_settings
 
 
@@ -55,54 +53,6 @@ def command_migrate(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def command_dev(args: argparse.Namespace, settings: Settings) -> int:
-    """Run the local stack (and, once it exists, the worker) until interrupted."""
-    from llm_bot.devstack.stack import run_dev_stack
-
-    return run_dev_stack(settings, data_dir=args.data_dir, services_only=args.services_only)
-
-
-def command_send(args: argparse.Namespace, settings: Settings) -> int:
-    """Send one prompt and print the candidate that comes back (or why none did)."""
-    from llm_bot.devstack.send import (
-        NoAnswer,
-        ReplySubscriptionMissing,
-        SendRequest,
-        run_locally,
-        send_and_wait,
-    )
-    from llm_bot.events.builder import prompt_event
-
-    event = prompt_event(
-        args.text, user=args.user, thread=args.thread, egress_topic=DEFAULT_EGRESS_TOPIC
-    )
-    if args.local:
-        document = run_locally(settings, event)
-    else:
-        reply = prefixed(args.reply_subscription, settings.bus_prefix)
-        try:
-            document = send_and_wait(settings, SendRequest(event, reply, args.timeout))
-        except ReplySubscriptionMissing as error:
-            raise UsageError(str(error)) from None
-        except NoAnswer as error:
-            print(f"llm-bot: {error}", file=sys.stderr)
-            return 1
-    ours = [c for c in document.get("candidates", []) if c.get("source") == "llm-bot"]
-    if ours:
-        print(json.dumps(ours[-1], indent=2))
-        return 0
-    steps = [s for s in document["routing"]["slip"] if s.get("id") == "llm-bot"]
-    print(json.dumps({"candidate": None, "step": steps[-1] if steps else None}, indent=2))
-    return 1
-
-
-def positive_seconds(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
-
-
 def build_parser() -> OneLineParser:
     parser = OneLineParser(prog="llm-bot", description=__doc__.splitlines()[0] if __doc__ else None)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
@@ -114,34 +64,11 @@ def build_parser() -> OneLineParser:
     migrate = commands.add_parser("migrate", help="create or upgrade the database schema")
     migrate.set_defaults(handler=command_migrate)
 
-    send = commands.add_parser("send", help="send one prompt and print the candidate")
-    send.add_argument("text", help="the prompt")
-    send.add_argument("--user", required=True, help="user id of the sender")
-    send.add_argument("--thread", required=True, help="channel (thread) the prompt is sent in")
-    send.add_argument("--local", action="store_true", help="run the graph in this process")
-    send.add_argument("--timeout", type=positive_seconds, default=60.0, help="seconds to wait")
-    send.add_argument(
-        "--reply-subscription",
-        default=f"{DEFAULT_EGRESS_TOPIC}-tap",
-        help="subscription of the egress topic answers are read from, BUS_PREFIX in front"
-        " (default: %(default)s; `llm-bot dev` makes it, on GCP see the README)",
-    )
-    send.set_defaults(handler=command_send)
-
     add_memory_commands(commands, OneLineParser)
     add_personality_commands(commands, OneLineParser)
     add_reembed_command(commands)
     add_lifecycle_commands(commands)
-    add_eval_commands(commands, OneLineParser)
-    add_bench_commands(commands, OneLineParser)
-
-    dev = commands.add_parser("dev", help="run the local stack: Pub/Sub emulator, Postgres, model")
-    dev.add_argument("--services-only", action="store_true", help="do not start the worker")
-    dev.add_argument(
-        "--data-dir", default=".llm-bot", help="where local state lives (default: %(default)s)"
-    )
-    dev.set_defaults(handler=command_dev)
-
+    add_tool_commands(commands, OneLineParser)
     add_worker_commands(commands)
     return parser
 
@@ -164,6 +91,9 @@ def configure_logging(level: str, command: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if (missing := tools_missing(args)) is not None:
+        print(f"llm-bot: {missing}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         settings = load_settings()
     except SettingsError as error:

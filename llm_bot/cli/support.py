@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
-from collections.abc import Callable, Coroutine, Iterator
-from pathlib import Path
+from collections.abc import Callable, Coroutine
 from typing import Any, NoReturn
 
 from llm_bot.settings import Settings
@@ -51,18 +49,6 @@ def require_database_url(settings: Settings) -> str:
             "DATABASE_URL is not set (try `llm-bot dev --services-only` for a local one)"
         )
     return settings.database_url.get_secret_value()
-
-
-@contextlib.contextmanager
-def database_for_measurements(settings: Settings) -> Iterator[str]:
-    """``DATABASE_URL``, or an embedded Postgres under ``.llm-bot/`` when it is unset."""
-    if settings.database_url is not None:
-        yield settings.database_url.get_secret_value()
-        return
-    from llm_bot.local.embedded_postgres import EmbeddedPostgres
-
-    with EmbeddedPostgres(Path(".llm-bot/postgres")) as postgres:
-        yield postgres.url
 
 
 def print_result(

@@ -71,7 +71,8 @@ async def settle_space(
             (model, dimensions),
         )
         space = await read_space(connection)
-        assert space is not None
+        if space is None:
+            raise RuntimeError("embedding_space holds no row after one was recorded")
     if not space.made_by(model, dimensions):
         raise EmbeddingModelMismatch(
             f"stored vectors (memories and history) were made by {space.model!r}"

@@ -113,7 +113,7 @@ class ModelClient:
             ) from None
         except openai.OpenAIError as error:
             raise classify(error) from None
-        raise AssertionError("unreachable: tenacity either returns or re-raises")
+        raise RuntimeError("unreachable: tenacity either returns or re-raises")
 
     async def _request(
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], model: str

@@ -82,7 +82,8 @@ async def write_pair(connection: AsyncConnection[Any], pair: PairToWrite, idle: 
     async with connection.cursor(row_factory=dict_row) as cursor:
         await cursor.execute(_LOCK_THREAD, {"thread_id": pair.thread_id})
         thread = await cursor.fetchone()
-    assert thread is not None
+    if thread is None:
+        raise RuntimeError(f"locking thread {pair.thread_id!r} returned no row")
     session = thread["session_id"]
     if thread["last_turn_at"] is None or pair.at - thread["last_turn_at"] > idle:
         session += 1

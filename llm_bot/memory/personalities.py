@@ -173,7 +173,8 @@ async def put(source: Source, personality: Personality) -> Personality:
             ),
         )
         row = await cursor.fetchone()
-    assert row is not None
+    if row is None:
+        raise RuntimeError(f"storing personality {p.name!r} returned no row")
     return _of_row(row)
 
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from opentelemetry import metrics
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, Metric
 
 from llm_bot.telemetry.resource import service_resource
 
@@ -67,6 +68,29 @@ loop_lag = _seconds_histogram(
 )
 retries = _meter.create_counter("llmbot_retries", description="retries by dependency")
 deadletters = _meter.create_counter("llmbot_deadletters", description="dead-lettered by reason")
+
+
+# A worker's named counts (received, acked, transactions, ...) as one Prometheus counter,
+# llmbot_worker_counts_total{count="acked"}: what tests and the benchmark read from outside.
+WORKER_COUNTS = "llmbot_worker_counts"
+
+
+class CountsCollector:
+    """Counts read when ``/metrics`` is scraped, as :data:`WORKER_COUNTS` by ``count``.
+
+    The worker keeps its counts as plain integers (:class:`~llm_bot.transport.stats.WorkerStats`,
+    a named field each), so they are exported from there rather than counted twice."""
+
+    def __init__(self, read: Callable[[], Mapping[str, int]]) -> None:
+        self._read = read
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(
+            WORKER_COUNTS, "what the worker did since it started, by count", labels=["count"]
+        )
+        for name, value in self._read().items():
+            family.add_metric([name], value)
+        yield family
 
 
 @contextlib.contextmanager

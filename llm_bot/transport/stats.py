@@ -1,7 +1,8 @@
 """What one worker did since it started, counted by kind and logged when it stops.
 
-Tests and the benchmark read these numbers (the benchmark from the stop line of the log), so
-each is a named field: a misspelt count is a type error, not a new key that stays zero.
+Tests and the benchmark read these numbers (in the worker's process, or from its ``/metrics``
+as ``llmbot_worker_counts_total``), so each is a named field: a misspelt count is a type
+error, not a new key that stays zero.
 """
 
 from __future__ import annotations

@@ -112,7 +112,6 @@ class StreamingSubscriber:
             # also the stream's ack deadline, so a message must be read within it.
             max_duration_per_lease_extension=lease_extension_s,
         )
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._future: StreamingPullFuture | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._parked: list[Message] = []
@@ -129,15 +128,15 @@ class StreamingSubscriber:
         return self.streaming and self._future is not None and not self._future.done()
 
     def start(self) -> None:
-        self._loop = asyncio.get_running_loop()
+        loop = asyncio.get_running_loop()
         self._future = self._client.subscribe(
             self._path,
             callback=self._accept,
             flow_control=self._flow_control,
-            scheduler=LoopScheduler(self._loop),
+            scheduler=LoopScheduler(loop),
         )
         self.streaming = True
-        self._future.add_done_callback(self._on_stream_end)
+        self._future.add_done_callback(functools.partial(self._on_stream_end, loop))
 
     def stream_error(self) -> BaseException | None:
         """Why the stream ended by itself (None while it runs or after a requested stop)."""
@@ -147,10 +146,9 @@ class StreamingSubscriber:
         error: BaseException | None = future.exception()
         return error
 
-    def _on_stream_end(self, _: object) -> None:
-        assert self._loop is not None
+    def _on_stream_end(self, loop: asyncio.AbstractEventLoop, _: object) -> None:
         with contextlib.suppress(RuntimeError):  # the loop closed first; nobody is waiting
-            self._loop.call_soon_threadsafe(self.stream_ended.set)
+            loop.call_soon_threadsafe(self.stream_ended.set)
 
     def _accept(self, message: Message) -> None:
         if not self.accepting:  # draining: keep it unsettled until in-flight work is done

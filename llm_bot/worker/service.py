@@ -29,6 +29,7 @@ from llm_bot.llm.client import ModelClient
 from llm_bot.memory.wiring import memory_services
 from llm_bot.settings import Settings
 from llm_bot.telemetry.loop_lag import watch_loop_lag
+from llm_bot.telemetry.metrics import CountsCollector
 from llm_bot.transport.clients import subscriber_client
 from llm_bot.transport.handler import EventHandler
 from llm_bot.transport.publisher import Publisher
@@ -106,6 +107,7 @@ class Worker:
         )
         resources.callback(self._count_transactions, committer)  # runs after it closed
         await resources.enter_async_context(committer)
+        self._export_counts(committer)
         leases = LeaseKeeper(self._pool, lease_s=settings.claim_lease_s)
         await resources.enter_async_context(leases)
         handler = EventHandler(
@@ -146,6 +148,21 @@ class Worker:
     def _count_transactions(self, committer: GroupCommitter) -> None:
         self.stats.transactions += committer.transactions
         self.stats.committed += committer.committed
+
+    def _export_counts(self, committer: GroupCommitter) -> None:
+        """The stats on ``/metrics`` while the worker runs, the group commit's transactions as
+        they stand (the stats take them when the committer closes)."""
+        registry = self._metrics_registry
+        if registry is None:
+            return
+
+        def counts() -> dict[str, int]:
+            live = {"transactions": committer.transactions, "committed": committer.committed}
+            return self.stats.as_dict() | live
+
+        collector = CountsCollector(counts)
+        registry.register(collector)
+        self._resources.callback(registry.unregister, collector)
 
     async def _open_pool(self, url: str) -> AsyncConnectionPool[Any]:
         pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
@@ -196,7 +213,8 @@ class Worker:
         subscriber, pool = self._subscriber, self._pool
         if subscriber is None or not subscriber.subscribed:
             return False, "not subscribed"
-        assert pool is not None
+        if pool is None:
+            return False, "no database pool"
         try:
             async with asyncio.timeout(READY_CHECK_TIMEOUT_S), pool.connection() as connection:
                 await connection.execute("SELECT 1")

@@ -13,8 +13,8 @@ from llm_bot.db.group_commit import GroupCommitter
 from llm_bot.db.migrate import migrate
 from llm_bot.llm.client import ModelClient
 from llm_bot.llm.embeddings import CachingEmbedder, OpenAIEmbedder
-from llm_bot.local.openai_server import LocalModelServer
 from llm_bot.memory.store import MemoryStore, StoreOptions
+from llm_bot_tools.local.openai_server import LocalModelServer
 
 
 @pytest.fixture(scope="module")

@@ -1,53 +1,79 @@
-"""The import direction of architecture.yaml's ``packages.layers``, checked on every module:
-a package imports from layers below its own only, so no cycle can form between packages."""
+"""The import direction of architecture.yaml's ``packages`` layers, checked on every module:
+a package imports from layers below its own only, so no cycle can form between packages. The
+service (``llm_bot``) and its tools (``llm_bot_tools``) each have their layers; the tools import
+the service, never the reverse."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGE = ROOT / "llm_bot"
+SERVICE, TOOLS = "llm_bot", "llm_bot_tools"
+# Each package: where it lives, and its layers' key in architecture.yaml.
+PACKAGES = {
+    SERVICE: (ROOT / "llm_bot", "layers"),
+    TOOLS: (ROOT / "tools/llm_bot_tools", "tools_layers"),
+}
 
 
-def layer_of() -> dict[str, int]:
-    layers = yaml.safe_load((ROOT / "architecture.yaml").read_text())["packages"]["layers"]
+def layer_of(key: str) -> dict[str, int]:
+    layers = yaml.safe_load((ROOT / "architecture.yaml").read_text())["packages"][key]
     return {name: depth for depth, names in enumerate(layers) for name in names}
 
 
-def imported_packages(path: Path) -> set[str]:
-    """Top-level llm_bot packages a module imports, at module level or inside functions."""
+def imported_modules(path: Path) -> set[str]:
+    """Modules a module imports, at module level or inside functions."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module]
+            found.add(node.module)
         elif isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        else:
-            continue
-        found |= {n.split(".")[1] for n in names if n.startswith("llm_bot.")}
+            found |= {alias.name for alias in node.names}
     return found
 
 
-def owner_of(path: Path) -> str:
-    return path.relative_to(PACKAGE).parts[0].removesuffix(".py")
+def imported_packages(path: Path, package: str) -> set[str]:
+    """Top-level subpackages of ``package`` a module imports."""
+    return {n.split(".")[1] for n in imported_modules(path) if n.startswith(f"{package}.")}
 
 
-def test_every_package_has_a_layer() -> None:
-    owners = {owner_of(p) for p in PACKAGE.rglob("*.py")} - {"__init__"}
-    assert owners - set(layer_of()) == set(), "add new packages to architecture.yaml's layers"
+def owner_of(path: Path, root: Path) -> str:
+    return path.relative_to(root).parts[0].removesuffix(".py")
 
 
-def test_imports_point_down_the_layers() -> None:
-    depth = layer_of()
+@pytest.mark.parametrize("package", list(PACKAGES))
+def test_every_package_has_a_layer(package: str) -> None:
+    root, key = PACKAGES[package]
+    owners = {owner_of(p, root) for p in root.rglob("*.py")} - {"__init__"}
+    assert owners - set(layer_of(key)) == set(), "add new packages to architecture.yaml's layers"
+
+
+@pytest.mark.parametrize("package", list(PACKAGES))
+def test_imports_point_down_the_layers(package: str) -> None:
+    root, key = PACKAGES[package]
+    depth = layer_of(key)
     upward = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        owner = owner_of(path)
+    for path in sorted(root.rglob("*.py")):
+        owner = owner_of(path, root)
         if owner == "__init__":
             continue
-        for target in imported_packages(path) - {owner}:
+        for target in imported_packages(path, package) - {owner}:
             if depth[target] <= depth[owner]:
-                upward.append(f"{path.relative_to(ROOT)} imports llm_bot.{target}")
+                upward.append(f"{path.relative_to(ROOT)} imports {package}.{target}")
     assert upward == []
+
+
+def test_the_service_never_imports_its_tools() -> None:
+    """The image holds the service alone: an import of the tools would fail there."""
+    root, _ = PACKAGES[SERVICE]
+    found = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in sorted(root.rglob("*.py"))
+        for name in imported_modules(path)
+        if name == TOOLS or name.startswith(f"{TOOLS}.")
+    ]
+    assert found == []

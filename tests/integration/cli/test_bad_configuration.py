@@ -40,11 +40,12 @@ DATABASE_COMMANDS = ("run", "migrate", "memories", "personalities", "maintain", 
 
 
 def llm_bot(argv: list[str], cwd: Path, **environment: str) -> subprocess.CompletedProcess[str]:
-    """The console script with only ``environment`` set (and no .env: ``cwd`` has none)."""
+    """The console script with only ``environment`` set (and no .env: ``cwd`` has none), on
+    this checkout's service and tools."""
     env = {
         "PATH": os.environ["PATH"],
         "HOME": str(cwd),
-        "PYTHONPATH": str(ROOT),
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tools")]),  # this checkout
         "MEMORY_EMBEDDING_PROVIDER": "local",
         "DATABASE_CONNECT_TIMEOUT_S": "2",
         **environment,

@@ -8,7 +8,7 @@ import pytest
 
 from llm_bot.cli import main
 from llm_bot.db.migrate import migrate
-from llm_bot.local.openai_server import LocalModelServer
+from llm_bot_tools.local.openai_server import LocalModelServer
 
 pytestmark = pytest.mark.integration
 

@@ -12,9 +12,9 @@ import pytest
 
 from llm_bot.cli import main
 from llm_bot.db.migrate import migrate
-from llm_bot.local.openai_server import LocalModelServer
 from llm_bot.memory.commit import MemoryCommit, TurnOutcome
 from llm_bot.memory.store import MemoryStore, StoreOptions
+from llm_bot_tools.local.openai_server import LocalModelServer
 
 from ..conftest import server_embedder
 

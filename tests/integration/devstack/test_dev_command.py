@@ -14,7 +14,7 @@ import openai
 import psycopg
 import pytest
 
-from llm_bot.local.pubsub_emulator import pubsub_clients
+from llm_bot_tools.local.pubsub_emulator import pubsub_clients
 
 pytestmark = pytest.mark.integration
 START_TIMEOUT_S = 120

@@ -15,8 +15,8 @@ from google.api_core.exceptions import DeadlineExceeded
 from google.cloud import pubsub_v1
 from google.pubsub_v1.types import ReceivedMessage
 
-from llm_bot.local.embedded_postgres import EmbeddedPostgres
-from llm_bot.local.pubsub_emulator import (
+from llm_bot_tools.local.embedded_postgres import EmbeddedPostgres
+from llm_bot_tools.local.pubsub_emulator import (
     EmulatorError,
     PubSubClients,
     PubSubEmulator,

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from google.api_core.exceptions import NotFound
 
-from llm_bot.devstack.worker_harness import Tap
-from llm_bot.local.pubsub_emulator import PubSubEmulator, pubsub_clients
-from llm_bot.local.pubsub_front import PubSubFront
+from llm_bot_tools.devstack.worker_harness import Tap
+from llm_bot_tools.local.pubsub_emulator import PubSubEmulator, pubsub_clients
+from llm_bot_tools.local.pubsub_front import PubSubFront
 
 pytestmark = pytest.mark.integration
 

@@ -8,7 +8,7 @@ import pytest
 from google.api_core.exceptions import DeadlineExceeded
 
 from llm_bot.cli import main
-from llm_bot.local.pubsub_emulator import PubSubEmulator
+from llm_bot_tools.local.pubsub_emulator import PubSubEmulator
 
 pytestmark = pytest.mark.integration
 

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from llm_bot.llm.embeddings import OpenAIEmbedder
-from llm_bot.local.openai_server import LocalModelServer
+from llm_bot_tools.local.openai_server import LocalModelServer
 
 from ..conftest import server_embedder
 

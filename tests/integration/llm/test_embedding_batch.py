@@ -9,8 +9,8 @@ import pytest
 
 from llm_bot.llm.embedding_batch import BatchingEmbedder
 from llm_bot.llm.embeddings import EmbeddingError, EmbeddingInputRejected, OpenAIEmbedder
-from llm_bot.local.openai_payloads import REJECT_CUE
-from llm_bot.local.openai_server import EMBEDDINGS_PATH, LocalModelServer
+from llm_bot_tools.local.openai_payloads import REJECT_CUE
+from llm_bot_tools.local.openai_server import EMBEDDINGS_PATH, LocalModelServer
 
 TEXTS = ["I am vegetarian", "my time zone is CET", "call me Ada", "I like thrillers"]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import gc
 
 from llm_bot.llm.embeddings import CachingEmbedder, OpenAIEmbedder, entry_bytes
-from llm_bot.local.openai_payloads import DEFAULT_EMBEDDING_DIMENSIONS
-from llm_bot.local.openai_server import EMBEDDINGS_PATH, LocalModelServer
+from llm_bot_tools.local.openai_payloads import DEFAULT_EMBEDDING_DIMENSIONS
+from llm_bot_tools.local.openai_server import EMBEDDINGS_PATH, LocalModelServer
 
 SMALL = ["memory one", "memory two", "memory six", "memory ten"]
 SMALL_BYTES = entry_bytes([0.0] * DEFAULT_EMBEDDING_DIMENSIONS)

@@ -16,9 +16,9 @@ from llm_bot.llm.embeddings import (
     OpenAIEmbedder,
     embedder_from_settings,
 )
-from llm_bot.local.openai_server import EMBEDDINGS_PATH, LocalModelServer
 from llm_bot.memory.wiring import open_memory_store
 from llm_bot.settings import load_settings
+from llm_bot_tools.local.openai_server import EMBEDDINGS_PATH, LocalModelServer
 
 from ..conftest import server_embedder
 

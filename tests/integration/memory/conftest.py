@@ -10,7 +10,7 @@ import pytest
 from psycopg.rows import dict_row
 
 from llm_bot.db.migrate import migrate
-from llm_bot.local.openai_server import LocalModelServer
+from llm_bot_tools.local.openai_server import LocalModelServer
 
 Connection = psycopg.AsyncConnection[Any]
 

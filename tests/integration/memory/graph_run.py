@@ -13,11 +13,11 @@ from llm_bot.graph.builder import compile_graph
 from llm_bot.graph.reducer import MessageLimits
 from llm_bot.graph.state import GraphContext
 from llm_bot.llm.client import ModelClient
-from llm_bot.local.openai_server import LocalModelServer
 from llm_bot.memory.commit import MemoryCommit
 from llm_bot.memory.context import ContextLimits, ConversationMemory
 from llm_bot.memory.store import MemoryStore
 from llm_bot.memory.tools import DeleteMemoryTool, UpsertMemoryTool
+from llm_bot_tools.local.openai_server import LocalModelServer
 
 GRAPH = compile_graph(MessageLimits())
 

@@ -18,13 +18,13 @@ from llm_bot.graph.reducer import MessageLimits
 from llm_bot.graph.state import GraphContext
 from llm_bot.llm.client import ModelClient
 from llm_bot.llm.embeddings import CachingEmbedder
-from llm_bot.local.openai_payloads import spoken_text
-from llm_bot.local.openai_server import LocalModelServer
 from llm_bot.memory.commit import MemoryCommit
 from llm_bot.memory.context import ContextLimits, ConversationMemory
 from llm_bot.memory.history import PairToWrite, write_pair
 from llm_bot.memory.notes_store import ManageNotesTool
 from llm_bot.memory.store import MemoryStore, StoreOptions
+from llm_bot_tools.local.openai_payloads import spoken_text
+from llm_bot_tools.local.openai_server import LocalModelServer
 
 from ..conftest import server_embedder
 

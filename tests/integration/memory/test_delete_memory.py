@@ -14,11 +14,11 @@ from llm_bot.graph.process import process_event
 from llm_bot.lifecycle.reembed import reembed
 from llm_bot.llm.client import ModelClient
 from llm_bot.llm.embeddings import Embedder
-from llm_bot.local.openai_server import LocalModelServer
 from llm_bot.memory.commit import MemoryCommit, TurnOutcome
 from llm_bot.memory.run_writes import RunWrites
 from llm_bot.memory.store import MemoryStore
 from llm_bot.memory.tools import DeleteMemoryTool
+from llm_bot_tools.local.openai_server import LocalModelServer
 
 from ..conftest import server_embedder
 from .graph_run import (

@@ -12,8 +12,8 @@ import pytest
 from llm_bot.cli import main
 from llm_bot.graph.process import process_event
 from llm_bot.llm.client import ModelClient
-from llm_bot.local.openai_server import LocalModelServer
 from llm_bot.memory.store import MemoryStore
+from llm_bot_tools.local.openai_server import LocalModelServer
 
 from .graph_run import GRAPH, answerer_for, commit, context_for, first_request, said
 

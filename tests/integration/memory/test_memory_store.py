@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from llm_bot.db.embedding_space import EmbeddingModelMismatch
 from llm_bot.db.migrate import migrate
 from llm_bot.llm.embeddings import CachingEmbedder
-from llm_bot.local.openai_server import LocalModelServer
 from llm_bot.memory.store import MemoryStore, StoreOptions
+from llm_bot_tools.local.openai_server import LocalModelServer
 
 from ..conftest import server_embedder
 

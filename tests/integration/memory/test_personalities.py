@@ -19,9 +19,9 @@ from llm_bot.graph.process import process_event
 from llm_bot.graph.reducer import MessageLimits
 from llm_bot.graph.state import GraphContext
 from llm_bot.llm.client import ModelClient
-from llm_bot.local.openai_server import LocalModelServer
 from llm_bot.memory import personalities as store
 from llm_bot.memory.personalities import Personality, PersonalityLookup
+from llm_bot_tools.local.openai_server import LocalModelServer
 
 pytestmark = pytest.mark.integration
 GRAPH = compile_graph(MessageLimits())

@@ -11,10 +11,10 @@ import pytest
 from llm_bot.clock import utc_now
 from llm_bot.db.migrate import migrate
 from llm_bot.llm.embeddings import CachingEmbedder, LocalEmbedder
-from llm_bot.local.embedded_postgres import EmbeddedPostgres
 from llm_bot.memory.context import ContextLimits, ConversationMemory
 from llm_bot.memory.store import MemoryStore, StoreOptions
 from llm_bot.settings import CALIBRATED_THRESHOLDS
+from llm_bot_tools.local.embedded_postgres import EmbeddedPostgres
 
 pytestmark = pytest.mark.integration
 THRESHOLD = CALIBRATED_THRESHOLDS["local"]

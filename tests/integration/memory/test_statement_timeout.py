@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from llm_bot.db.migrate import migrate
-from llm_bot.local.openai_server import LocalModelServer
 from llm_bot.memory.store import MemoryStore, StoreOptions
+from llm_bot_tools.local.openai_server import LocalModelServer
 
 from ..conftest import server_embedder
 

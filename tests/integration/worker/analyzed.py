@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
-from llm_bot.devstack.worker_harness import Bus
-from llm_bot.local.openai_server import LocalModelServer
+from llm_bot_tools.devstack.worker_harness import Bus
+from llm_bot_tools.local.openai_server import LocalModelServer
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "bitbrat"
 NOW = "2026-11-22T12:00:00.000Z"

@@ -8,7 +8,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from llm_bot.devstack.worker_harness import Bus
+from llm_bot_tools.devstack.worker_harness import Bus
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "bitbrat"
 NOW = "2026-11-22T12:00:00.000Z"

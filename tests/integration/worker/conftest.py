@@ -1,7 +1,7 @@
 """A worker's world per test: unique topics and subscriptions on the session emulator, a fresh
-database and a local model server (see :class:`llm_bot.devstack.worker_harness.Bus`). Workers
+database and a local model server (see :class:`llm_bot_tools.devstack.worker_harness.Bus`). Workers
 reach the emulator through a front that releases the stream of a worker that stopped or died
-(see :mod:`llm_bot.local.pubsub_front`), as real Pub/Sub does."""
+(see :mod:`llm_bot_tools.local.pubsub_front`), as real Pub/Sub does."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from llm_bot.devstack.worker_harness import Bus, model_environment
-from llm_bot.local.openai_server import LocalModelServer
-from llm_bot.local.pubsub_emulator import PubSubEmulator
-from llm_bot.local.pubsub_front import PubSubFront
+from llm_bot_tools.devstack.worker_harness import Bus, model_environment
+from llm_bot_tools.local.openai_server import LocalModelServer
+from llm_bot_tools.local.pubsub_emulator import PubSubEmulator
+from llm_bot_tools.local.pubsub_front import PubSubFront
 
 
 @pytest.fixture

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from llm_bot.devstack.worker_harness import Bus, readyz, running_worker
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.codec import to_document
+from llm_bot_tools.devstack.worker_harness import Bus, readyz, running_worker
 
 pytestmark = pytest.mark.integration
 

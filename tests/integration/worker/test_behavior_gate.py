@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import pytest
 
-from llm_bot.devstack.worker_harness import Bus, running_worker
-from llm_bot.local.openai_server import LocalModelServer
+from llm_bot_tools.devstack.worker_harness import Bus, running_worker
+from llm_bot_tools.local.openai_server import LocalModelServer
 
 from .analyzed import (
     DANGEROUS,

@@ -17,8 +17,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from llm_bot.devstack.worker_harness import Bus, running_worker, wait_until
-from llm_bot.local.openai_server import LocalModelServer
+from llm_bot_tools.devstack.worker_harness import Bus, running_worker, wait_until
+from llm_bot_tools.local.openai_server import LocalModelServer
 
 from .analyzed import (
     Document,

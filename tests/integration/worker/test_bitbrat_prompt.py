@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from llm_bot.devstack.worker_harness import Bus, Tap, running_worker
 from llm_bot.events.codec import from_document
 from llm_bot.graph.story import NARRATOR
-from llm_bot.local.openai_server import LocalModelServer
+from llm_bot_tools.devstack.worker_harness import Bus, Tap, running_worker
+from llm_bot_tools.local.openai_server import LocalModelServer
 
 from ...prompt_lines import section, section_names
 from .bitbrat_events import FIXTURES, routed

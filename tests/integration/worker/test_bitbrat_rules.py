@@ -9,8 +9,8 @@ import json
 import psycopg
 import pytest
 
-from llm_bot.devstack.worker_harness import Bus, running_worker
-from llm_bot.local.openai_server import LocalModelServer
+from llm_bot_tools.devstack.worker_harness import Bus, running_worker
+from llm_bot_tools.local.openai_server import LocalModelServer
 
 from .bitbrat_events import NOW, routed
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from llm_bot.devstack.stack import DEMO_CONVERSATION
-from llm_bot.local.pubsub_emulator import free_loopback_port
+from llm_bot_tools.devstack.stack import DEMO_CONVERSATION
+from llm_bot_tools.local.pubsub_emulator import free_loopback_port
 
 pytestmark = pytest.mark.integration
 

@@ -14,8 +14,8 @@ import psycopg
 import pytest
 
 from llm_bot.cli import main
-from llm_bot.devstack.worker_harness import Bus, running_worker
 from llm_bot.events.builder import prompt_event
+from llm_bot_tools.devstack.worker_harness import Bus, running_worker
 
 pytestmark = pytest.mark.integration
 

@@ -8,7 +8,7 @@ import http.client
 import pytest
 
 from llm_bot.cli import main
-from llm_bot.devstack.worker_harness import Bus, readyz, running_worker
+from llm_bot_tools.devstack.worker_harness import Bus, readyz, running_worker
 
 pytestmark = pytest.mark.integration
 

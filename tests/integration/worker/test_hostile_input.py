@@ -19,9 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from llm_bot.devstack.worker_harness import Bus, readyz, running_worker
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.codec import to_document
+from llm_bot_tools.devstack.worker_harness import Bus, readyz, running_worker
 
 pytestmark = pytest.mark.integration
 

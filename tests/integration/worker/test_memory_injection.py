@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from llm_bot.db.migrate import migrate
-from llm_bot.devstack.worker_harness import Bus, running_worker
 from llm_bot.events.builder import prompt_event
-from llm_bot.local.openai_server import LocalModelServer
 from llm_bot.memory.wiring import open_memory_store
+from llm_bot_tools.devstack.worker_harness import Bus, running_worker
+from llm_bot_tools.local.openai_server import LocalModelServer
 
 from .conftest import BusFactory
 

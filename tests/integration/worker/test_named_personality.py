@@ -11,10 +11,10 @@ import psycopg
 import pytest
 
 from llm_bot.db.migrate import migrate
-from llm_bot.devstack.worker_harness import Bus, running_worker
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.codec import encode
-from llm_bot.local.openai_server import LocalModelServer
+from llm_bot_tools.devstack.worker_harness import Bus, running_worker
+from llm_bot_tools.local.openai_server import LocalModelServer
 
 pytestmark = pytest.mark.integration
 

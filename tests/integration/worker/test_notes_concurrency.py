@@ -15,10 +15,10 @@ from uuid import uuid4
 import psycopg
 import pytest
 
-from llm_bot.devstack.worker_harness import Bus, running_worker
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.models import InternalEventV2
-from llm_bot.local.openai_server import LocalModelServer
+from llm_bot_tools.devstack.worker_harness import Bus, running_worker
+from llm_bot_tools.local.openai_server import LocalModelServer
 
 from .conftest import BusFactory
 

@@ -16,15 +16,15 @@ from typing import Any
 import pytest
 from google.pubsub_v1.types import PubsubMessage
 
-from llm_bot.devstack.send import SendRequest, send_and_wait
-from llm_bot.devstack.worker_harness import Bus, Tap, running_worker, wait_until
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.codec import to_document
 from llm_bot.events.models import AnnotationV1, InternalEventV2
 from llm_bot.events.routing import DEFAULT_EGRESS_TOPIC
-from llm_bot.local.openai_server import LocalModelServer
-from llm_bot.local.pubsub_emulator import PubSubEmulator
 from llm_bot.transport.progress import progress_subject
+from llm_bot_tools.devstack.send import SendRequest, send_and_wait
+from llm_bot_tools.devstack.worker_harness import Bus, Tap, running_worker, wait_until
+from llm_bot_tools.local.openai_server import LocalModelServer
+from llm_bot_tools.local.pubsub_emulator import PubSubEmulator
 
 from .conftest import BusFactory
 

@@ -11,11 +11,11 @@ import pytest
 from psycopg import AsyncConnection
 
 from llm_bot.db.embedding_space import EmbeddingModelMismatch
-from llm_bot.devstack.worker_harness import Bus, running_worker
 from llm_bot.events.builder import prompt_event
 from llm_bot.lifecycle.reembed import reembed
 from llm_bot.llm.embeddings import embedder_from_settings
-from llm_bot.local.openai_server import LocalModelServer
+from llm_bot_tools.devstack.worker_harness import Bus, running_worker
+from llm_bot_tools.local.openai_server import LocalModelServer
 
 from .conftest import BusFactory
 

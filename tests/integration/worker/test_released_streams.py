@@ -11,9 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from llm_bot.devstack.worker_harness import Bus, Tap, WorkerProcess, running_worker, wait_until
 from llm_bot.events.builder import prompt_event
-from llm_bot.local.pubsub_front import PubSubFront
+from llm_bot_tools.devstack.worker_harness import (
+    Bus,
+    Tap,
+    WorkerProcess,
+    running_worker,
+    wait_until,
+)
+from llm_bot_tools.local.pubsub_front import PubSubFront
 
 pytestmark = pytest.mark.integration
 

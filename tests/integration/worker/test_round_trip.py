@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from llm_bot.devstack.worker_harness import Bus, running_worker
 from llm_bot.events.codec import encode
 from llm_bot.events.models import InternalEventV2
-from llm_bot.local.openai_server import LocalModelServer
+from llm_bot_tools.devstack.worker_harness import Bus, running_worker
+from llm_bot_tools.local.openai_server import LocalModelServer
 
 pytestmark = pytest.mark.integration
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from llm_bot.devstack.worker_harness import Bus, running_worker
 from llm_bot.events.builder import prompt_event
-from llm_bot.local.openai_server import LocalModelServer
+from llm_bot_tools.devstack.worker_harness import Bus, running_worker
+from llm_bot_tools.local.openai_server import LocalModelServer
 
 from .conftest import BusFactory
 

@@ -14,11 +14,11 @@ import pytest
 from psycopg import AsyncConnection
 
 from llm_bot.clock import utc_now
-from llm_bot.devstack.worker_harness import Bus, running_worker
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.models import Egress, InternalEventV2
 from llm_bot.lifecycle.retention import RetentionPolicy, maintain
-from llm_bot.local.openai_server import LocalModelServer
+from llm_bot_tools.devstack.worker_harness import Bus, running_worker
+from llm_bot_tools.local.openai_server import LocalModelServer
 
 from .conftest import BusFactory
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from llm_bot.devstack.worker_harness import Bus, Tap, running_worker
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.codec import from_document
-from llm_bot.local.openai_server import LocalModelServer
+from llm_bot_tools.devstack.worker_harness import Bus, Tap, running_worker
+from llm_bot_tools.local.openai_server import LocalModelServer
 
 from ...prompt_lines import message_lines, outside_fences
 from .conftest import BusFactory

@@ -10,9 +10,9 @@ from typing import Any, NoReturn
 
 import pytest
 
-from llm_bot.devstack.worker_harness import Bus, running_worker
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.codec import to_document
+from llm_bot_tools.devstack.worker_harness import Bus, running_worker
 
 pytestmark = pytest.mark.integration
 

@@ -14,12 +14,12 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
 
-from llm_bot.devstack.worker_harness import Bus, running_worker
 from llm_bot.events.builder import prompt_event
-from llm_bot.local.openai_server import LocalModelServer
 from llm_bot.telemetry.logs import JsonFormatter, event_ids
 from llm_bot.telemetry.metrics import setup_metrics
 from llm_bot.telemetry.traces import setup_tracing, tracer
+from llm_bot_tools.devstack.worker_harness import Bus, running_worker
+from llm_bot_tools.local.openai_server import LocalModelServer
 
 pytestmark = pytest.mark.integration
 PUBLISHER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -125,6 +125,9 @@ async def test_one_event_is_one_span_tree_in_the_publishers_trace_and_metrics_fo
     lines = exposition.splitlines()
     for name, label in expected:
         assert any(line.startswith(name) and label in line for line in lines), (name, label)
+    # The worker's own counts, which the benchmark reads from here.
+    assert 'llmbot_worker_counts_total{count="received"} 1.0' in lines
+    assert 'llmbot_worker_counts_total{count="acked"} 1.0' in lines
 
 
 @pytest.mark.usefixtures("telemetry")

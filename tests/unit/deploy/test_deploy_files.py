@@ -44,6 +44,7 @@ METRICS = {
     "llmbot_commit_duration_seconds",
     "llmbot_commit_batch_size",
     "llmbot_event_loop_lag_seconds",
+    "llmbot_worker_counts_total",
 }
 
 SCHEMA_HEADER = """\

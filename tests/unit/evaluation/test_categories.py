@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from llm_bot.evaluation.categories import inferred_category
-from llm_bot.evaluation.retrieval import load_queries
+from llm_bot_tools.evaluation.categories import inferred_category
+from llm_bot_tools.evaluation.retrieval import load_queries
 
 
 @pytest.mark.parametrize(

@@ -19,9 +19,9 @@ from llm_bot.graph.reducer import MessageLimits
 from llm_bot.graph.state import GraphContext
 from llm_bot.llm.client import ModelClient
 from llm_bot.llm.messages import ToolSpec
-from llm_bot.local.openai_server import LocalModelServer
 from llm_bot.memory.retrieval import Recollection
 from llm_bot.memory.run_writes import RunWrites
+from llm_bot_tools.local.openai_server import LocalModelServer
 
 CONTRACTS = Path(__file__).resolve().parents[2] / "fixtures" / "bitbrat"
 API_KEY = "sk-test-never-leak-0123456789"

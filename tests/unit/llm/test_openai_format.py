@@ -15,8 +15,8 @@ from llm_bot.llm import errors
 from llm_bot.llm.client import ModelClient
 from llm_bot.llm.messages import ChatMessage, TokenUsage, ToolCall
 from llm_bot.llm.openai_format import parse_chat_reply, parse_embeddings, responses_request
-from llm_bot.local.openai_server import LocalModelServer
 from llm_bot.settings import load_settings
+from llm_bot_tools.local.openai_server import LocalModelServer
 
 
 def completion(message: dict[str, Any], **extra: Any) -> bytes:

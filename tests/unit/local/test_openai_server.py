@@ -19,7 +19,7 @@ from openai.types.chat import (
     ChatCompletionToolParam,
 )
 
-from llm_bot.local.openai_server import LocalModelServer
+from llm_bot_tools.local.openai_server import LocalModelServer
 
 LOOKUP_TOOL: ChatCompletionToolParam = {
     "type": "function",

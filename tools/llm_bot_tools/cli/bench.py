@@ -5,17 +5,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from llm_bot.cli.support import UsageError, database_for_measurements, positive
+from llm_bot.cli.support import UsageError, positive
 from llm_bot.settings import Settings
+from llm_bot_tools.cli.measurements import database_for_measurements, progress
 
 if TYPE_CHECKING:  # the benches pull in the graph, memory and the local stack: load when run
-    from llm_bot.bench.retrieval import LatencyReport
-    from llm_bot.bench.service import RunReport
+    from llm_bot_tools.bench.retrieval import LatencyReport
+    from llm_bot_tools.bench.service import RunReport
 
 
 def add_bench_commands(commands: Any, parser_class: type[argparse.ArgumentParser]) -> None:
@@ -130,7 +130,7 @@ latencies = number_list(float, 0.0, "0,800")
 
 
 def run_service(args: argparse.Namespace, settings: Settings) -> int:
-    from llm_bot.bench.service import BenchConfig, bench_stack, run_setting
+    from llm_bot_tools.bench.service import BenchConfig, bench_stack, run_setting
 
     config = BenchConfig(
         args.events, args.users, args.threads, args.embeddings, args.data_dir, args.workers
@@ -142,7 +142,7 @@ def run_service(args: argparse.Namespace, settings: Settings) -> int:
             for in_flight in args.in_flight
         ]
     if args.plot:
-        from llm_bot.bench.plots import plot_service
+        from llm_bot_tools.bench.plots import plot_service
 
         plot_service(reports, args.plot)
     if args.json:
@@ -172,8 +172,8 @@ def service_row(r: RunReport) -> str:
 
 
 def run_floor(args: argparse.Namespace, settings: Settings) -> int:
-    from llm_bot.bench.floor import run_floor_bench
-    from llm_bot.bench.service import bench_stack
+    from llm_bot_tools.bench.floor import run_floor_bench
+    from llm_bot_tools.bench.service import bench_stack
 
     with bench_stack(args.data_dir) as stack:
         reports = run_floor_bench(stack, args.operations, progress)
@@ -187,7 +187,7 @@ def run_floor(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def run_compare(args: argparse.Namespace, settings: Settings) -> int:
-    from llm_bot.bench.compare import compare, plot_comparisons
+    from llm_bot_tools.bench.compare import compare, plot_comparisons
 
     if any(len(version) < 2 for version in args.version):
         raise UsageError("--version takes a label and at least one JSON file")
@@ -210,7 +210,7 @@ def run_compare(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def run_retrieval(args: argparse.Namespace, settings: Settings) -> int:
-    from llm_bot.bench.retrieval import run_depth_bench, run_recall_bench, run_retrieval_bench
+    from llm_bot_tools.bench.retrieval import run_depth_bench, run_recall_bench, run_retrieval_bench
 
     with database_for_measurements(settings) as url:
         reports: list[LatencyReport] = []
@@ -228,7 +228,7 @@ def run_retrieval(args: argparse.Namespace, settings: Settings) -> int:
             )
         )
     if args.plot:
-        from llm_bot.bench.plots import plot_latencies
+        from llm_bot_tools.bench.plots import plot_latencies
 
         if reports:
             plot_latencies(reports, args.plot, f"Memory search and recall, {args.users} users")
@@ -244,7 +244,3 @@ def run_retrieval(args: argparse.Namespace, settings: Settings) -> int:
         percentiles = f"{r.p50_ms:6.2f}  {r.p95_ms:6.2f}  {r.p99_ms:6.2f}"
         print(f"{r.kind:14s}  {r.size:7d}  {r.users:5d}  {r.mode:7s}  {percentiles}")
     return 0
-
-
-def progress(line: str) -> None:
-    print(f"# {line}", file=sys.stderr, flush=True)

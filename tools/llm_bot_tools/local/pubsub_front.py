@@ -27,7 +27,7 @@ from typing import Any, Self
 import grpc
 from google.pubsub_v1.types import StreamingPullRequest
 
-from llm_bot.local.lifecycle import LocalService
+from llm_bot_tools.local.lifecycle import LocalService
 
 STREAMING_PULL = "/google.pubsub.v1.Subscriber/StreamingPull"
 # Each call in progress holds one thread, a streaming pull for the whole life of its worker.

@@ -26,10 +26,10 @@ from llm_bot.events.models import InternalEventV2
 from llm_bot.events.routing import DEFAULT_EGRESS_TOPIC, prefixed
 from llm_bot.graph.assembly import context_from_settings, graph_from_settings
 from llm_bot.llm.client import ModelClient
-from llm_bot.local.openai_server import LocalModelServer
 from llm_bot.memory.wiring import memory_services
 from llm_bot.settings import Settings
 from llm_bot.transport.progress import PROGRESS_TEXT, progress_subject
+from llm_bot_tools.local.openai_server import LocalModelServer
 
 
 class NoAnswer(TimeoutError):

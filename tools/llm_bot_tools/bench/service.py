@@ -10,6 +10,9 @@ Write transactions are counted by Postgres itself: a transaction is given a tran
 only when it writes, so the growth of ``pg_current_xact_id()`` over a run is the number of
 write transactions (read-only ones, like recall, cost none), whoever issued them.
 
+The worker's own counts (received, acked, transactions, ...) are read from its ``/metrics``,
+as Prometheus reads them, once it holds no event.
+
 What a user pays for is reported as such: the worker's CPU per event (from ``/proc``, between
 ready and stop, over every event of the setting) and the time an event spends beyond the model
 (closed-loop latency less the model server's configured delay), besides the launch-to-ready
@@ -20,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import re
 import signal
 import time
 from collections import Counter
@@ -31,7 +33,8 @@ from uuid import uuid4
 
 import psycopg
 
-from llm_bot.bench.load import (
+from llm_bot.db.migrate import migrate
+from llm_bot_tools.bench.load import (
     Arrivals,
     Progress,
     bench_events,
@@ -39,15 +42,22 @@ from llm_bot.bench.load import (
     percentiles_ms,
     publish_all,
 )
-from llm_bot.bench.procfs import cpu_seconds, peak_rss_kb
-from llm_bot.db.migrate import migrate
-from llm_bot.devstack.worker_harness import Bus, WorkerProcess, model_environment
-from llm_bot.local.embedded_postgres import EmbeddedPostgres
-from llm_bot.local.openai_server import CHAT_PATH, EMBEDDINGS_PATH, LocalModelServer
-from llm_bot.local.pubsub_emulator import PubSubEmulator
+from llm_bot_tools.bench.procfs import cpu_seconds, peak_rss_kb
+from llm_bot_tools.devstack.worker_harness import (
+    Bus,
+    WorkerProcess,
+    metric_samples,
+    model_environment,
+    worker_counts,
+)
+from llm_bot_tools.local.embedded_postgres import EmbeddedPostgres
+from llm_bot_tools.local.openai_server import CHAT_PATH, EMBEDDINGS_PATH, LocalModelServer
+from llm_bot_tools.local.pubsub_emulator import PubSubEmulator
 
 EGRESS_TAP_MAX_MESSAGES = 1000
 BENCH_LEASE_EXTENSION_S = 60
+IN_FLIGHT = "llmbot_in_flight"  # events a worker holds (llm_bot/telemetry/metrics.py)
+POLL_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -88,7 +98,7 @@ class RunReport:
     model_calls_per_event: float
     embedding_calls_per_event: float
     worker_peak_rss_mb: float  # the largest of the workers'
-    worker_counts: dict[str, int]  # summed over the workers
+    worker_counts: dict[str, int]  # summed over the workers, from their /metrics
     # CPU time of the worker processes (all threads, summed over the workers) from ready to
     # stop, over the setting's events: backlog and closed loop.
     worker_cpu_ms_per_event: float
@@ -250,6 +260,7 @@ def measure_service(
             config.timeout_s,
             progress,
         )
+        counts = settled_counts(workers, config.timeout_s)
         peak_rss_mb = max(peak_rss_kb(worker.process.pid) for worker in workers) / 1024
         cpu_s = sum(cpu_seconds(worker.process.pid) for worker in workers) - cpu_before
         for worker in workers:
@@ -281,9 +292,7 @@ def measure_service(
         model_calls_per_event=sum(r.path == CHAT_PATH for r in requests) / total,
         embedding_calls_per_event=sum(r.path == EMBEDDINGS_PATH for r in requests) / total,
         worker_peak_rss_mb=peak_rss_mb,
-        worker_counts=dict(
-            sum((Counter(worker_counts(worker.log_tail(20_000))) for worker in workers), Counter())
-        ),
+        worker_counts=counts,
         worker_cpu_ms_per_event=cpu_s * 1000 / total,
         beyond_model_p50_ms=beyond_p50,
         beyond_model_p95_ms=beyond_p95,
@@ -309,14 +318,19 @@ def current_xid(url: str) -> int:
     """The next transaction id to be assigned; every write transaction takes one."""
     with psycopg.connect(url, autocommit=True) as connection:
         row = connection.execute("SELECT pg_current_xact_id()::text::bigint").fetchone()
-    assert row is not None
+    if row is None:
+        raise RuntimeError("pg_current_xact_id() returned no row")
     return int(row[0])
 
 
-_COUNT = re.compile(r"'(\w+)': (\d+)")
-
-
-def worker_counts(log: str) -> dict[str, int]:
-    """The counts the worker logs when it stops (received, acked, transactions, ...)."""
-    lines = [line for line in log.splitlines() if "worker stopped" in line]
-    return {name: int(value) for name, value in _COUNT.findall(lines[-1])} if lines else {}
+def settled_counts(workers: list[WorkerProcess], timeout_s: float) -> dict[str, int]:
+    """The workers' counts from their ``/metrics``, summed, once none holds an event (an
+    event's ack comes just after the answer the benchmark waited for). A published mark waits
+    up to half a second for a coming transaction, so ``transactions`` and ``committed`` may
+    not hold the last few."""
+    deadline = time.monotonic() + timeout_s
+    while any(sum(metric_samples(w.port, IN_FLIGHT).values()) for w in workers):
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"the workers still held events after {timeout_s}s")
+        time.sleep(POLL_S)
+    return dict(sum((Counter(worker_counts(w.port)) for w in workers), Counter()))

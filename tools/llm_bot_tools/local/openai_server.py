@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from typing import Any, Literal, Self
 from urllib.parse import urlsplit
 
-from llm_bot.local import openai_payloads as payloads
-from llm_bot.local.json_http import Answer, JsonHTTPServer
-from llm_bot.local.lifecycle import LocalService
-from llm_bot.local.openai_payloads import Conversation, JsonObject, Reply, ToolCall
+from llm_bot_tools.local import openai_payloads as payloads
+from llm_bot_tools.local.json_http import Answer, JsonHTTPServer
+from llm_bot_tools.local.lifecycle import LocalService
+from llm_bot_tools.local.openai_payloads import Conversation, JsonObject, Reply, ToolCall
 
 logger = logging.getLogger(__name__)
 

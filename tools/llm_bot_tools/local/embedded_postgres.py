@@ -24,7 +24,7 @@ from pgserver.postgres_server import PostgresServer, get_server
 from pgserver.utils import PostmasterInfo
 from psycopg import sql
 
-from llm_bot.local.lifecycle import LocalService
+from llm_bot_tools.local.lifecycle import LocalService
 
 _log = logging.getLogger(__name__)
 

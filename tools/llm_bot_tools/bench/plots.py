@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from llm_bot.bench.retrieval import LatencyReport
-    from llm_bot.bench.service import RunReport
+    from llm_bot_tools.bench.retrieval import LatencyReport
+    from llm_bot_tools.bench.service import RunReport
 
 
 def plot_service(reports: list[RunReport], path: Path) -> None:

@@ -23,18 +23,20 @@ from google.api_core.exceptions import DeadlineExceeded
 from google.cloud import pubsub_v1
 from google.pubsub_v1.types import PubsubMessage
 from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
 
 from llm_bot.events.codec import encode
 from llm_bot.events.models import InternalEventV2
-from llm_bot.local.openai_server import LocalModelServer
-from llm_bot.local.pubsub_emulator import (
+from llm_bot.settings import Settings
+from llm_bot.telemetry.metrics import WORKER_COUNTS
+from llm_bot.transport.clients import publisher_client, subscriber_client
+from llm_bot.worker import Worker
+from llm_bot_tools.local.openai_server import LocalModelServer
+from llm_bot_tools.local.pubsub_emulator import (
     PubSubClients,
     PubSubEmulator,
     free_loopback_port,
 )
-from llm_bot.settings import Settings
-from llm_bot.transport.clients import publisher_client, subscriber_client
-from llm_bot.worker import Worker
 
 _PULL_TIMEOUT_S = 2.0
 _POLL_S = 0.05
@@ -49,14 +51,15 @@ class Tap:
         self.received: list[PubsubMessage] = []
 
     async def take(self, count: int, timeout_s: float = 30.0) -> list[PubsubMessage]:
-        """Pull until ``count`` more messages came (or the deadline passed); returns them."""
+        """Pull until ``count`` more messages came; returns them, or raises
+        :class:`TimeoutError` when the deadline passed first."""
         wanted = len(self.received) + count
         deadline = time.monotonic() + timeout_s
         while len(self.received) < wanted and time.monotonic() < deadline:
             await self._pull_once(wanted - len(self.received))
         fresh = self.received[wanted - count :]
         if len(self.received) < wanted:
-            raise AssertionError(
+            raise TimeoutError(
                 f"{self.subscription_path}: got {len(fresh)} of {count} within {timeout_s}s"
             )
         return fresh
@@ -169,7 +172,7 @@ async def wait_until(condition: Callable[[], bool], timeout_s: float, what: str)
     deadline = time.monotonic() + timeout_s
     while not condition():
         if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+            raise TimeoutError(f"timed out after {timeout_s}s waiting for {what}")
         await asyncio.sleep(_POLL_S)
 
 
@@ -204,6 +207,33 @@ def health_status(port: int, path: str, timeout_s: float = 2.0) -> int | None:
         return None
     finally:
         connection.close()
+
+
+def metric_samples(port: int, family: str, timeout_s: float = 2.0) -> dict[str, float]:
+    """The samples of one metric ``family`` on the worker's ``/metrics`` on ``port``, by their
+    labels' values joined with ``,`` ("" for a sample without labels)."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout_s)
+    try:
+        connection.request("GET", "/metrics")
+        response = connection.getresponse()
+        text = response.read().decode()
+    finally:
+        connection.close()
+    if response.status != 200:
+        raise RuntimeError(f"/metrics on port {port} answered {response.status}")
+    return {
+        ",".join(sample.labels.values()): sample.value
+        for found in text_string_to_metric_families(text)
+        if found.name == family
+        for sample in found.samples
+        if not sample.name.endswith("_created")
+    }
+
+
+def worker_counts(port: int) -> dict[str, int]:
+    """What the worker on ``port`` did so far (received, acked, transactions, ...), from its
+    ``/metrics``, as Prometheus reads it."""
+    return {name: int(value) for name, value in metric_samples(port, WORKER_COUNTS).items()}
 
 
 class WorkerProcess:

@@ -5,7 +5,7 @@ The corpus is loaded through the worker's own commit path (pairs written by
 query goes through the same :func:`~llm_bot.memory.recall.recall_turns` the worker uses, in
 each mode (dense, lexical, hybrid). Reported: recall@k, MRR, latency, the same per category
 of question (a query's own ``category``, else one inferred by the rules of
-:mod:`~llm_bot.evaluation.categories`), and the similarity of relevant vs irrelevant hits with
+:mod:`~llm_bot_tools.evaluation.categories`), and the similarity of relevant vs irrelevant hits with
 a precision/recall table per threshold for calibration.
 """
 
@@ -20,12 +20,12 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from llm_bot.evaluation.calibration import ThresholdRow, threshold_table
-from llm_bot.evaluation.categories import inferred_category
 from llm_bot.memory.commit import MemoryCommit, TurnOutcome
 from llm_bot.memory.recall import recall_turns
 from llm_bot.memory.search import SearchMode
 from llm_bot.memory.store import MemoryStore
+from llm_bot_tools.evaluation.calibration import ThresholdRow, threshold_table
+from llm_bot_tools.evaluation.categories import inferred_category
 
 NEVER_IDLE = timedelta(days=36_500)
 

@@ -33,11 +33,11 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 from psycopg_pool import AsyncConnectionPool
 
-from llm_bot.bench.load import Arrivals, Progress, bench_events, publish_all
-from llm_bot.bench.service import Stack
-from llm_bot.devstack.worker_harness import Bus
 from llm_bot.llm import openai_format
 from llm_bot.llm.http import PLACEHOLDER_KEY, openai_client
+from llm_bot_tools.bench.load import Arrivals, Progress, bench_events, publish_all
+from llm_bot_tools.bench.service import Stack
+from llm_bot_tools.devstack.worker_harness import Bus
 
 CHAT, EMBEDDINGS = "/chat/completions", "/embeddings"  # under the client's base URL
 CONCURRENCY = 16

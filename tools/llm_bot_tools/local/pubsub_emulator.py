@@ -23,8 +23,8 @@ from typing import Any, Self
 from google.api_core.exceptions import AlreadyExists
 from google.cloud import pubsub_v1
 
-from llm_bot.local.lifecycle import LocalService
 from llm_bot.transport.clients import publisher_client, subscriber_client
+from llm_bot_tools.local.lifecycle import LocalService
 
 _log = logging.getLogger(__name__)
 
@@ -182,7 +182,8 @@ class PubSubEmulator(LocalService):
 
     def _wait_until_ready(self) -> None:
         process = self._process
-        assert process is not None
+        if process is None:
+            raise EmulatorError("the emulator was not started")
         answered = _wait_until(
             lambda: process.poll() is not None or self._answers(), self._start_timeout_s
         )

@@ -5,29 +5,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import SecretStr
 
-from llm_bot.cli.support import UsageError, database_for_measurements
-from llm_bot.db.migrate import migrate
-from llm_bot.db.schemas import scratch_schema
-from llm_bot.evaluation.calibration import calibrate, load_pairs, plot_calibration
-from llm_bot.evaluation.retrieval import (
-    ModeReport,
-    evaluate_mode,
-    load_corpus,
-    load_queries,
-    load_through_commit,
-    pairs_of,
-    plot_reports,
-)
-from llm_bot.llm.embeddings import embedder_from_settings
-from llm_bot.memory.search import SearchMode
-from llm_bot.memory.wiring import open_memory_store
+from llm_bot.cli.support import UsageError
 from llm_bot.settings import Settings
+from llm_bot_tools.cli.measurements import database_for_measurements, progress
+
+if TYPE_CHECKING:  # the evaluation pulls in memory, the database and the embedder: load when run
+    from llm_bot.memory.search import SearchMode
+    from llm_bot_tools.evaluation.retrieval import ModeReport
 
 MODES: tuple[SearchMode, ...] = ("dense", "lexical", "hybrid")
 
@@ -53,6 +42,9 @@ def add_eval_commands(commands: Any, parser_class: type[argparse.ArgumentParser]
 
 
 def run_calibrate(args: argparse.Namespace, settings: Settings) -> int:
+    from llm_bot.llm.embeddings import embedder_from_settings
+    from llm_bot_tools.evaluation.calibration import calibrate, load_pairs, plot_calibration
+
     try:
         pairs = load_pairs(args.pairs)
     except (OSError, ValueError) as error:
@@ -82,6 +74,18 @@ def run_calibrate(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def run_retrieval_eval(args: argparse.Namespace, settings: Settings) -> int:
+    from llm_bot.db.migrate import migrate
+    from llm_bot.db.schemas import scratch_schema
+    from llm_bot.memory.wiring import open_memory_store
+    from llm_bot_tools.evaluation.retrieval import (
+        evaluate_mode,
+        load_corpus,
+        load_queries,
+        load_through_commit,
+        pairs_of,
+        plot_reports,
+    )
+
     if args.k < 1:
         raise UsageError("--k must be at least 1")
     try:
@@ -132,8 +136,4 @@ def print_categories(reports: list[ModeReport], k: int) -> None:
         )
         print(f"{label:15s}  {first.queries:7d}{cells}")
     if any(c.inferred for c in reports[0].by_category.values()):
-        print("* inferred from the question (llm_bot/evaluation/categories.py), not labelled")
-
-
-def progress(line: str) -> None:
-    print(f"# {line}", file=sys.stderr, flush=True)
+        print("* inferred from the question (llm_bot_tools.evaluation.categories), not labelled")
