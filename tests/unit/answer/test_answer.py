@@ -16,10 +16,10 @@ from llm_bot.events.models import InternalEventV2
 from llm_bot.graph.assembly import context_from_settings, graph_from_settings
 from llm_bot.llm.client import ModelClient
 from llm_bot.llm.messages import ToolSpec
-from llm_bot.local.openai_server import LocalModelServer
 from llm_bot.memory.run_writes import RunWrites
 from llm_bot.memory.tools import Tool
 from llm_bot.settings import Settings
+from llm_bot_tools.local.openai_server import LocalModelServer
 
 
 @pytest.fixture(scope="module")
