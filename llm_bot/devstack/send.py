@@ -26,7 +26,7 @@ from llm_bot.events.codec import decode, encode, to_document
 from llm_bot.events.models import InternalEventV2
 from llm_bot.events.routing import DEFAULT_EGRESS_TOPIC, prefixed
 from llm_bot.graph.assembly import context_from_settings, graph_from_settings
-from llm_bot.graph.process import process_event, turn_of
+from llm_bot.graph.process import pair_of, process_event
 from llm_bot.llm.client import ModelClient
 from llm_bot.local.openai_server import LocalModelServer
 from llm_bot.memory.wiring import memory_services
@@ -75,9 +75,9 @@ async def _process(settings: Settings, event: InternalEventV2) -> dict[str, Any]
                 settings, model, memory.retriever, memory.tools, memory.personalities
             )
             result = await process_event(graph_from_settings(settings), context, event)
-            turn = turn_of(result, source_of(event), utc_now())
-            if memory.commit is not None and turn is not None:
-                await memory.commit.commit_now(turn)
+            pair = pair_of(result, source_of(event), utc_now())
+            if memory.commit is not None and pair is not None:
+                await memory.commit.commit_now(pair)
     finally:
         await model.close()
     return to_document(result.event)

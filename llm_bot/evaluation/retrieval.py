@@ -22,7 +22,7 @@ from typing import Any
 
 from llm_bot.evaluation.calibration import ThresholdRow, threshold_table
 from llm_bot.evaluation.categories import inferred_category
-from llm_bot.memory.commit import MemoryCommit, TurnOutcome
+from llm_bot.memory.commit import MemoryCommit, Pair
 from llm_bot.memory.recall import recall_turns
 from llm_bot.memory.search import SearchMode
 from llm_bot.memory.store import MemoryStore
@@ -157,10 +157,8 @@ async def load_through_commit(
     commit = MemoryCommit(store, "eval", NEVER_IDLE)
     pairs = pairs_of(corpus)
     for done, (user, assistant) in enumerate(pairs, start=1):
-        turn = TurnOutcome(
-            user.id, user.thread_id, user.user_id, user.text, assistant.text, user.at, None
-        )
-        await commit.commit_now(turn)
+        pair = Pair(user.id, user.thread_id, user.user_id, user.text, assistant.text, user.at, None)
+        await commit.commit_now(pair)
         if done % 50 == 0 or done == len(pairs):
             progress(f"loaded {done}/{len(pairs)} pairs")
     reply_of = {user.id: assistant.id for user, assistant in pairs}

@@ -2,7 +2,7 @@
 
 from llm_bot.graph.assembly import context_from_settings, graph_from_settings
 from llm_bot.graph.builder import LlmBotGraph, compile_graph
-from llm_bot.graph.process import ProcessResult, process_event, record_failure, turn_of
+from llm_bot.graph.process import ProcessResult, pair_of, process_event, record_failure
 from llm_bot.graph.state import GraphContext
 
 __all__ = [
@@ -12,7 +12,7 @@ __all__ = [
     "compile_graph",
     "context_from_settings",
     "graph_from_settings",
+    "pair_of",
     "process_event",
     "record_failure",
-    "turn_of",
 ]

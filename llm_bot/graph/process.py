@@ -37,7 +37,7 @@ from llm_bot.graph.behavior_annotations import (
 from llm_bot.graph.builder import LlmBotGraph
 from llm_bot.graph.state import GraphContext
 from llm_bot.llm.errors import ModelError
-from llm_bot.memory.commit import TurnOutcome
+from llm_bot.memory.commit import Pair
 from llm_bot.memory.run_writes import RunWrites
 
 logger = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ class ProcessResult:
     error: StepError | None = None
     writes: RunWrites | None = None  # what the commit must apply (OK only)
     prompt: str = ""  # the combined prompt, for the history pair
-    adds_turn: bool = True  # False: the outcome keeps nothing of the message (a refusal)
+    adds_pair: bool = True  # False: the outcome keeps nothing of the message (a refusal)
 
     @property
     def retryable(self) -> bool:
@@ -94,7 +94,7 @@ async def process_event(
     working.candidates = [*(working.candidates or []), candidate]
     complete_current_step(working, "OK", now)
     if gate != "PROCEED":
-        return ProcessResult("OK", working, candidate, adds_turn=False)
+        return ProcessResult("OK", working, candidate, adds_pair=False)
     return ProcessResult(
         "OK", working, candidate, writes=final.get("writes"), prompt=final["combined_prompt"]
     )
@@ -134,14 +134,14 @@ def record_failure(
     return ProcessResult("ERROR", event, error=error)
 
 
-def turn_of(result: ProcessResult, source_event: str, now: datetime) -> TurnOutcome | None:
-    """The turn an OK result adds to history (SKIP, ERROR and a refusal add none).
+def pair_of(result: ProcessResult, source_event: str, now: datetime) -> Pair | None:
+    """The pair an OK result adds to history (SKIP, ERROR and a refusal add none).
     ``source_event`` identifies the incoming event and step, as the processed-event record
     does."""
-    if result.outcome != "OK" or result.candidate is None or not result.adds_turn:
+    if result.outcome != "OK" or result.candidate is None or not result.adds_pair:
         return None
     event = result.event
-    return TurnOutcome(
+    return Pair(
         source_event=source_event,
         thread_id=thread_id_of(event),
         user_id=user_id_of(event),

@@ -1,6 +1,6 @@
 """Memory layers, all in Postgres: history, semantic store, notes, recall, context assembly."""
 
-from llm_bot.memory.commit import MemoryCommit, TurnOutcome
+from llm_bot.memory.commit import MemoryCommit, Pair
 from llm_bot.memory.context import ContextLimits, ConversationMemory
 from llm_bot.memory.notes_store import ManageNotesTool
 from llm_bot.memory.personalities import Personalities, Personality, PersonalityLookup
@@ -20,6 +20,7 @@ __all__ = [
     "MemoryServices",
     "MemoryStore",
     "NoMemory",
+    "Pair",
     "Personalities",
     "Personality",
     "PersonalityLookup",
@@ -27,7 +28,6 @@ __all__ = [
     "RunWrites",
     "StoreOptions",
     "Tool",
-    "TurnOutcome",
     "UpsertMemoryTool",
     "memory_services",
     "open_memory_store",

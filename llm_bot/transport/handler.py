@@ -38,9 +38,9 @@ from llm_bot.graph.builder import LlmBotGraph
 from llm_bot.graph.process import (
     SOURCE,
     ProcessResult,
+    pair_of,
     process_event,
     record_failure,
-    turn_of,
 )
 from llm_bot.graph.state import GraphContext
 from llm_bot.memory.commit import MemoryCommit
@@ -114,19 +114,19 @@ class EventCommit:
         result: ProcessResult,
     ) -> None:
         memory = self.memory_commit
-        turn = turn_of(result, source_of(event), utc_now()) if memory else None
-        prepared = await memory.prepare(turn) if memory and turn else None
+        pair = pair_of(result, source_of(event), utc_now()) if memory else None
+        prepared = await memory.prepare(pair) if memory and pair else None
 
         async def work(connection: AsyncConnection[Any]) -> None:
             # The memory writes first: the history pair's append then goes out in one round
             # trip with the output's store, whose row is read (see GroupCommitter).
-            if memory and turn and prepared:
-                await memory.apply(connection, turn, prepared)
+            if memory and pair and prepared:
+                await memory.apply(connection, pair, prepared)
             await processed_events.store_output(connection, claim, output)
 
         keys = [processed_events.row_key(claim.key)]
-        if turn is not None:  # the history pair reads its thread; notes and memories, the user's
-            keys += [f"thread {turn.thread_id}", f"user {turn.user_id}"]
+        if pair is not None:  # the history pair reads its thread; notes and memories, the user's
+            keys += [f"thread {pair.thread_id}", f"user {pair.user_id}"]
         await self.group.commit(work, keys)
 
 

@@ -13,7 +13,7 @@ import pytest
 from llm_bot.cli import main
 from llm_bot.db.migrate import migrate
 from llm_bot.local.openai_server import LocalModelServer
-from llm_bot.memory.commit import MemoryCommit, TurnOutcome
+from llm_bot.memory.commit import MemoryCommit, Pair
 from llm_bot.memory.store import MemoryStore, StoreOptions
 
 from ..conftest import server_embedder
@@ -37,10 +37,10 @@ async def remember(url: str, server: LocalModelServer) -> None:
     embedder = server_embedder(server)
     async with MemoryStore.open(url, embedder, StoreOptions()) as store:
         await store.for_user("rae").put("Rae speaks Welsh")
-        turn = TurnOutcome(
+        pair = Pair(
             "event-1", "chat:room", "rae", "I grew up in Cardiff", "noted", datetime.now(UTC), None
         )
-        await MemoryCommit(store, "llm-bot", idle=timedelta(hours=1)).commit_now(turn)
+        await MemoryCommit(store, "llm-bot", idle=timedelta(hours=1)).commit_now(pair)
     await embedder.close()
 
 

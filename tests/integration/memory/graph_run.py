@@ -10,7 +10,7 @@ from llm_bot.db.processed_events import source_of
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.models import InternalEventV2
 from llm_bot.graph.builder import compile_graph
-from llm_bot.graph.process import ProcessResult, turn_of
+from llm_bot.graph.process import ProcessResult, pair_of
 from llm_bot.graph.reducer import MessageLimits
 from llm_bot.graph.state import GraphContext
 from llm_bot.llm.client import ModelClient
@@ -37,9 +37,9 @@ def said(user: str, thread: str, text: str) -> InternalEventV2:
 
 
 async def commit(store: MemoryStore, event: InternalEventV2, result: ProcessResult) -> None:
-    turn = turn_of(result, source_of(event), utc_now())
-    assert turn is not None
-    await MemoryCommit(store, "llm-bot", timedelta(hours=6)).commit_now(turn)
+    pair = pair_of(result, source_of(event), utc_now())
+    assert pair is not None
+    await MemoryCommit(store, "llm-bot", timedelta(hours=6)).commit_now(pair)
 
 
 def first_request(server: LocalModelServer) -> str:

@@ -13,7 +13,7 @@ from llm_bot.db.processed_events import source_of
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.models import InternalEventV2
 from llm_bot.graph.builder import compile_graph
-from llm_bot.graph.process import ProcessResult, process_event, turn_of
+from llm_bot.graph.process import ProcessResult, pair_of, process_event
 from llm_bot.graph.reducer import MessageLimits
 from llm_bot.graph.state import GraphContext
 from llm_bot.llm.client import ModelClient
@@ -22,7 +22,7 @@ from llm_bot.local.openai_payloads import spoken_text
 from llm_bot.local.openai_server import LocalModelServer
 from llm_bot.memory.commit import MemoryCommit
 from llm_bot.memory.context import ContextLimits, ConversationMemory
-from llm_bot.memory.history import PairToWrite, write_pair
+from llm_bot.memory.history import PairRows, write_pair
 from llm_bot.memory.notes_store import ManageNotesTool
 from llm_bot.memory.store import MemoryStore, StoreOptions
 
@@ -67,9 +67,9 @@ class Instance:
 
     async def handle(self, event: InternalEventV2) -> ProcessResult:
         result = await process_event(GRAPH, self.context, event)
-        turn = turn_of(result, source_of(event), self.clock())
-        assert turn is not None
-        await self.commit.commit_now(turn)
+        pair = pair_of(result, source_of(event), self.clock())
+        assert pair is not None
+        await self.commit.commit_now(pair)
         return result
 
 
@@ -133,14 +133,12 @@ async def test_concurrent_writers_of_one_thread_keep_seq_gap_free(
     ) as other:
 
         async def write(store: MemoryStore, number: int) -> None:
-            pair = PairToWrite(
-                "busy", "vic", f"q{number}", f"a{number}", utc_now(), f"event-{number}"
-            )
+            pair = PairRows("busy", "vic", f"q{number}", f"a{number}", utc_now(), f"event-{number}")
             async with store.connection() as connection, connection.transaction():
                 await write_pair(connection, pair, IDLE)
 
         await asyncio.gather(*(write(memory_store if n % 2 else other, n) for n in range(30)))
-        again = PairToWrite("busy", "vic", "q0", "a0", utc_now(), "event-0")
+        again = PairRows("busy", "vic", "q0", "a0", utc_now(), "event-0")
         async with other.connection() as connection, connection.transaction():
             await write_pair(connection, again, IDLE)  # already there: not appended again
     async with memory_store.connection() as connection:

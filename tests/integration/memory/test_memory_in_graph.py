@@ -19,14 +19,14 @@ from llm_bot.db.processed_events import source_of
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.models import InternalEventV2
 from llm_bot.graph.builder import compile_graph
-from llm_bot.graph.process import ProcessResult, process_event, turn_of
+from llm_bot.graph.process import ProcessResult, pair_of, process_event
 from llm_bot.graph.reducer import MessageLimits
 from llm_bot.graph.state import GraphContext
 from llm_bot.llm.client import ModelClient
 from llm_bot.llm.embeddings import CachingEmbedder
 from llm_bot.local.embedded_postgres import EmbeddedPostgres
 from llm_bot.local.openai_server import LocalModelServer
-from llm_bot.memory.commit import MemoryCommit, TurnOutcome
+from llm_bot.memory.commit import MemoryCommit, Pair
 from llm_bot.memory.context import ContextLimits, ConversationMemory
 from llm_bot.memory.notes_store import ManageNotesTool
 from llm_bot.memory.store import MemoryStore, StoreOptions
@@ -59,9 +59,9 @@ async def run_and_commit(
 ) -> ProcessResult:
     """What the worker does with an event's writes, minus the bus."""
     result = await process_event(GRAPH, context, event)
-    turn = turn_of(result, source_of(event), utc_now())
-    if turn is not None:
-        await MemoryCommit(store, "llm-bot", timedelta(hours=6)).commit_now(turn)
+    pair = pair_of(result, source_of(event), utc_now())
+    if pair is not None:
+        await MemoryCommit(store, "llm-bot", timedelta(hours=6)).commit_now(pair)
     return result
 
 
@@ -111,17 +111,17 @@ async def test_events_committed_together_keep_every_memory_note_and_turn(
         event = said(user, thread, f"remember [[tool:upsertMemory {save}]]")
         results.append((event, await process_event(GRAPH, context, event)))
     commit = MemoryCommit(memory_store, "llm-bot", timedelta(hours=6))
-    turns = [turn_of(result, source_of(event), utc_now()) for event, result in results]
-    pairs = [await commit.prepare(turn) for turn in turns if turn is not None]
+    pairs = [pair_of(result, source_of(event), utc_now()) for event, result in results]
+    prepared = [await commit.prepare(pair) for pair in pairs if pair is not None]
     async with running_committer(fresh_database_url, max_batch=8, max_delay_s=0.05) as committer:
         await asyncio.gather(
             *(
                 committer.commit(
-                    functools.partial(commit.apply, turn=turn, prepared=pair),
-                    [f"thread {turn.thread_id}", f"user {turn.user_id}"],
+                    functools.partial(commit.apply, pair=pair, prepared=ready),
+                    [f"thread {pair.thread_id}", f"user {pair.user_id}"],
                 )
-                for turn, pair in zip(turns, pairs, strict=True)
-                if turn is not None
+                for pair, ready in zip(pairs, prepared, strict=True)
+                if pair is not None
             )
         )
     assert committer.transactions == 1
@@ -135,7 +135,7 @@ async def test_events_committed_together_keep_every_memory_note_and_turn(
             "SELECT thread_id, array_agg(seq ORDER BY seq) FROM conversation_turns GROUP BY 1"
         )
         seqs = dict(await cursor.fetchall())
-    lobby, den = turns[0], turns[2]
+    lobby, den = pairs[0], pairs[2]
     assert lobby is not None
     assert den is not None
     assert seqs == {lobby.thread_id: [1, 2, 3, 4], den.thread_id: [1, 2]}
@@ -215,8 +215,8 @@ async def test_history_keeps_a_long_message_cut_to_its_bound(
 ) -> None:
     """A prompt may be as long as a Pub/Sub message; history keeps its first HISTORY_MAX_CHARS
     characters, and that is also what is embedded."""
-    turn = TurnOutcome("event-1:0:llm-bot", "cli:den", "ada", "w " * 10_000, "ok", utc_now(), None)
-    await MemoryCommit(memory_store, "llm-bot", timedelta(hours=6), max_chars=300).commit_now(turn)
+    pair = Pair("event-1:0:llm-bot", "cli:den", "ada", "w " * 10_000, "ok", utc_now(), None)
+    await MemoryCommit(memory_store, "llm-bot", timedelta(hours=6), max_chars=300).commit_now(pair)
     with psycopg.connect(fresh_database_url) as connection:
         lengths = connection.execute(
             "SELECT role, length(content) FROM conversation_turns ORDER BY role"
