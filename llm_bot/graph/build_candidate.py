@@ -35,7 +35,7 @@ async def build_candidate(state: GraphState, runtime: Runtime[GraphContext]) -> 
         raise EmptyReply("model returned an empty reply")
     usage = state.get("usage", TokenUsage())
     model = state.get("model_name", "unknown")
-    recalled = state.get("recalled")
+    memory_context = state.get("memory_context")
     candidate = CandidateV1(
         id=f"cand-{state['event'].correlation_id}",
         kind="text",
@@ -54,7 +54,7 @@ async def build_candidate(state: GraphState, runtime: Runtime[GraphContext]) -> 
                 "totalTokens": usage.input_tokens + usage.output_tokens,
             },
             "toolRounds": state.get("tool_rounds", 0),
-            "memory": dict(recalled.stats) if recalled else {},
+            "memory": dict(memory_context.stats) if memory_context else {},
             "behaviorProfile": summary(state["profile"]),
         },
     )

@@ -21,7 +21,7 @@ from llm_bot.graph.composition import PromptOptions
 from llm_bot.graph.reducer import MessageLimits, reduce_messages
 from llm_bot.llm.messages import ChatMessage, ModelReply, TokenUsage, ToolCall, ToolSpec
 from llm_bot.memory.personalities import Personalities
-from llm_bot.memory.retrieval import MemoryRetriever, NoMemory, Recollection
+from llm_bot.memory.retrieval import MemoryContext, MemoryRetriever, NoMemory
 from llm_bot.memory.run_writes import RunWrites
 from llm_bot.memory.tools import Tool
 
@@ -42,7 +42,7 @@ class GraphState(TypedDict, total=False):
     combined_prompt: str  # the user's words
     identity: str  # the event's personalities, for the system message
     model_override: str  # the model the event's first personality names, if any
-    recalled: Recollection
+    memory_context: MemoryContext
     pending_calls: tuple[ToolCall, ...]
     tool_rounds: int
     usage: Annotated[TokenUsage, operator.add]

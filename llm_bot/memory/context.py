@@ -35,7 +35,7 @@ from llm_bot.memory.history import Turn, read_window
 from llm_bot.memory.long_term import render_memories
 from llm_bot.memory.notes_store import read_notes
 from llm_bot.memory.recall import RecalledTurn, recall_turns
-from llm_bot.memory.retrieval import Recollection
+from llm_bot.memory.retrieval import MemoryContext
 from llm_bot.memory.search import MemoryHit
 from llm_bot.memory.store import MemoryStore
 from llm_bot.memory.validation import approx_tokens
@@ -83,8 +83,8 @@ class Parts:
     recalled: list[RecalledTurn]
 
 
-class ConversationMemory:
-    """The :class:`~llm_bot.memory.retrieval.MemoryRetriever` of all memory layers."""
+class PostgresMemoryRetriever:
+    """The :class:`~llm_bot.memory.retrieval.MemoryRetriever` of the memory layers in Postgres."""
 
     def __init__(
         self,
@@ -100,7 +100,7 @@ class ConversationMemory:
 
     async def retrieve(
         self, user_id: str, thread_id: str, query: str, *, private: bool
-    ) -> Recollection:
+    ) -> MemoryContext:
         """In a shared channel (``private`` false) only what was learned in shared channels is
         shown (notes, memories, recalled messages), unless ``private_in_public`` widens it, and
         every user turn names its speaker."""
@@ -117,7 +117,7 @@ class ConversationMemory:
 
     async def _retrieve(
         self, user_id: str, thread_id: str, query: str, *, include_private: bool, shared: bool
-    ) -> Recollection:
+    ) -> MemoryContext:
         failed: list[str] = []
         notes, (memories, window, recalled) = await asyncio.gather(
             _degrade("notes", self._notes(user_id, include_private), "", user_id, failed),
@@ -216,9 +216,9 @@ class ConversationMemory:
 
 def assemble(
     parts: Parts, limits: ContextLimits, budget: int, *, requester: str, shared: bool
-) -> Recollection:
-    """The messages of what memory recalled for ``requester``, asking in a thread that is
-    ``shared`` (not a DM) or not, within ``budget`` tokens."""
+) -> MemoryContext:
+    """The memory context for ``requester``, asking in a thread that is ``shared`` (not a DM)
+    or not, within ``budget`` tokens."""
     notes = notes_block(parts.notes)
     used: dict[str, int] = {"notes": approx_tokens(notes), "memories": 0, "recall": 0}
     window = _newest_pairs_within(parts.window, budget - used["notes"])
@@ -251,7 +251,7 @@ def assemble(
         "windowPairs": len(window) // 2,
         **{f"{part}Tokens": tokens for part, tokens in used.items()},
     }
-    return Recollection(tuple(messages), stats)
+    return MemoryContext(tuple(messages), stats)
 
 
 def memory_cost(content: str) -> int:

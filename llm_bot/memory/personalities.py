@@ -8,7 +8,7 @@ compared as a number (BitBrat's Postgres store sorts it as text, so 9 beats 10 t
 It lives in ``memory/`` because it is what the bot is told to be, kept in the same Postgres as
 the rest of what it remembers, and because the graph may import ``memory/`` (never the other
 way round): the graph asks through the :class:`Personalities` seam, as it asks the
-``MemoryRetriever`` for memories. ``db/`` holds only Postgres plumbing that is not memory.
+``MemoryRetriever`` for its memory context. ``db/`` holds only Postgres plumbing that is not memory.
 
 The functions take a connection or a pool; :class:`PersonalityLookup` is the run-time lookup
 with BitBrat's in-process cache (5 minutes, hits only: a missing name is asked again).

@@ -15,7 +15,7 @@ from llm_bot.clock import utc_now
 from llm_bot.llm.embedding_batch import BatchingEmbedder
 from llm_bot.llm.embeddings import CachingEmbedder, LocalEmbedder, embedder_from_settings
 from llm_bot.memory.commit import MemoryCommit
-from llm_bot.memory.context import ContextLimits, ConversationMemory
+from llm_bot.memory.context import ContextLimits, PostgresMemoryRetriever
 from llm_bot.memory.notes_store import ManageNotesTool
 from llm_bot.memory.personalities import Personalities, PersonalityLookup
 from llm_bot.memory.retrieval import MemoryRetriever, NoMemory
@@ -91,7 +91,7 @@ async def memory_services(
         private_in_public=settings.private_in_public,
     )
     async with open_memory_store(settings) as store:
-        retriever = ConversationMemory(store, limits, settings.agent_name, clock)
+        retriever = PostgresMemoryRetriever(store, limits, settings.agent_name, clock)
         tools: tuple[Tool, ...] = (
             UpsertMemoryTool(
                 store, settings.memory_max_tokens, settings.retention_memories_per_user

@@ -16,7 +16,7 @@ from llm_bot.graph.state import GraphContext
 from llm_bot.llm.client import ModelClient
 from llm_bot.local.openai_server import LocalModelServer
 from llm_bot.memory.commit import MemoryCommit
-from llm_bot.memory.context import ContextLimits, ConversationMemory
+from llm_bot.memory.context import ContextLimits, PostgresMemoryRetriever
 from llm_bot.memory.store import MemoryStore
 from llm_bot.memory.tools import DeleteMemoryTool, UpsertMemoryTool
 
@@ -26,7 +26,7 @@ GRAPH = compile_graph(MessageLimits())
 def context_for(store: MemoryStore, model: ModelClient) -> GraphContext:
     return GraphContext(
         model=model,
-        retriever=ConversationMemory(store, ContextLimits(threshold=0.2), "llm-bot", utc_now),
+        retriever=PostgresMemoryRetriever(store, ContextLimits(threshold=0.2), "llm-bot", utc_now),
         tools=[UpsertMemoryTool(store, max_tokens=2048), DeleteMemoryTool(store)],
         system_prompt="system",
     )

@@ -21,7 +21,7 @@ from llm_bot.llm.embeddings import CachingEmbedder
 from llm_bot.local.openai_payloads import spoken_text
 from llm_bot.local.openai_server import LocalModelServer
 from llm_bot.memory.commit import MemoryCommit
-from llm_bot.memory.context import ContextLimits, ConversationMemory
+from llm_bot.memory.context import ContextLimits, PostgresMemoryRetriever
 from llm_bot.memory.history import PairRows, write_pair
 from llm_bot.memory.notes_store import ManageNotesTool
 from llm_bot.memory.store import MemoryStore, StoreOptions
@@ -58,7 +58,7 @@ class Instance:
         self.store = store
         self.context = GraphContext(
             model=model,
-            retriever=ConversationMemory(store, limits, "llm-bot", clock),
+            retriever=PostgresMemoryRetriever(store, limits, "llm-bot", clock),
             tools=[ManageNotesTool(store, "llm-bot", max_chars=300)],
             clock=clock,
         )

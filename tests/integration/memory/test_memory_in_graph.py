@@ -27,7 +27,7 @@ from llm_bot.llm.embeddings import CachingEmbedder
 from llm_bot.local.embedded_postgres import EmbeddedPostgres
 from llm_bot.local.openai_server import LocalModelServer
 from llm_bot.memory.commit import MemoryCommit, Pair
-from llm_bot.memory.context import ContextLimits, ConversationMemory
+from llm_bot.memory.context import ContextLimits, PostgresMemoryRetriever
 from llm_bot.memory.notes_store import ManageNotesTool
 from llm_bot.memory.store import MemoryStore, StoreOptions
 from llm_bot.memory.tools import UpsertMemoryTool
@@ -47,7 +47,7 @@ def fresh_servers(chat_server: LocalModelServer, embedding_server: LocalModelSer
 def context_for(store: MemoryStore, model: ModelClient, timeout_s: float = 5.0) -> GraphContext:
     return GraphContext(
         model=model,
-        retriever=ConversationMemory(store, ContextLimits(threshold=0.2), "llm-bot", utc_now),
+        retriever=PostgresMemoryRetriever(store, ContextLimits(threshold=0.2), "llm-bot", utc_now),
         tools=[UpsertMemoryTool(store, max_tokens=2048)],
         system_prompt="system",
         retrieval_timeout_s=timeout_s,

@@ -12,7 +12,7 @@ from llm_bot.clock import utc_now
 from llm_bot.db.migrate import migrate
 from llm_bot.llm.embeddings import CachingEmbedder, LocalEmbedder
 from llm_bot.local.embedded_postgres import EmbeddedPostgres
-from llm_bot.memory.context import ContextLimits, ConversationMemory
+from llm_bot.memory.context import ContextLimits, PostgresMemoryRetriever
 from llm_bot.memory.store import MemoryStore, StoreOptions
 from llm_bot.settings import CALIBRATED_THRESHOLDS
 
@@ -81,8 +81,9 @@ async def test_the_model_is_told_what_matters_for_an_order(
 ) -> None:
     """The design's pizza scenario at the shipped threshold: "I am vegetarian" scores under it
     against such questions, but Sam's memories fit the injection budget, so all are shown."""
-    memory = ConversationMemory(local_store, ContextLimits(threshold=THRESHOLD), "bot", utc_now)
-    recollection = await memory.retrieve("sam", "cli:kitchen", question, private=True)
-    shown = "\n".join(message.content for message in recollection.messages)
+    limits = ContextLimits(threshold=THRESHOLD)
+    retriever = PostgresMemoryRetriever(local_store, limits, "bot", utc_now)
+    memory_context = await retriever.retrieve("sam", "cli:kitchen", question, private=True)
+    shown = "\n".join(message.content for message in memory_context.messages)
     assert "I am vegetarian" in shown
     assert "westerns" not in shown  # lee's

@@ -20,7 +20,7 @@ from llm_bot.graph.state import GraphContext
 from llm_bot.llm.client import ModelClient
 from llm_bot.llm.messages import ToolSpec
 from llm_bot.local.openai_server import LocalModelServer
-from llm_bot.memory.retrieval import Recollection
+from llm_bot.memory.retrieval import MemoryContext
 from llm_bot.memory.run_writes import RunWrites
 
 CONTRACTS = Path(__file__).resolve().parents[2] / "fixtures" / "bitbrat"
@@ -260,14 +260,14 @@ async def test_responses_api_mode(server: LocalModelServer) -> None:
 class BrokenMemory:
     async def retrieve(
         self, user_id: str, thread_id: str, query: str, *, private: bool
-    ) -> Recollection:
+    ) -> MemoryContext:
         raise ConnectionError("database is down")
 
 
 class SlowMemory:
     async def retrieve(
         self, user_id: str, thread_id: str, query: str, *, private: bool
-    ) -> Recollection:
+    ) -> MemoryContext:
         await asyncio.Event().wait()  # never answers
         raise AssertionError
 
@@ -288,15 +288,15 @@ async def test_failing_memory_degrades_to_no_memories(
 class OneMemory:
     async def retrieve(
         self, user_id: str, thread_id: str, query: str, *, private: bool
-    ) -> Recollection:
+    ) -> MemoryContext:
         from llm_bot.llm.messages import ChatMessage
 
-        return Recollection(
+        return MemoryContext(
             (ChatMessage("system", f"Memory of {user_id}: likes tea"),), {"memories": 1}
         )
 
 
-async def test_recalled_context_sits_between_system_prompt_and_the_run(
+async def test_the_memory_context_sits_between_system_prompt_and_the_run(
     server: LocalModelServer,
 ) -> None:
     await process_event(graph(), context(model_client(server), retriever=OneMemory()), event("hi"))
