@@ -31,7 +31,8 @@ from llm_bot.memory.versions import Version, forget_versions, retire_current, ve
 
 logger = logging.getLogger(__name__)
 
-PutOutcome = Literal["created", "updated", "merged"]
+# What a put does to its key: a new memory, a new text for one, or a near-duplicate merged.
+PutEffect = Literal["created", "updated", "merged"]
 
 
 @dataclass(frozen=True)
@@ -159,20 +160,20 @@ class UserMemories:
 
     async def put(
         self, content: str, metadata: dict[str, str] | None = None, key: str | None = None
-    ) -> tuple[str, PutOutcome]:
+    ) -> tuple[str, PutEffect]:
         """Store a memory now (admin path; the worker defers its writes to the commit)."""
-        key, outcome = await self.resolve_key(content, key)
+        key, effect = await self.resolve_key(content, key)
         [vector] = await self._memory.embedder.embed([content])
         async with self._memory.connection() as connection, connection.transaction():
             await retire_current(connection, self.prefix, key, content)
             await self._memory.store_on(connection, {content: vector}).aput(
                 self.namespace, key, memory_value(content, metadata), index=["content"]
             )
-        return key, outcome
+        return key, effect
 
     async def resolve_key(
         self, content: str, key: str | None, scope: LearnedIn | None = None
-    ) -> tuple[str, PutOutcome]:
+    ) -> tuple[str, PutEffect]:
         """Where a write of ``content`` goes: ``key`` if given, else the key of a near-duplicate
         (similarity >= ``MEMORY_DEDUP_THRESHOLD``), else a new UUID. With a ``scope`` (the
         worker's writes), only a twin learned in that same scope is merged into: a fact told
