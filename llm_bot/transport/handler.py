@@ -165,21 +165,22 @@ class EventHandler:
         began = time.perf_counter()
         metrics.in_flight.add(1)
         metrics.queue_lag.record(max(0.0, (utc_now() - delivery.publish_time).total_seconds()))
-        outcome = "failed"
+        ending = "failed"
         subscription = prefixed(self._settings.subscription, self._settings.bus_prefix)
         try:
             with consumer_span(
                 subscription, delivery.message_id, delivery.delivery_attempt, delivery.attributes
             ):
                 async with settle(delivery, self._dead_letter, self._stats):
-                    outcome = await self._handle(delivery)
+                    ending = await self._handle(delivery)
         finally:
             metrics.in_flight.add(-1)
-            metrics.events.add(1, {"outcome": outcome})
-            metrics.event_duration.record(time.perf_counter() - began, {"outcome": outcome})
+            metrics.events.add(1, {"outcome": ending})
+            metrics.event_duration.record(time.perf_counter() - began, {"outcome": ending})
 
     async def _handle(self, delivery: Delivery) -> str:
-        """The outcome for metrics: OK/SKIP/ERROR, duplicate, republished (or it raises)."""
+        """How the event ended, for the metrics' ``outcome`` label: its step's outcome (OK, SKIP,
+        ERROR), or duplicate, republished (or it raises)."""
         settings = self._settings
         event = decode(delivery.data, delivery.attributes, settings.max_message_bytes)
         check_event(event, settings.max_slip_steps)
@@ -226,7 +227,7 @@ class EventHandler:
         claimed: processed_events.Claim,
         limit_s: float,
     ) -> str:
-        """Publish the stored output, or run the graph, commit and publish; the outcome."""
+        """Publish the stored output, or run the graph, commit and publish; how it ended."""
         if claimed.stored is not None:
             self._stats.republished += 1
             await self._publish(claimed.key, claimed.stored)
