@@ -22,6 +22,7 @@ from typing import Any
 from llm_bot.clock import iso_timestamp
 from llm_bot.events.identity import thread_id_of, user_id_of
 from llm_bot.events.models import (
+    SOURCE,
     CandidateV1,
     ErrorEntryV1,
     InternalEventV2,
@@ -41,8 +42,6 @@ from llm_bot.memory.commit import Pair
 from llm_bot.memory.run_writes import RunWrites
 
 logger = logging.getLogger(__name__)
-
-SOURCE = "llm-bot"
 
 
 @dataclass(frozen=True)

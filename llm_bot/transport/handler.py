@@ -32,11 +32,10 @@ from llm_bot.events.codec import decode, encode
 from llm_bot.events.deadletter import Cause, deadletter_body
 from llm_bot.events.identity import thread_id_of, user_id_of
 from llm_bot.events.limits import check_event
-from llm_bot.events.models import InternalEventV2
+from llm_bot.events.models import SOURCE, InternalEventV2
 from llm_bot.events.routing import advance, check_route, current_step, hop_attributes, prefixed
 from llm_bot.graph.builder import LlmBotGraph
 from llm_bot.graph.process import (
-    SOURCE,
     ProcessResult,
     pair_of,
     process_event,
