@@ -26,6 +26,7 @@ from llm_bot.memory.notes_store import apply_notes_edits
 from llm_bot.memory.run_writes import RunWrites
 from llm_bot.memory.store import MemoryStore, memory_value
 from llm_bot.memory.versions import forget_versions, retire_current
+from llm_bot.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -63,8 +64,8 @@ class MemoryCommit:
         agent: str,
         idle: timedelta,
         *,
-        max_chars: int = 16_000,
-        notes_max_chars: int = 8000,
+        max_chars: int,
+        notes_max_chars: int,
     ) -> None:
         self._store = store
         self._agent = agent
@@ -72,6 +73,16 @@ class MemoryCommit:
         self._max_chars = max_chars
         self._notes_max_chars = notes_max_chars
         self._warned_of_switch = False
+
+    @classmethod
+    def from_settings(cls, store: MemoryStore, settings: Settings) -> MemoryCommit:
+        return cls(
+            store,
+            settings.agent_name,
+            timedelta(seconds=settings.session_idle_seconds),
+            max_chars=settings.history_max_chars,
+            notes_max_chars=settings.notes_max_chars,
+        )
 
     async def prepare(self, pair: Pair) -> PreparedPair:
         """The history pair and the memories to write, with their embeddings, computed outside

@@ -39,6 +39,7 @@ from llm_bot.memory.retrieval import MemoryContext
 from llm_bot.memory.search import MemoryHit
 from llm_bot.memory.store import MemoryStore
 from llm_bot.memory.validation import approx_tokens
+from llm_bot.settings import Settings
 from llm_bot.telemetry import metrics
 from llm_bot.telemetry.traces import child_span
 from llm_bot.text import fenced, quoted
@@ -66,13 +67,25 @@ MEMORY_CANDIDATES = 50
 
 @dataclass(frozen=True)
 class ContextLimits:
-    max_context_tokens: int = 8000
-    memory_budget_tokens: int = 1000
-    context_pairs: int = 15
-    recall_limit: int = 5
-    threshold: float = 0.7
-    session_idle: timedelta = timedelta(hours=6)
-    private_in_public: bool = False  # MEMORY_PRIVATE_IN_PUBLIC: DM knowledge in shared channels
+    max_context_tokens: int
+    memory_budget_tokens: int
+    context_pairs: int
+    recall_limit: int
+    threshold: float
+    session_idle: timedelta
+    private_in_public: bool  # MEMORY_PRIVATE_IN_PUBLIC: DM knowledge in shared channels
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ContextLimits:
+        return cls(
+            max_context_tokens=settings.max_context_tokens,
+            memory_budget_tokens=settings.injection_budget,
+            context_pairs=settings.context_pairs,
+            recall_limit=settings.retrieval_limit,
+            threshold=settings.memory_threshold(),
+            session_idle=timedelta(seconds=settings.session_idle_seconds),
+            private_in_public=settings.private_in_public,
+        )
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from llm_bot.clock import utc_now
 from llm_bot.llm.embedding_batch import BatchingEmbedder
@@ -80,16 +80,7 @@ async def memory_services(
     if settings.database_url is None:
         yield MemoryServices()
         return
-    idle = timedelta(seconds=settings.session_idle_seconds)
-    limits = ContextLimits(
-        max_context_tokens=settings.max_context_tokens,
-        memory_budget_tokens=settings.injection_budget,
-        context_pairs=settings.context_pairs,
-        recall_limit=settings.retrieval_limit,
-        threshold=settings.memory_threshold(),
-        session_idle=idle,
-        private_in_public=settings.private_in_public,
-    )
+    limits = ContextLimits.from_settings(settings)
     async with open_memory_store(settings) as store:
         retriever = PostgresMemoryRetriever(store, limits, settings.agent_name, clock)
         tools: tuple[Tool, ...] = (
@@ -102,12 +93,6 @@ async def memory_services(
         yield MemoryServices(
             retriever,
             tools,
-            MemoryCommit(
-                store,
-                settings.agent_name,
-                idle,
-                max_chars=settings.history_max_chars,
-                notes_max_chars=settings.notes_max_chars,
-            ),
+            MemoryCommit.from_settings(store, settings),
             PersonalityLookup(store.connection, settings.personality_cache_ttl_ms / 1000),
         )

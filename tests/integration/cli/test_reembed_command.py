@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import psycopg
 import pytest
@@ -15,6 +15,7 @@ from llm_bot.db.migrate import migrate
 from llm_bot.local.openai_server import LocalModelServer
 from llm_bot.memory.commit import MemoryCommit, Pair
 from llm_bot.memory.store import MemoryStore, StoreOptions
+from llm_bot.settings import load_settings
 
 from ..conftest import server_embedder
 
@@ -40,7 +41,7 @@ async def remember(url: str, server: LocalModelServer) -> None:
         pair = Pair(
             "event-1", "chat:room", "rae", "I grew up in Cardiff", "noted", datetime.now(UTC), None
         )
-        await MemoryCommit(store, "llm-bot", idle=timedelta(hours=1)).commit_now(pair)
+        await MemoryCommit.from_settings(store, load_settings()).commit_now(pair)
     await embedder.close()
 
 

@@ -3,8 +3,6 @@ tests of what the model sees and what its tool calls leave behind."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from llm_bot.clock import utc_now
 from llm_bot.db.processed_events import source_of
 from llm_bot.events.builder import prompt_event
@@ -16,17 +14,21 @@ from llm_bot.graph.state import GraphContext
 from llm_bot.llm.client import ModelClient
 from llm_bot.local.openai_server import LocalModelServer
 from llm_bot.memory.commit import MemoryCommit
-from llm_bot.memory.context import ContextLimits, PostgresMemoryRetriever
+from llm_bot.memory.context import PostgresMemoryRetriever
 from llm_bot.memory.store import MemoryStore
 from llm_bot.memory.tools import DeleteMemoryTool, UpsertMemoryTool
+from llm_bot.settings import load_settings
+
+from ...from_settings import context_limits, graph_context
 
 GRAPH = compile_graph(MessageLimits())
 
 
 def context_for(store: MemoryStore, model: ModelClient) -> GraphContext:
-    return GraphContext(
-        model=model,
-        retriever=PostgresMemoryRetriever(store, ContextLimits(threshold=0.2), "llm-bot", utc_now),
+    limits = context_limits(threshold=0.2)
+    return graph_context(
+        model,
+        retriever=PostgresMemoryRetriever(store, limits, "llm-bot", utc_now),
         tools=[UpsertMemoryTool(store, max_tokens=2048), DeleteMemoryTool(store)],
         system_prompt="system",
     )
@@ -39,7 +41,7 @@ def said(user: str, thread: str, text: str) -> InternalEventV2:
 async def commit(store: MemoryStore, event: InternalEventV2, result: ProcessResult) -> None:
     pair = pair_of(result, source_of(event), utc_now())
     assert pair is not None
-    await MemoryCommit(store, "llm-bot", timedelta(hours=6)).commit_now(pair)
+    await MemoryCommit.from_settings(store, load_settings()).commit_now(pair)
 
 
 def first_request(server: LocalModelServer) -> str:

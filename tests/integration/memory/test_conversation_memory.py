@@ -15,17 +15,18 @@ from llm_bot.events.models import InternalEventV2
 from llm_bot.graph.builder import compile_graph
 from llm_bot.graph.process import ProcessResult, pair_of, process_event
 from llm_bot.graph.reducer import MessageLimits
-from llm_bot.graph.state import GraphContext
 from llm_bot.llm.client import ModelClient
 from llm_bot.llm.embeddings import CachingEmbedder
 from llm_bot.local.openai_payloads import spoken_text
 from llm_bot.local.openai_server import LocalModelServer
 from llm_bot.memory.commit import MemoryCommit
-from llm_bot.memory.context import ContextLimits, PostgresMemoryRetriever
+from llm_bot.memory.context import PostgresMemoryRetriever
 from llm_bot.memory.history import PairRows, write_pair
 from llm_bot.memory.notes_store import ManageNotesTool
 from llm_bot.memory.store import MemoryStore, StoreOptions
+from llm_bot.settings import load_settings
 
+from ...from_settings import context_limits, graph_context
 from ..conftest import server_embedder
 
 pytestmark = pytest.mark.integration
@@ -52,17 +53,17 @@ class Instance:
     def __init__(
         self, store: MemoryStore, model: ModelClient, clock: Clock, pairs: int = 3
     ) -> None:
-        limits = ContextLimits(
+        limits = context_limits(
             context_pairs=pairs, threshold=0.3, session_idle=IDLE, recall_limit=3
         )
         self.store = store
-        self.context = GraphContext(
-            model=model,
+        self.context = graph_context(
+            model,
             retriever=PostgresMemoryRetriever(store, limits, "llm-bot", clock),
             tools=[ManageNotesTool(store, "llm-bot", max_chars=300)],
             clock=clock,
         )
-        self.commit = MemoryCommit(store, "llm-bot", IDLE)
+        self.commit = MemoryCommit.from_settings(store, load_settings())
         self.clock = clock
 
     async def handle(self, event: InternalEventV2) -> ProcessResult:

@@ -7,7 +7,7 @@ import asyncio
 import functools
 import json
 import logging
-from datetime import timedelta
+from dataclasses import replace
 from pathlib import Path
 
 import psycopg
@@ -27,11 +27,13 @@ from llm_bot.llm.embeddings import CachingEmbedder
 from llm_bot.local.embedded_postgres import EmbeddedPostgres
 from llm_bot.local.openai_server import LocalModelServer
 from llm_bot.memory.commit import MemoryCommit, Pair
-from llm_bot.memory.context import ContextLimits, PostgresMemoryRetriever
+from llm_bot.memory.context import PostgresMemoryRetriever
 from llm_bot.memory.notes_store import ManageNotesTool
 from llm_bot.memory.store import MemoryStore, StoreOptions
 from llm_bot.memory.tools import UpsertMemoryTool
+from llm_bot.settings import load_settings
 
+from ...from_settings import context_limits, graph_context
 from ..conftest import running_committer, server_embedder
 
 pytestmark = pytest.mark.integration
@@ -45,9 +47,10 @@ def fresh_servers(chat_server: LocalModelServer, embedding_server: LocalModelSer
 
 
 def context_for(store: MemoryStore, model: ModelClient, timeout_s: float = 5.0) -> GraphContext:
-    return GraphContext(
-        model=model,
-        retriever=PostgresMemoryRetriever(store, ContextLimits(threshold=0.2), "llm-bot", utc_now),
+    limits = context_limits(threshold=0.2)
+    return graph_context(
+        model,
+        retriever=PostgresMemoryRetriever(store, limits, "llm-bot", utc_now),
         tools=[UpsertMemoryTool(store, max_tokens=2048)],
         system_prompt="system",
         retrieval_timeout_s=timeout_s,
@@ -61,7 +64,7 @@ async def run_and_commit(
     result = await process_event(GRAPH, context, event)
     pair = pair_of(result, source_of(event), utc_now())
     if pair is not None:
-        await MemoryCommit(store, "llm-bot", timedelta(hours=6)).commit_now(pair)
+        await MemoryCommit.from_settings(store, load_settings()).commit_now(pair)
     return result
 
 
@@ -110,7 +113,7 @@ async def test_events_committed_together_keep_every_memory_note_and_turn(
         save = json.dumps({"content": f"{user} plays the {instrument}"})
         event = said(user, thread, f"remember [[tool:upsertMemory {save}]]")
         results.append((event, await process_event(GRAPH, context, event)))
-    commit = MemoryCommit(memory_store, "llm-bot", timedelta(hours=6))
+    commit = MemoryCommit.from_settings(memory_store, load_settings())
     pairs = [pair_of(result, source_of(event), utc_now()) for event, result in results]
     prepared = [await commit.prepare(pair) for pair in pairs if pair is not None]
     async with running_committer(fresh_database_url, max_batch=8, max_delay_s=0.05) as committer:
@@ -216,7 +219,8 @@ async def test_history_keeps_a_long_message_cut_to_its_bound(
     """A prompt may be as long as a Pub/Sub message; history keeps its first HISTORY_MAX_CHARS
     characters, and that is also what is embedded."""
     pair = Pair("event-1:0:llm-bot", "cli:den", "ada", "w " * 10_000, "ok", utc_now(), None)
-    await MemoryCommit(memory_store, "llm-bot", timedelta(hours=6), max_chars=300).commit_now(pair)
+    settings = load_settings(HISTORY_MAX_CHARS=300)
+    await MemoryCommit.from_settings(memory_store, settings).commit_now(pair)
     with psycopg.connect(fresh_database_url) as connection:
         lengths = connection.execute(
             "SELECT role, length(content) FROM conversation_turns ORDER BY role"
@@ -265,11 +269,8 @@ async def test_what_is_learned_in_a_dm_never_reaches_a_shared_channel_but_does_r
 ) -> None:
     """The memory, the notes and the DM's own turns (recall) all stay private."""
     context = context_for(memory_store, model)
-    context = GraphContext(
-        model=context.model,
-        retriever=context.retriever,
-        tools=[*context.tools, ManageNotesTool(memory_store, "llm-bot", 8000)],
-        system_prompt=context.system_prompt,
+    context = replace(
+        context, tools=[*context.tools, ManageNotesTool(memory_store, "llm-bot", 8000)]
     )
     memory = json.dumps({"content": "the door code of Ada is 4242"})
     note = json.dumps({"operation": "append", "content": "Ada's door code: 4242"})

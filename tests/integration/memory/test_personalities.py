@@ -17,11 +17,12 @@ from llm_bot.events.models import AnnotationV1, InternalEventV2
 from llm_bot.graph.builder import compile_graph
 from llm_bot.graph.process import process_event
 from llm_bot.graph.reducer import MessageLimits
-from llm_bot.graph.state import GraphContext
 from llm_bot.llm.client import ModelClient
 from llm_bot.local.openai_server import LocalModelServer
 from llm_bot.memory import personalities as store
 from llm_bot.memory.personalities import Personality, PersonalityLookup
+
+from ...from_settings import graph_context
 
 pytestmark = pytest.mark.integration
 GRAPH = compile_graph(MessageLimits())
@@ -101,8 +102,8 @@ async def test_a_named_personality_reaches_the_system_message_with_its_model(
         pool, Personality("bratty", 10, "active", "You are Bratty v10.", model="bratty-model")
     )
     await store.put(pool, Personality("bratty", 11, "inactive", "You are Bratty v11."))
-    context = GraphContext(
-        model=model, system_prompt="system", personalities=PersonalityLookup(pool.connection)
+    context = graph_context(
+        model, system_prompt="system", personalities=PersonalityLookup(pool.connection)
     )
     event = named(
         said(),
@@ -123,7 +124,7 @@ async def test_without_a_store_or_with_a_failing_one_names_are_left_out(
 ) -> None:
     await store.put(pool, Personality("bratty", 1, "active", "You are Bratty."))
     event = named(said(), {"id": "p1", "kind": "personality", "value": "bratty"})
-    result = await process_event(GRAPH, GraphContext(model=model, system_prompt="system"), event)
+    result = await process_event(GRAPH, graph_context(model, system_prompt="system"), event)
     assert result.outcome == "OK"
     assert system_sent(chat_server) == NO_IDENTITY
 
@@ -131,7 +132,7 @@ async def test_without_a_store_or_with_a_failing_one_names_are_left_out(
         async def active(self, name: str) -> Personality | None:
             raise ConnectionError("database down")
 
-    context = GraphContext(model=model, system_prompt="system", personalities=Broken())
+    context = graph_context(model, system_prompt="system", personalities=Broken())
     result = await process_event(GRAPH, context, event)
     assert result.outcome == "OK"
     assert system_sent(chat_server) == NO_IDENTITY

@@ -12,9 +12,11 @@ from llm_bot.clock import utc_now
 from llm_bot.db.migrate import migrate
 from llm_bot.llm.embeddings import CachingEmbedder, LocalEmbedder
 from llm_bot.local.embedded_postgres import EmbeddedPostgres
-from llm_bot.memory.context import ContextLimits, PostgresMemoryRetriever
+from llm_bot.memory.context import PostgresMemoryRetriever
 from llm_bot.memory.store import MemoryStore, StoreOptions
 from llm_bot.settings import CALIBRATED_THRESHOLDS
+
+from ...from_settings import context_limits
 
 pytestmark = pytest.mark.integration
 THRESHOLD = CALIBRATED_THRESHOLDS["local"]
@@ -81,7 +83,7 @@ async def test_the_model_is_told_what_matters_for_an_order(
 ) -> None:
     """The design's pizza scenario at the shipped threshold: "I am vegetarian" scores under it
     against such questions, but Sam's memories fit the injection budget, so all are shown."""
-    limits = ContextLimits(threshold=THRESHOLD)
+    limits = context_limits(threshold=THRESHOLD)
     retriever = PostgresMemoryRetriever(local_store, limits, "bot", utc_now)
     memory_context = await retriever.retrieve("sam", "cli:kitchen", question, private=True)
     shown = "\n".join(message.content for message in memory_context.messages)

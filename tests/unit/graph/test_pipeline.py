@@ -23,6 +23,8 @@ from llm_bot.local.openai_server import LocalModelServer
 from llm_bot.memory.retrieval import MemoryContext
 from llm_bot.memory.run_writes import RunWrites
 
+from ...from_settings import graph_context
+
 CONTRACTS = Path(__file__).resolve().parents[2] / "fixtures" / "bitbrat"
 API_KEY = "sk-test-never-leak-0123456789"
 REQUESTING_USER = (
@@ -62,7 +64,7 @@ def model_client(
 
 
 def context(model: ModelClient, **overrides: Any) -> GraphContext:
-    return GraphContext(model=model, **{"system_prompt": "You are terse.", **overrides})
+    return graph_context(model, **{"system_prompt": "You are terse.", **overrides})
 
 
 def graph(max_messages: int = 8, max_chars: int = 8000) -> LlmBotGraph:
