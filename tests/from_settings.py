@@ -9,7 +9,7 @@ from typing import Any
 from llm_bot.graph.assembly import context_from_settings
 from llm_bot.graph.state import ChatModel, GraphContext
 from llm_bot.memory.context import ContextLimits
-from llm_bot.settings import load_settings
+from llm_bot.settings import Settings, load_settings
 
 
 def graph_context(model: ChatModel, **fields: Any) -> GraphContext:
@@ -19,3 +19,8 @@ def graph_context(model: ChatModel, **fields: Any) -> GraphContext:
 
 def context_limits(**fields: Any) -> ContextLimits:
     return replace(ContextLimits.from_settings(load_settings()), **fields)
+
+
+def settings_for(database_url: str, **overrides: Any) -> Settings:
+    """The default settings on ``database_url``, with ``overrides`` (by variable name)."""
+    return load_settings(DATABASE_URL=database_url, **overrides)

@@ -22,6 +22,7 @@ from psycopg_pool import AsyncConnectionPool
 from llm_bot.db.group_commit import GroupCommitter
 from llm_bot.db.leases import LeaseKeeper
 from llm_bot.db.migrate import migrate
+from llm_bot.db.pools import open_pool
 from llm_bot.events.routing import prefixed
 from llm_bot.graph.assembly import context_from_settings, graph_from_settings
 from llm_bot.llm.client import ModelClient
@@ -39,10 +40,6 @@ from llm_bot.worker.preflight import dead_letter_problem
 
 logger = logging.getLogger(__name__)
 
-# Writes go through the group committer (one connection at a time) and reads are short, so a
-# few connections serve many in-flight events: LLM_BOT_DB_POOL_MAX bounds them, since every
-# instance's pools add up against the database's max_connections (README, "Sizing the database").
-POOL_TIMEOUT_S = 5.0
 READY_CHECK_TIMEOUT_S = 2.0
 # An abandoned start closes what it opened in well under a second; past this, a thread is stuck
 # and the process exits anyway (Cloud Run's SIGKILL comes 10 s after its SIGTERM).
@@ -89,7 +86,7 @@ class Worker:
             raise WorkerError("DATABASE_URL is not set")
         url = settings.database_url.get_secret_value()
         await asyncio.to_thread(migrate, url, settings.db_connect_timeout_s)
-        self._pool = await self._open_pool(url)
+        self._pool = pool = await resources.enter_async_context(open_pool(settings, "ledger"))
         model = ModelClient.from_settings(settings)
         resources.push_async_callback(model.close)
         services = await resources.enter_async_context(memory_services(settings))
@@ -99,19 +96,19 @@ class Worker:
         publisher = Publisher.from_settings(settings)
         resources.push_async_callback(asyncio.to_thread, publisher.close)
         committer = GroupCommitter(
-            self._pool,
+            pool,
             max_batch=settings.commit_max_batch,
             max_delay_s=settings.commit_max_delay_ms / 1000,
         )
         resources.callback(self._count_transactions, committer)  # runs after it closed
         await resources.enter_async_context(committer)
-        leases = LeaseKeeper(self._pool, lease_s=settings.claim_lease_s)
+        leases = LeaseKeeper(pool, lease_s=settings.claim_lease_s)
         await resources.enter_async_context(leases)
         handler = EventHandler(
             settings=settings,
             graph=graph_from_settings(settings),
             context=context,
-            pool=self._pool,
+            pool=pool,
             publisher=publisher,
             stats=self.stats,
             commit=EventCommit(committer, services.commit),
@@ -146,20 +143,6 @@ class Worker:
     def _count_transactions(self, committer: GroupCommitter) -> None:
         self.stats.transactions += committer.transactions
         self.stats.committed += committer.committed
-
-    async def _open_pool(self, url: str) -> AsyncConnectionPool[Any]:
-        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-            url,
-            min_size=1,
-            max_size=max(2, min(self._settings.max_in_flight, self._settings.db_pool_max)),
-            timeout=POOL_TIMEOUT_S,
-            kwargs={"autocommit": True, "connect_timeout": self._settings.db_connect_timeout_s},
-            check=AsyncConnectionPool.check_connection,
-            open=False,
-        )
-        await pool.open(wait=True, timeout=30)
-        self._resources.push_async_callback(pool.close)
-        return pool
 
     async def serve(self, stop: asyncio.Event) -> int:
         """Run until ``stop`` is set (exit code 0) or the stream ends by itself (1)."""

@@ -14,7 +14,9 @@ from llm_bot.db.migrate import migrate
 from llm_bot.llm.client import ModelClient
 from llm_bot.llm.embeddings import CachingEmbedder, OpenAIEmbedder
 from llm_bot.local.openai_server import LocalModelServer
-from llm_bot.memory.store import MemoryStore, StoreOptions
+from llm_bot.memory.store import MemoryStore
+
+from ..from_settings import settings_for
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +37,7 @@ async def memory_store(
     migrate(fresh_database_url)
     embedder = server_embedder(embedding_server)
     async with MemoryStore.open(
-        fresh_database_url, CachingEmbedder(embedder), StoreOptions()
+        settings_for(fresh_database_url), CachingEmbedder(embedder)
     ) as store:
         yield store
     await embedder.close()

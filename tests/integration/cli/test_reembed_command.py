@@ -14,9 +14,10 @@ from llm_bot.cli import main
 from llm_bot.db.migrate import migrate
 from llm_bot.local.openai_server import LocalModelServer
 from llm_bot.memory.commit import MemoryCommit, Pair
-from llm_bot.memory.store import MemoryStore, StoreOptions
+from llm_bot.memory.store import MemoryStore
 from llm_bot.settings import load_settings
 
+from ...from_settings import settings_for
 from ..conftest import server_embedder
 
 pytestmark = pytest.mark.integration
@@ -36,7 +37,7 @@ def cli_env(
 async def remember(url: str, server: LocalModelServer) -> None:
     """A memory and a history pair, with the server's 384-dimension model."""
     embedder = server_embedder(server)
-    async with MemoryStore.open(url, embedder, StoreOptions()) as store:
+    async with MemoryStore.open(settings_for(url), embedder) as store:
         await store.for_user("rae").put("Rae speaks Welsh")
         pair = Pair(
             "event-1", "chat:room", "rae", "I grew up in Cardiff", "noted", datetime.now(UTC), None

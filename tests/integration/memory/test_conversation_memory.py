@@ -23,10 +23,10 @@ from llm_bot.memory.commit import MemoryCommit
 from llm_bot.memory.context import PostgresMemoryRetriever
 from llm_bot.memory.history import PairRows, write_pair
 from llm_bot.memory.notes_store import ManageNotesTool
-from llm_bot.memory.store import MemoryStore, StoreOptions
+from llm_bot.memory.store import MemoryStore
 from llm_bot.settings import load_settings
 
-from ...from_settings import context_limits, graph_context
+from ...from_settings import context_limits, graph_context, settings_for
 from ..conftest import server_embedder
 
 pytestmark = pytest.mark.integration
@@ -92,16 +92,15 @@ async def test_forty_events_over_two_instances_and_a_restart_see_the_right_windo
     clock = Clock()
     first = Instance(memory_store, model, clock)
     second_store = MemoryStore.open(
-        fresh_database_url, CachingEmbedder(server_embedder(embedding_server)), StoreOptions()
+        settings_for(fresh_database_url), CachingEmbedder(server_embedder(embedding_server))
     )
     async with second_store as other:
         second = Instance(other, model, clock)
         for number in range(40):
             if number == 20:  # "restart": a brand-new instance takes over from here
                 restarted = MemoryStore.open(
-                    fresh_database_url,
+                    settings_for(fresh_database_url),
                     CachingEmbedder(server_embedder(embedding_server)),
-                    StoreOptions(),
                 )
                 second = Instance(await restarted.__aenter__(), model, clock)
             clock.now += timedelta(minutes=1)
@@ -130,7 +129,7 @@ async def test_concurrent_writers_of_one_thread_keep_seq_gap_free(
     fresh_database_url: str, memory_store: MemoryStore, embedding_server: LocalModelServer
 ) -> None:
     async with MemoryStore.open(
-        fresh_database_url, CachingEmbedder(server_embedder(embedding_server)), StoreOptions()
+        settings_for(fresh_database_url), CachingEmbedder(server_embedder(embedding_server))
     ) as other:
 
         async def write(store: MemoryStore, number: int) -> None:

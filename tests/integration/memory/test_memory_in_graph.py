@@ -29,11 +29,11 @@ from llm_bot.local.openai_server import LocalModelServer
 from llm_bot.memory.commit import MemoryCommit, Pair
 from llm_bot.memory.context import PostgresMemoryRetriever
 from llm_bot.memory.notes_store import ManageNotesTool
-from llm_bot.memory.store import MemoryStore, StoreOptions
+from llm_bot.memory.store import MemoryStore
 from llm_bot.memory.tools import UpsertMemoryTool
 from llm_bot.settings import load_settings
 
-from ...from_settings import context_limits, graph_context
+from ...from_settings import context_limits, graph_context, settings_for
 from ..conftest import running_committer, server_embedder
 
 pytestmark = pytest.mark.integration
@@ -197,9 +197,8 @@ async def test_postgres_down_degrades_to_no_memories(
     migrate(postgres.url)
     embedder = CachingEmbedder(server_embedder(embedding_server))
     try:
-        async with MemoryStore.open(
-            postgres.url, embedder, StoreOptions(connect_timeout_s=0.5)
-        ) as store:
+        settings = settings_for(postgres.url, MEMORY_RETRIEVAL_TIMEOUT_MS=500)
+        async with MemoryStore.open(settings, embedder) as store:
             await store.for_user("pia").put("Pia collects stamps")
             postgres.stop()
             with caplog.at_level(logging.WARNING):

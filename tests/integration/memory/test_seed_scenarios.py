@@ -13,10 +13,10 @@ from llm_bot.db.migrate import migrate
 from llm_bot.llm.embeddings import CachingEmbedder, LocalEmbedder
 from llm_bot.local.embedded_postgres import EmbeddedPostgres
 from llm_bot.memory.context import PostgresMemoryRetriever
-from llm_bot.memory.store import MemoryStore, StoreOptions
+from llm_bot.memory.store import MemoryStore
 from llm_bot.settings import CALIBRATED_THRESHOLDS
 
-from ...from_settings import context_limits
+from ...from_settings import context_limits, settings_for
 
 pytestmark = pytest.mark.integration
 THRESHOLD = CALIBRATED_THRESHOLDS["local"]
@@ -44,7 +44,7 @@ async def local_store(embedded_postgres: EmbeddedPostgres) -> AsyncIterator[Memo
     url = embedded_postgres.create_database("seed_scenarios")
     migrate(url)
     try:
-        async with MemoryStore.open(url, CachingEmbedder(LocalEmbedder()), StoreOptions()) as store:
+        async with MemoryStore.open(settings_for(url), CachingEmbedder(LocalEmbedder())) as store:
             for fact in FACTS:
                 await store.for_user("sam").put(fact)
             await store.for_user("lee").put("I eat a lot of meat and love westerns")
