@@ -28,7 +28,6 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 STATUSES = ("active", "inactive", "archived")
-CACHE_TTL_S = 300.0
 _FIELDS = (
     "name, version, status, text, platform, model, tags, description, author,"
     " created_at, updated_at"
@@ -277,12 +276,12 @@ def _time(value: object, label: str, key: str) -> datetime | None:
 
 class PersonalityLookup:
     """:func:`active` behind BitBrat's cache: a found personality is kept ``ttl_s`` seconds
-    (300, ``PERSONALITY_CACHE_TTL_MS``) per name; a missing one is looked up again next time."""
+    (``PERSONALITY_CACHE_TTL_MS``) per name; a missing one is looked up again next time."""
 
     def __init__(
         self,
         connect: Callable[[], AbstractAsyncContextManager[AsyncConnection[Any]]],
-        ttl_s: float = CACHE_TTL_S,
+        ttl_s: float,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._connect = connect

@@ -72,7 +72,7 @@ class UpsertMemoryTool:
 
     spec = UPSERT_MEMORY
 
-    def __init__(self, store: MemoryStore, max_tokens: int, max_memories: int = 0) -> None:
+    def __init__(self, store: MemoryStore, max_tokens: int, max_memories: int) -> None:
         self._store = store
         self._max_tokens = max_tokens
         self._max_memories = max_memories

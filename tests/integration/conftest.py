@@ -55,7 +55,7 @@ async def model(chat_server: LocalModelServer) -> AsyncIterator[ModelClient]:
     client = openai.AsyncOpenAI(
         base_url=chat_server.base_url, api_key="k", max_retries=0, timeout=5
     )
-    yield ModelClient(client, "local-test-model", deadline_s=5)
+    yield ModelClient(client, "local-test-model", "chat", deadline_s=5)
     await client.close()
 
 

@@ -7,9 +7,8 @@ from llm_bot.clock import utc_now
 from llm_bot.db.processed_events import source_of
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.models import InternalEventV2
-from llm_bot.graph.builder import compile_graph
+from llm_bot.graph.assembly import graph_from_settings
 from llm_bot.graph.process import ProcessResult, pair_of
-from llm_bot.graph.reducer import MessageLimits
 from llm_bot.graph.state import GraphContext
 from llm_bot.llm.client import ModelClient
 from llm_bot.local.openai_server import LocalModelServer
@@ -21,7 +20,7 @@ from llm_bot.settings import load_settings
 
 from ...from_settings import context_limits, graph_context
 
-GRAPH = compile_graph(MessageLimits())
+GRAPH = graph_from_settings(load_settings())
 
 
 def context_for(store: MemoryStore, model: ModelClient) -> GraphContext:
@@ -29,7 +28,7 @@ def context_for(store: MemoryStore, model: ModelClient) -> GraphContext:
     return graph_context(
         model,
         retriever=PostgresMemoryRetriever(store, limits, "llm-bot", utc_now),
-        tools=[UpsertMemoryTool(store, max_tokens=2048), DeleteMemoryTool(store)],
+        tools=[UpsertMemoryTool(store, 2048, max_memories=0), DeleteMemoryTool(store)],
         system_prompt="system",
     )
 

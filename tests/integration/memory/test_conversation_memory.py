@@ -12,9 +12,8 @@ from llm_bot.clock import utc_now
 from llm_bot.db.processed_events import source_of
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.models import InternalEventV2
-from llm_bot.graph.builder import compile_graph
+from llm_bot.graph.assembly import graph_from_settings
 from llm_bot.graph.process import ProcessResult, pair_of, process_event
-from llm_bot.graph.reducer import MessageLimits
 from llm_bot.llm.client import ModelClient
 from llm_bot.llm.embeddings import CachingEmbedder
 from llm_bot.local.openai_payloads import spoken_text
@@ -30,7 +29,7 @@ from ...from_settings import context_limits, graph_context, settings_for
 from ..conftest import server_embedder
 
 pytestmark = pytest.mark.integration
-GRAPH = compile_graph(MessageLimits())
+GRAPH = graph_from_settings(load_settings())
 IDLE = timedelta(hours=6)
 
 

@@ -18,9 +18,8 @@ from llm_bot.db.migrate import migrate
 from llm_bot.db.processed_events import source_of
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.models import InternalEventV2
-from llm_bot.graph.builder import compile_graph
+from llm_bot.graph.assembly import graph_from_settings
 from llm_bot.graph.process import ProcessResult, pair_of, process_event
-from llm_bot.graph.reducer import MessageLimits
 from llm_bot.graph.state import GraphContext
 from llm_bot.llm.client import ModelClient
 from llm_bot.llm.embeddings import CachingEmbedder
@@ -37,7 +36,7 @@ from ...from_settings import context_limits, graph_context, settings_for
 from ..conftest import running_committer, server_embedder
 
 pytestmark = pytest.mark.integration
-GRAPH = compile_graph(MessageLimits())
+GRAPH = graph_from_settings(load_settings())
 
 
 @pytest.fixture(autouse=True)
@@ -51,7 +50,7 @@ def context_for(store: MemoryStore, model: ModelClient, timeout_s: float = 5.0) 
     return graph_context(
         model,
         retriever=PostgresMemoryRetriever(store, limits, "llm-bot", utc_now),
-        tools=[UpsertMemoryTool(store, max_tokens=2048)],
+        tools=[UpsertMemoryTool(store, max_tokens=2048, max_memories=0)],
         system_prompt="system",
         retrieval_timeout_s=timeout_s,
     )

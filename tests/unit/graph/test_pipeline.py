@@ -52,7 +52,7 @@ def fresh_server(server: LocalModelServer) -> None:
 
 
 def model_client(
-    server: LocalModelServer, *, deadline_s: float = 5.0, **options: Any
+    server: LocalModelServer, *, mode: str = "chat", deadline_s: float = 5.0, **options: Any
 ) -> ModelClient:
     client = openai.AsyncOpenAI(
         base_url=server.base_url,
@@ -60,7 +60,7 @@ def model_client(
         max_retries=0,
         timeout=options.pop("timeout", 5.0),
     )
-    return ModelClient(client, "local-test-model", deadline_s=deadline_s, **options)
+    return ModelClient(client, "local-test-model", mode, deadline_s, **options)
 
 
 def context(model: ModelClient, **overrides: Any) -> GraphContext:
