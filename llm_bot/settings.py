@@ -167,7 +167,7 @@ class Settings(BaseSettings):
     ivfflat_lists: Count = Field(100, alias="MEMORY_IVFFLAT_LISTS")
     ivfflat_probes: Count = Field(10, alias="MEMORY_IVFFLAT_PROBES")
 
-    # --- database connections, per instance (README, "Sizing the database") ------------------
+    # --- database connections, per instance (README, "Sizing the database"; llm_bot/db/pools.py)
     # Each instance holds up to LLM_BOT_DB_POOL_MAX + MEMORY_DB_POOL_MAX connections, so the
     # database must allow instances x that sum, plus the jobs'; the defaults suit one instance.
     # At least 2 each: the ledger's claims and the group commit, the store's schema check and

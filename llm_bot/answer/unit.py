@@ -1,9 +1,9 @@
 """One event answered: the graph run within the event's deadline, the outcome it ends in, the
-turn it leaves to memory, and the memory writes that make that turn durable.
+pair it adds to history, and the memory writes that make that pair durable.
 
 The worker (:mod:`llm_bot.transport.handler`), ``llm-bot send --local`` and the tests answer
 events here alone, so they cannot drift apart: one deadline, one set of failure codes, one
-turn. Claiming the event, storing and publishing the output and acking are the transport's:
+pair. Claiming the event, storing and publishing the output and acking are the transport's:
 the worker applies :meth:`Answerer.prepare`'s writes inside the transaction that stores the
 output, ``send --local`` commits them alone (:meth:`Answerer.commit`).
 """
@@ -26,7 +26,7 @@ from llm_bot.events.models import InternalEventV2
 from llm_bot.graph.builder import LlmBotGraph
 from llm_bot.graph.process import ProcessResult, process_event, record_failure
 from llm_bot.graph.state import GraphContext
-from llm_bot.memory.commit import MemoryCommit, TurnOutcome
+from llm_bot.memory.commit import MemoryCommit, Pair
 
 logger = logging.getLogger(__name__)
 
@@ -48,11 +48,11 @@ class InternalFailure(ForwardAsError):
 
 @dataclass(frozen=True)
 class Answer:
-    """The outcome with the updated event, and the turn it adds to history: ``None`` for SKIP,
+    """The outcome with the updated event, and the pair it adds to history: ``None`` for SKIP,
     ERROR and a refusal, which keep nothing of the message."""
 
     result: ProcessResult
-    turn: TurnOutcome | None
+    pair: Pair | None
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class Writes:
 
 
 async def _nothing(connection: AsyncConnection[Any]) -> None:
-    """The writes of an answer that leaves no turn."""
+    """The writes of an answer that adds no pair."""
 
 
 NO_WRITES = Writes(_nothing)
@@ -73,7 +73,7 @@ NO_WRITES = Writes(_nothing)
 
 class Answerer:
     """Answers events with one graph and context; ``memory`` is ``None`` without a database
-    (``send --local`` with no ``DATABASE_URL``): the turn is then not kept."""
+    (``send --local`` with no ``DATABASE_URL``): the pair is then not kept."""
 
     def __init__(
         self, graph: LlmBotGraph, context: GraphContext, memory: MemoryCommit | None = None
@@ -94,7 +94,7 @@ class Answerer:
         ``TIMEOUT``. Every failure ends as an ERROR step (:class:`ForwardAsError`)."""
         context = context or self.context
         result = await self._run(event, context, deadline_s)
-        return Answer(result, turn_of(result, source_of(event), context.clock()))
+        return Answer(result, pair_of(result, source_of(event), context.clock()))
 
     async def _run(
         self, event: InternalEventV2, context: GraphContext, deadline_s: float | None
@@ -117,30 +117,30 @@ class Answerer:
     async def prepare(self, answer: Answer) -> Writes:
         """The memory writes of ``answer``, with every embedding they need made now, outside
         any transaction (an embedding inside one would hold the whole group commit)."""
-        memory, turn = self._memory, answer.turn
-        if memory is None or turn is None:
+        memory, pair = self._memory, answer.pair
+        if memory is None or pair is None:
             return NO_WRITES
-        prepared = await memory.prepare(turn)
+        prepared = await memory.prepare(pair)
 
         async def apply(connection: AsyncConnection[Any]) -> None:
-            await memory.apply(connection, turn, prepared)
+            await memory.apply(connection, pair, prepared)
 
-        return Writes(apply, memory.lock_keys(turn))
+        return Writes(apply, memory.lock_keys(pair))
 
     async def commit(self, answer: Answer) -> None:
         """The memory writes of ``answer`` in a transaction of their own."""
-        if self._memory is not None and answer.turn is not None:
-            await self._memory.commit_now(answer.turn)
+        if self._memory is not None and answer.pair is not None:
+            await self._memory.commit_now(answer.pair)
 
 
-def turn_of(result: ProcessResult, source_event: str, now: datetime) -> TurnOutcome | None:
-    """The turn an OK result adds to history (SKIP, ERROR and a refusal add none).
+def pair_of(result: ProcessResult, source_event: str, now: datetime) -> Pair | None:
+    """The pair an OK result adds to history (SKIP, ERROR and a refusal add none).
     ``source_event`` identifies the incoming event and step, as the processed-event record
     does."""
-    if result.outcome != "OK" or result.candidate is None or not result.adds_turn:
+    if result.outcome != "OK" or result.candidate is None or not result.adds_pair:
         return None
     event = result.event
-    return TurnOutcome(
+    return Pair(
         source_event=source_event,
         thread_id=thread_id_of(event),
         user_id=user_id_of(event),

@@ -124,8 +124,8 @@ async def put_memory(store: MemoryStore, args: argparse.Namespace, settings: Set
     content, checked, key = validate_memory(
         args.content, metadata, args.key, settings.memory_max_tokens
     )
-    key, outcome = await store.for_user(args.user).put(content, checked, key)
-    return {"key": key, "outcome": outcome}
+    key, effect = await store.for_user(args.user).put(content, checked, key)
+    return {"key": key, "outcome": effect}  # the command's output names it "outcome"
 
 
 async def delete_memory(store: MemoryStore, args: argparse.Namespace, settings: Settings) -> Any:

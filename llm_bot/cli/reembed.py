@@ -56,8 +56,8 @@ def _progress(line: str) -> None:
 
 def _human(result: dict[str, Any]) -> str:
     report = ReembedReport(**result)
-    outcome = "switched to" if report.switched else "filled vectors for"
+    done = "switched to" if report.switched else "filled vectors for"
     return (
-        f"{outcome} {report.model} ({report.dimensions} dimensions): {report.vectors} vector(s)"
+        f"{done} {report.model} ({report.dimensions} dimensions): {report.vectors} vector(s)"
         f" made, {report.unembeddable} text(s) refused by the endpoint (found by their words)"
     )

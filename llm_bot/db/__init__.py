@@ -1,9 +1,11 @@
-"""Postgres plumbing that is not memory: migrations, the group committer, the processed-events
-ledger, the store's schema, binary vectors and throw-away schemas for measurements."""
+"""Postgres plumbing that is not memory: migrations, the connection pools, the group committer,
+the processed-events ledger, the store's schema, binary vectors and throw-away schemas for
+measurements."""
 
 from llm_bot.db.embedding_space import EmbeddingModelMismatch
 from llm_bot.db.group_commit import GroupCommitter, Work
 from llm_bot.db.migrate import migrate
+from llm_bot.db.pools import open_pool
 from llm_bot.db.processed_events import (
     Claim,
     EventKey,
@@ -29,6 +31,7 @@ __all__ = [
     "ensure_schema",
     "key_of",
     "migrate",
+    "open_pool",
     "scratch_schema",
     "source_of",
     "vector_param",

@@ -276,13 +276,13 @@ class GroupCommitter:
         async with self._pool.connection() as connection:
             try:
                 async with connection.pipeline(), connection.transaction():
-                    outcomes = await asyncio.gather(
+                    results = await asyncio.gather(
                         *(_in_order(connection, chain) for chain in chains(batch)),
                         return_exceptions=True,  # every work is done before the rollback
                     )
-                    for outcome in outcomes:
-                        if isinstance(outcome, BaseException):
-                            raise outcome
+                    for result in results:
+                        if isinstance(result, BaseException):
+                            raise result
             except Exception as error:
                 if is_transient(error):
                     raise

@@ -207,13 +207,13 @@ async def claim_or_wait(
 
 
 async def _claim_once(transact: Transact, key: EventKey, lease_s: float) -> Claim | Held:
-    outcome: list[Claim | Held] = []
+    claimed: list[Claim | Held] = []
 
     async def attempt(connection: AnyConnection) -> None:
-        outcome[:] = [await try_claim(connection, key, lease_s)]  # a retried batch redoes it
+        claimed[:] = [await try_claim(connection, key, lease_s)]  # a retried batch redoes it
 
     await transact(attempt, (row_key(key),))
-    return outcome[0]
+    return claimed[0]
 
 
 async def store_output(connection: AnyConnection, claim: Claim, output: StoredOutput) -> None:

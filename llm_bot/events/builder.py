@@ -6,11 +6,12 @@ from datetime import datetime
 from uuid import uuid4
 
 from llm_bot.clock import iso_timestamp, utc_now
-from llm_bot.events.models import InternalEventV2
+from llm_bot.events.models import SOURCE, InternalEventV2
 
 # What a BitBrat routing rule asks of llm-bot for a chat message; the user's words are the text.
 INSTRUCTION = "Create an appropriate answer to the user's latest message."
 CLI_CONNECTOR = "cli"
+CLI_SOURCE = f"{SOURCE}.cli"
 
 
 def prompt_event(
@@ -34,7 +35,7 @@ def prompt_event(
             "type": "chat.message.v1",
             "ingress": {
                 "ingressAt": at,
-                "source": "llm-bot.cli",
+                "source": CLI_SOURCE,
                 "connector": CLI_CONNECTOR,
                 "channel": thread,
             },
@@ -50,7 +51,7 @@ def prompt_event(
                 {
                     "id": f"instruction-{correlation}",
                     "kind": "instruction",
-                    "source": "llm-bot.cli",
+                    "source": CLI_SOURCE,
                     "createdAt": at,
                     "value": INSTRUCTION,
                 },
@@ -59,7 +60,7 @@ def prompt_event(
                         {
                             "id": f"personality-{correlation}",
                             "kind": "personality",
-                            "source": "llm-bot.cli",
+                            "source": CLI_SOURCE,
                             "createdAt": at,
                             "payload": {"text": personality},
                         }
@@ -70,7 +71,7 @@ def prompt_event(
             ],
             "routing": {
                 "stage": "response",
-                "slip": [{"id": "llm-bot", "status": "PENDING", "attempt": 0}],
+                "slip": [{"id": SOURCE, "status": "PENDING", "attempt": 0}],
                 "history": [],
             },
         }

@@ -25,6 +25,9 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+# llm-bot's name on the platform: the id of its routing step, and the source of every candidate,
+# annotation, error entry, dead letter and message it writes.
+SOURCE = "llm-bot"
 RoutingStatus = Literal["PENDING", "OK", "ERROR", "SKIP"]
 StrictNumber = Annotated[int, Strict()] | Annotated[float, Strict()]
 # How a stage closes its step: the statuses other than PENDING.

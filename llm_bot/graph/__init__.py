@@ -1,4 +1,5 @@
-"""The LangGraph graph: ingest_prompt, retrieve_memories, call_model and tools, build_candidate."""
+"""The LangGraph graph: ingest_prompt, retrieve_memory_context, call_model and tools,
+build_candidate."""
 
 from llm_bot.graph.assembly import context_from_settings, graph_from_settings
 from llm_bot.graph.builder import LlmBotGraph, compile_graph

@@ -42,10 +42,5 @@ def context_from_settings(
         retrieval_timeout_s=settings.retrieval_timeout_ms / 1000,
         personalities=personalities,
         prompt=prompt_options(settings),
-        behavior=BehaviorSettings(
-            gating=settings.behavioral_gating_enabled,
-            tool_filter=settings.behavioral_tool_filter_enabled,
-            guidance=settings.behavioral_guidance_enabled,
-            risk_response_mode=settings.risk_response_mode,
-        ),
+        behavior=BehaviorSettings.from_settings(settings),
     )

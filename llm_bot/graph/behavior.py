@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from llm_bot.events.models import AnnotationV1
+from llm_bot.settings import Settings
 
 Intent = Literal["question", "joke", "praise", "critique", "command", "meta", "spam"]
 ToneBucket = Literal["hostile", "negative", "neutral", "positive", "excited"]
@@ -96,10 +97,19 @@ class BehaviorSettings:
     """BitBrat's behavioural rollout flags, under its names (``LLM_BOT_BEHAVIORAL_*_ENABLED``,
     ``LLM_BOT_RISK_RESPONSE_MODE``), all on and ``refuse`` by default as in BitBrat."""
 
-    gating: bool = True
-    tool_filter: bool = True
-    guidance: bool = True
-    risk_response_mode: RiskResponseMode = "refuse"
+    gating: bool
+    tool_filter: bool
+    guidance: bool
+    risk_response_mode: RiskResponseMode
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> BehaviorSettings:
+        return cls(
+            gating=settings.behavioral_gating_enabled,
+            tool_filter=settings.behavioral_tool_filter_enabled,
+            guidance=settings.behavioral_guidance_enabled,
+            risk_response_mode=settings.risk_response_mode,
+        )
 
     def gate(self, profile: Profile) -> Gate:
         """The gate applied: the profile's, or PROCEED when gating is off."""

@@ -17,10 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import uuid4
 
-from llm_bot.events.models import AnnotationV1
+from llm_bot.events.models import SOURCE, AnnotationV1
 from llm_bot.graph.behavior import DANGEROUS_RISK_TYPES, Gate, Profile
 
-SOURCE = "llm-bot"
 # The only tools BitBrat lets a meta question use; none of ours is one of them.
 META_TOOL_ALLOWLIST = frozenset({"internal:get_bot_status", "internal:list_available_tools"})
 

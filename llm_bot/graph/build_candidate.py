@@ -9,7 +9,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from llm_bot.clock import iso_timestamp
-from llm_bot.events.models import CandidateV1, InternalEventV2
+from llm_bot.events.models import SOURCE, CandidateV1, InternalEventV2
 from llm_bot.graph.behavior import Profile
 from llm_bot.graph.behavior_annotations import summary
 from llm_bot.graph.behavior_texts import safe_refusal_text
@@ -35,11 +35,11 @@ async def build_candidate(state: GraphState, runtime: Runtime[GraphContext]) -> 
         raise EmptyReply("model returned an empty reply")
     usage = state.get("usage", TokenUsage())
     model = state.get("model_name", "unknown")
-    recalled = state.get("recalled")
+    memory_context = state.get("memory_context")
     candidate = CandidateV1(
         id=f"cand-{state['event'].correlation_id}",
         kind="text",
-        source="llm-bot",
+        source=SOURCE,
         created_at=iso_timestamp(runtime.context.clock()),
         status="proposed",
         priority=CANDIDATE_PRIORITY,
@@ -54,7 +54,7 @@ async def build_candidate(state: GraphState, runtime: Runtime[GraphContext]) -> 
                 "totalTokens": usage.input_tokens + usage.output_tokens,
             },
             "toolRounds": state.get("tool_rounds", 0),
-            "memory": dict(recalled.stats) if recalled else {},
+            "memory": dict(memory_context.stats) if memory_context else {},
             "behaviorProfile": summary(state["profile"]),
         },
     )
@@ -66,7 +66,7 @@ def refusal_candidate(event: InternalEventV2, profile: Profile, now: str) -> Can
     return CandidateV1(
         id=f"cand-{event.correlation_id}-safe-refusal",
         kind="text",
-        source="llm-bot",
+        source=SOURCE,
         created_at=now,
         status="proposed",
         priority=REFUSAL_PRIORITY,

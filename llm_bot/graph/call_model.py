@@ -1,8 +1,8 @@
 """Node ``call_model``: one model turn, tools offered within the bound; on to the tools when
 the model called any, else to ``build_candidate``.
 
-The context sent is the system prompt (with the event's personality), then what memory
-recalled, then this run's messages (see :mod:`llm_bot.graph.composition`).
+The context sent is the system prompt (with the event's personality), then the memory
+context, then this run's messages (see :mod:`llm_bot.graph.composition`).
 Once ``max_tool_rounds`` rounds of tool calls have run, the model is called without tools, so
 it has to answer in text: a model that keeps calling tools still ends with a reply. The tools
 offered are those the event's behaviour profile allows (``GraphContext.tool_use``: none for
@@ -32,11 +32,11 @@ async def call_model(
     context = runtime.context
     system_text = system_message(context.system_prompt, state.get("identity", ""))
     system = [ChatMessage("system", system_text)] if system_text else []
-    recalled = list(state["recalled"].messages) if "recalled" in state else []
+    memory = list(state["memory_context"].messages) if "memory_context" in state else []
     tools_allowed = state.get("tool_rounds", 0) < context.max_tool_rounds
     offered = context.offered_tools(state["profile"]) if tools_allowed else []
     specs = [tool.spec for tool in offered]
-    messages = [*system, *recalled, *state["messages"]]
+    messages = [*system, *memory, *state["messages"]]
     # An event's personality may name its model; None keeps the configured one.
     reply = await context.model.complete(messages, specs, model=state.get("model_override"))
     calls = reply.tool_calls if specs else ()  # calls to tools we did not offer are ignored

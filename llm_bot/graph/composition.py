@@ -57,8 +57,6 @@ CONSTRAINT_LINE = re.compile(r"(?:Do not|Never|Always|Must|Should|Format|Output)
 GUIDANCE_PRIORITY = 2  # the caller's constraints and task lines (BitBrat's behaviour profile)
 PERSONALITY_PRIORITY = 3
 TASK_PRIORITY = 3
-MAX_PERSONALITIES = 3
-MAX_PERSONALITY_CHARS = 4000
 _QUOTE_PAIRS = (('"', '"'), ("'", "'"), ("\u201c", "\u201d"), ("\u2018", "\u2019"), ("`", "`"))
 
 
@@ -67,9 +65,9 @@ class PromptOptions:
     """BitBrat's personality switches: ``PERSONALITY_ENABLED``, ``PERSONALITY_MAX_ANNOTATIONS``
     and ``PERSONALITY_MAX_CHARS`` (0: no cut)."""
 
-    personalities: bool = True
-    max_personalities: int = MAX_PERSONALITIES
-    max_personality_chars: int = MAX_PERSONALITY_CHARS
+    personalities: bool
+    max_personalities: int
+    max_personality_chars: int
 
 
 def prompt_options(settings: Settings) -> PromptOptions:
@@ -83,12 +81,12 @@ def prompt_options(settings: Settings) -> PromptOptions:
 @dataclass(frozen=True)
 class IdentityPart:
     """One personality annotation: its text written out, or else the name to look up, and
-    the length a looked-up text is cut to."""
+    the length a looked-up text is cut to (0: no cut)."""
 
     text: str = ""
     name: str = ""
     model: str | None = None
-    max_chars: int = MAX_PERSONALITY_CHARS
+    max_chars: int = 0
 
 
 @dataclass(frozen=True)
@@ -143,9 +141,8 @@ class Request:
         )
 
 
-def request_of(event: InternalEventV2, options: PromptOptions | None = None) -> Request | None:
+def request_of(event: InternalEventV2, options: PromptOptions) -> Request | None:
     """None when the event sets no task (the platform's SKIP)."""
-    options = options or PromptOptions()
     annotations = event.annotations or []
     task = task_texts(annotations) + ([NARRATOR] if narrates(event) else [])
     if not task:
@@ -195,7 +192,7 @@ def _personalities(
 
 
 async def resolve_identity(
-    parts: Sequence[IdentityPart], lookup: Personalities | None, timeout_s: float = 5.0
+    parts: Sequence[IdentityPart], lookup: Personalities | None, timeout_s: float
 ) -> Identity:
     """The personalities' texts, named ones looked up (active, highest version); a name that
     is not found, cannot be looked up in ``timeout_s`` or has no store is left out. The first

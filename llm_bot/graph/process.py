@@ -21,6 +21,7 @@ from typing import Any
 from llm_bot.clock import iso_timestamp
 from llm_bot.errors import ForwardAsError
 from llm_bot.events.models import (
+    SOURCE,
     CandidateV1,
     ErrorEntryV1,
     InternalEventV2,
@@ -40,8 +41,6 @@ from llm_bot.memory.run_writes import RunWrites
 
 logger = logging.getLogger(__name__)
 
-SOURCE = "llm-bot"
-
 
 @dataclass(frozen=True)
 class ProcessResult:
@@ -51,7 +50,7 @@ class ProcessResult:
     error: StepError | None = None
     writes: RunWrites | None = None  # what the commit must apply (OK only)
     prompt: str = ""  # the combined prompt, for the history pair
-    adds_turn: bool = True  # False: the outcome keeps nothing of the message (a refusal)
+    adds_pair: bool = True  # False: the outcome keeps nothing of the message (a refusal)
 
 
 # What the result is made of: LangGraph then reads these channels alone after each superstep
@@ -87,7 +86,7 @@ async def process_event(
     working.candidates = [*(working.candidates or []), candidate]
     complete_current_step(working, "OK", now)
     if gate != "PROCEED":
-        return ProcessResult("OK", working, candidate, adds_turn=False)
+        return ProcessResult("OK", working, candidate, adds_pair=False)
     return ProcessResult(
         "OK", working, candidate, writes=final.get("writes"), prompt=final["combined_prompt"]
     )

@@ -26,8 +26,10 @@ TRUNCATION_MARKER = "\n[...truncated]"
 
 @dataclass(frozen=True)
 class MessageLimits:
-    max_messages: int = 8
-    max_chars: int = 8000
+    """``LLM_BOT_MEMORY_MAX_MESSAGES`` and ``LLM_BOT_MEMORY_MAX_CHARS``."""
+
+    max_messages: int
+    max_chars: int
 
 
 def reduce_messages(

@@ -21,7 +21,7 @@ from llm_bot.graph.composition import PromptOptions
 from llm_bot.graph.reducer import MessageLimits, reduce_messages
 from llm_bot.llm.messages import ChatMessage, ModelReply, TokenUsage, ToolCall, ToolSpec
 from llm_bot.memory.personalities import Personalities
-from llm_bot.memory.retrieval import MemoryRetriever, NoMemory, Recollection
+from llm_bot.memory.retrieval import MemoryContext, MemoryRetriever, NoMemory
 from llm_bot.memory.run_writes import RunWrites
 from llm_bot.memory.tools import Tool
 
@@ -42,7 +42,7 @@ class GraphState(TypedDict, total=False):
     combined_prompt: str  # the user's words
     identity: str  # the event's personalities, for the system message
     model_override: str  # the model the event's first personality names, if any
-    recalled: Recollection
+    memory_context: MemoryContext
     pending_calls: tuple[ToolCall, ...]
     tool_rounds: int
     usage: Annotated[TokenUsage, operator.add]
@@ -70,18 +70,21 @@ def bounded_state(limits: MessageLimits) -> type[GraphState]:
 
 @dataclass(frozen=True)
 class GraphContext:
+    """The options come from settings (``graph.assembly.context_from_settings``), which hold
+    their defaults; the dependencies default to none."""
+
     model: ChatModel
+    system_prompt: str | None
+    max_tool_rounds: int
+    max_tool_calls_per_turn: int
+    max_memory_writes: int
+    retrieval_timeout_s: float
+    prompt: PromptOptions
+    behavior: BehaviorSettings
     retriever: MemoryRetriever = field(default_factory=NoMemory)
     tools: Sequence[Tool] = ()
     clock: Callable[[], datetime] = utc_now
-    system_prompt: str | None = None
-    max_tool_rounds: int = 3
-    max_tool_calls_per_turn: int = 10
-    max_memory_writes: int = 20
-    retrieval_timeout_s: float = 5.0
     personalities: Personalities | None = None  # None: named personalities are left out
-    prompt: PromptOptions = field(default_factory=PromptOptions)
-    behavior: BehaviorSettings = field(default_factory=BehaviorSettings)
 
     def tool_use(self, profile: Profile) -> ToolUse:
         """Which of our tools the profile lets the model use (all, with filtering off)."""

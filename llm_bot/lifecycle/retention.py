@@ -100,11 +100,11 @@ DELETE FROM memory_versions m USING (
 class RetentionPolicy:
     """Days and counts kept; 0 keeps forever."""
 
-    processed_events_days: int = 7
-    history_days: int = 365
-    history_turns_per_thread: int = 10_000
-    memories_per_user: int = 1_000
-    batch_rows: int = 1_000
+    processed_events_days: int
+    history_days: int
+    history_turns_per_thread: int
+    memories_per_user: int
+    batch_rows: int
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RetentionPolicy:

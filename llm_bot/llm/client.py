@@ -42,8 +42,8 @@ class ModelClient:
         self,
         client: openai.AsyncOpenAI,
         model: str,
-        mode: str = "chat",
-        deadline_s: float = 60.0,
+        mode: str,
+        deadline_s: float,
         *,
         max_tokens: int | None = None,
     ) -> None:

@@ -1,10 +1,10 @@
 """Memory layers, all in Postgres: history, semantic store, notes, recall, context assembly."""
 
-from llm_bot.memory.commit import MemoryCommit, TurnOutcome
-from llm_bot.memory.context import ContextLimits, ConversationMemory
+from llm_bot.memory.commit import MemoryCommit, Pair
+from llm_bot.memory.context import ContextLimits, PostgresMemoryRetriever
 from llm_bot.memory.notes_store import ManageNotesTool
 from llm_bot.memory.personalities import Personalities, Personality, PersonalityLookup
-from llm_bot.memory.retrieval import MemoryRetriever, NoMemory, Recollection
+from llm_bot.memory.retrieval import MemoryContext, MemoryRetriever, NoMemory
 from llm_bot.memory.run_writes import RunWrites
 from llm_bot.memory.store import MemoryStore, StoreOptions
 from llm_bot.memory.tools import DeleteMemoryTool, Tool, UpsertMemoryTool
@@ -12,22 +12,22 @@ from llm_bot.memory.wiring import MemoryServices, memory_services, open_memory_s
 
 __all__ = [
     "ContextLimits",
-    "ConversationMemory",
     "DeleteMemoryTool",
     "ManageNotesTool",
     "MemoryCommit",
+    "MemoryContext",
     "MemoryRetriever",
     "MemoryServices",
     "MemoryStore",
     "NoMemory",
+    "Pair",
     "Personalities",
     "Personality",
     "PersonalityLookup",
-    "Recollection",
+    "PostgresMemoryRetriever",
     "RunWrites",
     "StoreOptions",
     "Tool",
-    "TurnOutcome",
     "UpsertMemoryTool",
     "memory_services",
     "open_memory_store",

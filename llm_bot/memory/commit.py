@@ -1,5 +1,5 @@
 """Apply one event's writes inside the caller's transaction: memories (puts and deletes),
-notes, history pair.
+notes, the history pair.
 
 The worker calls :meth:`MemoryCommit.apply` in the transaction that also stores the
 processed-event record, so the three either all happen or none do. Every embedding the writes
@@ -20,19 +20,21 @@ from psycopg import AsyncConnection
 from psycopg.rows import tuple_row
 
 from llm_bot.db.embedding_space import EmbeddingSpace, space_for_write
-from llm_bot.memory.history import PairToWrite, write_pair
+from llm_bot.memory.history import PairRows, write_pair
 from llm_bot.memory.namespaces import namespace_text, user_namespace
 from llm_bot.memory.notes_store import apply_notes_edits
 from llm_bot.memory.run_writes import RunWrites
 from llm_bot.memory.store import MemoryStore, memory_value
 from llm_bot.memory.versions import forget_versions, retire_current
+from llm_bot.settings import Settings
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class TurnOutcome:
-    """What a processed event leaves behind, as the commit needs it."""
+class Pair:
+    """A pair (the user's turn and the reply) as a processed event leaves it for memory, with
+    the memory writes of its run."""
 
     source_event: str
     thread_id: str
@@ -60,10 +62,10 @@ class UserKey:
 
 
 @dataclass(frozen=True)
-class PreparedTurn:
-    """A turn's writes with every embedding they need, made before the transaction."""
+class PreparedPair:
+    """A pair's writes with every embedding they need, made before the transaction."""
 
-    pair: PairToWrite
+    rows: PairRows
     memory_vectors: dict[str, list[float]]
 
 
@@ -78,8 +80,8 @@ class MemoryCommit:
         agent: str,
         idle: timedelta,
         *,
-        max_chars: int = 16_000,
-        notes_max_chars: int = 8000,
+        max_chars: int,
+        notes_max_chars: int,
     ) -> None:
         self._store = store
         self._agent = agent
@@ -88,57 +90,67 @@ class MemoryCommit:
         self._notes_max_chars = notes_max_chars
         self._warned_of_switch = False
 
-    async def prepare(self, turn: TurnOutcome) -> PreparedTurn:
+    @classmethod
+    def from_settings(cls, store: MemoryStore, settings: Settings) -> MemoryCommit:
+        return cls(
+            store,
+            settings.agent_name,
+            timedelta(seconds=settings.session_idle_seconds),
+            max_chars=settings.history_max_chars,
+            notes_max_chars=settings.notes_max_chars,
+        )
+
+    async def prepare(self, pair: Pair) -> PreparedPair:
         """The history pair and the memories to write, with their embeddings, computed outside
         any transaction, in one request."""
-        puts = turn.writes.memory_puts if turn.writes is not None else []
-        prompt, reply = turn.prompt[: self._max_chars], turn.reply[: self._max_chars]
+        puts = pair.writes.memory_puts if pair.writes is not None else []
+        prompt, reply = pair.prompt[: self._max_chars], pair.reply[: self._max_chars]
         texts = [prompt, reply, *(put.content for put in puts)]
         vectors: list[list[float]] | list[None] = [None] * len(texts)
         try:
             vectors = await self._store.embedder.embed(texts)
         except Exception as error:  # recall and memory search degrade; the writes still happen
             logger.warning(
-                "could not embed the turn; stored without vectors",
-                extra={"userId": turn.user_id, "cause": f"{type(error).__name__}: {error}"},
+                "could not embed the pair; stored without vectors",
+                extra={"userId": pair.user_id, "cause": f"{type(error).__name__}: {error}"},
             )
-        pair = PairToWrite(
-            turn.thread_id,
-            turn.user_id,
+        rows = PairRows(
+            pair.thread_id,
+            pair.user_id,
             prompt,
             reply,
-            turn.at,
-            turn.source_event,
+            pair.at,
+            pair.source_event,
             vectors[0],
             vectors[1],
-            turn.writes.learned_in if turn.writes is not None else "public",
+            pair.writes.learned_in if pair.writes is not None else "public",
         )
         memory_vectors = {
             text: vector for text, vector in zip(texts[2:], vectors[2:], strict=True) if vector
         }
-        return PreparedTurn(pair, memory_vectors)
+        return PreparedPair(rows, memory_vectors)
 
     @staticmethod
-    def lock_keys(turn: TurnOutcome) -> tuple[ThreadKey, UserKey]:
+    def lock_keys(pair: Pair) -> tuple[ThreadKey, UserKey]:
         """What :meth:`apply` reads before it writes, named for the group committer
         (:mod:`llm_bot.db.group_commit`): works sharing one of these keys run one after another."""
-        return ThreadKey(turn.thread_id), UserKey(turn.user_id)
+        return ThreadKey(pair.thread_id), UserKey(pair.user_id)
 
     async def apply(
-        self, connection: AsyncConnection[Any], turn: TurnOutcome, prepared: PreparedTurn
+        self, connection: AsyncConnection[Any], pair: Pair, prepared: PreparedPair
     ) -> None:
         space = await space_for_write(connection)
         if not space.made_by(self._store.embedder.model, self._store.dimensions):
             prepared = self._without_vectors(prepared, space)
-        writes = turn.writes
+        writes = pair.writes
         if writes is not None and (writes.memory_puts or writes.memory_deletes):
             await self._apply_memories(connection, writes, prepared)
         if writes is not None and writes.notes_edits:
             await apply_notes_edits(connection, writes, self._agent, self._notes_max_chars)
-        await write_pair(connection, prepared.pair, self._idle)
+        await write_pair(connection, prepared.rows, self._idle)
 
     async def _apply_memories(
-        self, connection: AsyncConnection[Any], writes: RunWrites, prepared: PreparedTurn
+        self, connection: AsyncConnection[Any], writes: RunWrites, prepared: PreparedPair
     ) -> None:
         """Puts and deletes, only ever in the run's user's namespace. A put over an existing
         key keeps the text it replaces as a version (:mod:`llm_bot.memory.versions`). A delete
@@ -195,7 +207,7 @@ class MemoryCommit:
             )
         return private
 
-    def _without_vectors(self, prepared: PreparedTurn, space: EmbeddingSpace) -> PreparedTurn:
+    def _without_vectors(self, prepared: PreparedPair, space: EmbeddingSpace) -> PreparedPair:
         """The writes of a worker whose model is no longer the stored one (``llm-bot reembed``
         switched while it ran): kept, without vectors of the wrong model; the next
         ``llm-bot reembed`` gives them vectors."""
@@ -207,11 +219,11 @@ class MemoryCommit:
                 space.model,
                 space.dimensions,
             )
-        pair = replace(prepared.pair, user_vector=None, assistant_vector=None)
-        return PreparedTurn(pair, memory_vectors={})
+        rows = replace(prepared.rows, user_vector=None, assistant_vector=None)
+        return PreparedPair(rows, memory_vectors={})
 
-    async def commit_now(self, turn: TurnOutcome) -> None:
+    async def commit_now(self, pair: Pair) -> None:
         """Prepare and apply in a transaction of its own (``send --local``, tests)."""
-        prepared = await self.prepare(turn)
+        prepared = await self.prepare(pair)
         async with self._store.connection() as connection, connection.transaction():
-            await self.apply(connection, turn, prepared)
+            await self.apply(connection, pair, prepared)

@@ -35,10 +35,11 @@ from llm_bot.memory.history import Turn, read_window
 from llm_bot.memory.long_term import render_memories
 from llm_bot.memory.notes_store import read_notes
 from llm_bot.memory.recall import RecalledTurn, recall_turns
-from llm_bot.memory.retrieval import Recollection
+from llm_bot.memory.retrieval import MemoryContext
 from llm_bot.memory.search import MemoryHit
 from llm_bot.memory.store import MemoryStore
 from llm_bot.memory.validation import approx_tokens
+from llm_bot.settings import Settings
 from llm_bot.telemetry import metrics
 from llm_bot.telemetry.traces import child_span
 from llm_bot.text import fenced, quoted
@@ -66,13 +67,25 @@ MEMORY_CANDIDATES = 50
 
 @dataclass(frozen=True)
 class ContextLimits:
-    max_context_tokens: int = 8000
-    memory_budget_tokens: int = 1000
-    context_pairs: int = 15
-    recall_limit: int = 5
-    threshold: float = 0.7
-    session_idle: timedelta = timedelta(hours=6)
-    private_in_public: bool = False  # MEMORY_PRIVATE_IN_PUBLIC: DM knowledge in shared channels
+    max_context_tokens: int
+    memory_budget_tokens: int
+    context_pairs: int
+    recall_limit: int
+    threshold: float
+    session_idle: timedelta
+    private_in_public: bool  # MEMORY_PRIVATE_IN_PUBLIC: DM knowledge in shared channels
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ContextLimits:
+        return cls(
+            max_context_tokens=settings.max_context_tokens,
+            memory_budget_tokens=settings.injection_budget,
+            context_pairs=settings.context_pairs,
+            recall_limit=settings.retrieval_limit,
+            threshold=settings.memory_threshold(),
+            session_idle=timedelta(seconds=settings.session_idle_seconds),
+            private_in_public=settings.private_in_public,
+        )
 
 
 @dataclass(frozen=True)
@@ -83,8 +96,8 @@ class Parts:
     recalled: list[RecalledTurn]
 
 
-class ConversationMemory:
-    """The :class:`~llm_bot.memory.retrieval.MemoryRetriever` of all memory layers."""
+class PostgresMemoryRetriever:
+    """The :class:`~llm_bot.memory.retrieval.MemoryRetriever` of the memory layers in Postgres."""
 
     def __init__(
         self,
@@ -100,7 +113,7 @@ class ConversationMemory:
 
     async def retrieve(
         self, user_id: str, thread_id: str, query: str, *, private: bool
-    ) -> Recollection:
+    ) -> MemoryContext:
         """In a shared channel (``private`` false) only what was learned in shared channels is
         shown (notes, memories, recalled messages), unless ``private_in_public`` widens it, and
         every user turn names its speaker."""
@@ -117,7 +130,7 @@ class ConversationMemory:
 
     async def _retrieve(
         self, user_id: str, thread_id: str, query: str, *, include_private: bool, shared: bool
-    ) -> Recollection:
+    ) -> MemoryContext:
         failed: list[str] = []
         notes, (memories, window, recalled) = await asyncio.gather(
             _degrade("notes", self._notes(user_id, include_private), "", user_id, failed),
@@ -216,9 +229,9 @@ class ConversationMemory:
 
 def assemble(
     parts: Parts, limits: ContextLimits, budget: int, *, requester: str, shared: bool
-) -> Recollection:
-    """The messages of what memory recalled for ``requester``, asking in a thread that is
-    ``shared`` (not a DM) or not, within ``budget`` tokens."""
+) -> MemoryContext:
+    """The memory context for ``requester``, asking in a thread that is ``shared`` (not a DM)
+    or not, within ``budget`` tokens."""
     notes = notes_block(parts.notes)
     used: dict[str, int] = {"notes": approx_tokens(notes), "memories": 0, "recall": 0}
     window = _newest_pairs_within(parts.window, budget - used["notes"])
@@ -251,7 +264,7 @@ def assemble(
         "windowPairs": len(window) // 2,
         **{f"{part}Tokens": tokens for part, tokens in used.items()},
     }
-    return Recollection(tuple(messages), stats)
+    return MemoryContext(tuple(messages), stats)
 
 
 def memory_cost(content: str) -> int:

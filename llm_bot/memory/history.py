@@ -32,8 +32,9 @@ class Turn:
 
 
 @dataclass(frozen=True)
-class PairToWrite:
-    """One turn: the prompt and the reply, with their embeddings (made before the transaction)."""
+class PairRows:
+    """A pair as its two rows of ``conversation_turns``: the user's turn and the reply, with
+    their embeddings (made before the transaction)."""
 
     thread_id: str
     user_id: str
@@ -73,7 +74,7 @@ UPDATE conversation_threads
 """
 
 
-async def write_pair(connection: AsyncConnection[Any], pair: PairToWrite, idle: timedelta) -> None:
+async def write_pair(connection: AsyncConnection[Any], pair: PairRows, idle: timedelta) -> None:
     """Append ``pair`` to its thread inside the caller's transaction, unless it is there.
 
     Two statements (lock the thread, then append if new), since every round trip of a write

@@ -8,7 +8,7 @@ compared as a number (BitBrat's Postgres store sorts it as text, so 9 beats 10 t
 It lives in ``memory/`` because it is what the bot is told to be, kept in the same Postgres as
 the rest of what it remembers, and because the graph may import ``memory/`` (never the other
 way round): the graph asks through the :class:`Personalities` seam, as it asks the
-``MemoryRetriever`` for memories. ``db/`` holds only Postgres plumbing that is not memory.
+``MemoryRetriever`` for its memory context. ``db/`` holds only Postgres plumbing that is not memory.
 
 The functions take a connection or a pool; :class:`PersonalityLookup` is the run-time lookup
 with BitBrat's in-process cache (5 minutes, hits only: a missing name is asked again).
@@ -28,7 +28,6 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 STATUSES = ("active", "inactive", "archived")
-CACHE_TTL_S = 300.0
 _FIELDS = (
     "name, version, status, text, platform, model, tags, description, author,"
     " created_at, updated_at"
@@ -278,12 +277,12 @@ def _time(value: object, label: str, key: str) -> datetime | None:
 
 class PersonalityLookup:
     """:func:`active` behind BitBrat's cache: a found personality is kept ``ttl_s`` seconds
-    (300, ``PERSONALITY_CACHE_TTL_MS``) per name; a missing one is looked up again next time."""
+    (``PERSONALITY_CACHE_TTL_MS``) per name; a missing one is looked up again next time."""
 
     def __init__(
         self,
         connect: Callable[[], AbstractAsyncContextManager[AsyncConnection[Any]]],
-        ttl_s: float = CACHE_TTL_S,
+        ttl_s: float,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._connect = connect

@@ -1,8 +1,8 @@
 """The seam between the graph and the memory layers.
 
-``retrieve_memories`` asks a :class:`MemoryRetriever` for the context of one event; the memory
-layers (semantic store, history, notes, recall) implement it. Until they exist the graph runs
-with :class:`NoMemory`, which recalls nothing.
+``retrieve_memory_context`` asks a :class:`MemoryRetriever` for the memory context of one
+event; the memory layers (semantic store, history, notes, recall) implement it. Without them
+the graph runs with :class:`NoMemory`, which knows nothing.
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from llm_bot.llm.messages import ChatMessage
 
 
 @dataclass(frozen=True)
-class Recollection:
-    """What the memory layers recall for one prompt: messages to place between the system prompt
-    and this run's messages, in order, and how many of each kind they hold."""
+class MemoryContext:
+    """Every memory part of one prompt's context (notes, memories, recalled turns, the thread's
+    window): messages to place between the system prompt and this run's messages, in order,
+    and how many of each kind they hold."""
 
     messages: tuple[ChatMessage, ...] = ()
     stats: dict[str, int] = field(default_factory=dict)
@@ -27,7 +28,7 @@ class MemoryRetriever(Protocol):
 
     async def retrieve(
         self, user_id: str, thread_id: str, query: str, *, private: bool
-    ) -> Recollection: ...
+    ) -> MemoryContext: ...
 
 
 class NoMemory:
@@ -35,5 +36,5 @@ class NoMemory:
 
     async def retrieve(
         self, user_id: str, thread_id: str, query: str, *, private: bool
-    ) -> Recollection:
-        return Recollection()
+    ) -> MemoryContext:
+        return MemoryContext()

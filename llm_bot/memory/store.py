@@ -19,29 +19,39 @@ from langgraph.store.base import Item
 from langgraph.store.postgres import AsyncPostgresStore
 from langgraph.store.postgres.base import PostgresIndexConfig
 from psycopg import AsyncConnection
-from psycopg.rows import dict_row, tuple_row
+from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
+from llm_bot.db.pools import open_pool
 from llm_bot.db.store_schema import ensure_schema
 from llm_bot.llm.embeddings import Embedder
 from llm_bot.memory.namespaces import MEMORIES, namespace_text, user_namespace
 from llm_bot.memory.run_writes import LearnedIn
 from llm_bot.memory.search import MemoryHit, SearchMode, hybrid_search
 from llm_bot.memory.versions import Version, forget_versions, retire_current, versions_of
+from llm_bot.settings import Settings
 
 logger = logging.getLogger(__name__)
 
-PutOutcome = Literal["created", "updated", "merged"]
+# What a put does to its key: a new memory, a new text for one, or a near-duplicate merged.
+PutEffect = Literal["created", "updated", "merged"]
 
 
 @dataclass(frozen=True)
 class StoreOptions:
-    index_kind: Literal["hnsw", "ivfflat"] = "hnsw"
-    ivfflat_lists: int = 100
-    ivfflat_probes: int = 10
-    dedup_threshold: float = 0.95
-    pool_max_size: int = 10
-    connect_timeout_s: float = 5.0
+    index_kind: Literal["hnsw", "ivfflat"]
+    ivfflat_lists: int
+    ivfflat_probes: int
+    dedup_threshold: float
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> StoreOptions:
+        return cls(
+            index_kind=settings.vector_index,
+            ivfflat_lists=settings.ivfflat_lists,
+            ivfflat_probes=settings.ivfflat_probes,
+            dedup_threshold=settings.dedup_threshold,
+        )
 
 
 @dataclass(frozen=True)
@@ -89,40 +99,18 @@ class MemoryStore:
     @asynccontextmanager
     async def open(
         cls,
-        database_url: str,
+        settings: Settings,
         embedder: Embedder,
-        options: StoreOptions,
         *,
-        statement_timeout_ms: int = 0,
+        role: Literal["memory", "setup"] = "memory",
     ) -> AsyncIterator[MemoryStore]:
-        """Connect, create or check the schema, and close everything on the way out.
-
-        ``statement_timeout_ms`` (``MEMORY_STATEMENT_TIMEOUT_MS``; 0: none) is set on each of
-        the pool's connections as it is made, so the server itself ends a runaway statement,
-        whoever runs it (LangGraph's store included) and even if the worker is gone. Set by a
-        statement, not by the URL's ``options``, which a URL may already carry (a search path)."""
-
-        async def configure(connection: AsyncConnection[Any]) -> None:
-            await connection.execute(
-                "SELECT set_config('statement_timeout', %s, false)", (f"{statement_timeout_ms}ms",)
-            )
-
-        pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
-            database_url,
-            min_size=1,
-            max_size=options.pool_max_size,
-            timeout=options.connect_timeout_s,
-            kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
-            configure=configure if statement_timeout_ms else None,
-            open=False,
-        )
-        await pool.open(wait=True, timeout=options.connect_timeout_s)
-        try:
+        """Connect (the ``memory`` pool, or ``setup``'s for long work: :mod:`llm_bot.db.pools`),
+        create or check the schema, and close everything on the way out."""
+        async with open_pool(settings, role) as pool:
+            options = StoreOptions.from_settings(settings)
             memory = cls(pool, embedder, await embedder.dimensions(), options)
             await ensure_schema(memory.store, pool, memory.dimensions, embedder.model)
             yield memory
-        finally:
-            await pool.close()
 
     def store_on(
         self, connection: AsyncConnection[Any], vectors: Mapping[str, list[float]]
@@ -159,20 +147,20 @@ class UserMemories:
 
     async def put(
         self, content: str, metadata: dict[str, str] | None = None, key: str | None = None
-    ) -> tuple[str, PutOutcome]:
+    ) -> tuple[str, PutEffect]:
         """Store a memory now (admin path; the worker defers its writes to the commit)."""
-        key, outcome = await self.resolve_key(content, key)
+        key, effect = await self.resolve_key(content, key)
         [vector] = await self._memory.embedder.embed([content])
         async with self._memory.connection() as connection, connection.transaction():
             await retire_current(connection, self.prefix, key, content)
             await self._memory.store_on(connection, {content: vector}).aput(
                 self.namespace, key, memory_value(content, metadata), index=["content"]
             )
-        return key, outcome
+        return key, effect
 
     async def resolve_key(
         self, content: str, key: str | None, scope: LearnedIn | None = None
-    ) -> tuple[str, PutOutcome]:
+    ) -> tuple[str, PutEffect]:
         """Where a write of ``content`` goes: ``key`` if given, else the key of a near-duplicate
         (similarity >= ``MEMORY_DEDUP_THRESHOLD``), else a new UUID. With a ``scope`` (the
         worker's writes), only a twin learned in that same scope is merged into: a fact told

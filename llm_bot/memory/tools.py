@@ -72,7 +72,7 @@ class UpsertMemoryTool:
 
     spec = UPSERT_MEMORY
 
-    def __init__(self, store: MemoryStore, max_tokens: int, max_memories: int = 0) -> None:
+    def __init__(self, store: MemoryStore, max_tokens: int, max_memories: int) -> None:
         self._store = store
         self._max_tokens = max_tokens
         self._max_memories = max_memories
@@ -94,17 +94,17 @@ class UpsertMemoryTool:
         memories = self._store.for_user(run.user_id)
         if key is not None and not await _visible(memories, key, run):
             return f"error: memory not saved: no memory with key {key}; omit the key for a new one"
-        key, outcome = await memories.resolve_key(content, key, run.learned_in)
-        if outcome == "merged" and key in run.memory_deletes:  # forgotten: not a twin any more
-            key, outcome = str(uuid.uuid4()), "created"
-        if outcome == "created" and await self._full(memories, run):
+        key, effect = await memories.resolve_key(content, key, run.learned_in)
+        if effect == "merged" and key in run.memory_deletes:  # forgotten: not a twin any more
+            key, effect = str(uuid.uuid4()), "created"
+        if effect == "created" and await self._full(memories, run):
             return (
                 f"error: memory not saved: this user has {self._max_memories} memories, the most"
                 " kept; update one you were shown (pass its key) or forget one first"
             )
-        run.put_memory(MemoryPut(key, content, metadata, new=outcome == "created"))
-        logger.info("memory saved", extra={"userId": run.user_id, "key": key, "outcome": outcome})
-        return f"saved memory {key} ({outcome})"
+        run.put_memory(MemoryPut(key, content, metadata, new=effect == "created"))
+        logger.info("memory saved", extra={"userId": run.user_id, "key": key, "effect": effect})
+        return f"saved memory {key} ({effect})"
 
     async def _full(self, memories: UserMemories, run: RunWrites) -> bool:
         if not self._max_memories:

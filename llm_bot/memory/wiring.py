@@ -9,17 +9,18 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
+from typing import Literal
 
 from llm_bot.clock import utc_now
 from llm_bot.llm.embedding_batch import BatchingEmbedder
 from llm_bot.llm.embeddings import CachingEmbedder, LocalEmbedder, embedder_from_settings
 from llm_bot.memory.commit import MemoryCommit
-from llm_bot.memory.context import ContextLimits, ConversationMemory
+from llm_bot.memory.context import ContextLimits, PostgresMemoryRetriever
 from llm_bot.memory.notes_store import ManageNotesTool
 from llm_bot.memory.personalities import Personalities, PersonalityLookup
 from llm_bot.memory.retrieval import MemoryRetriever, NoMemory
-from llm_bot.memory.store import MemoryStore, StoreOptions
+from llm_bot.memory.store import MemoryStore
 from llm_bot.memory.tools import DeleteMemoryTool, Tool, UpsertMemoryTool
 from llm_bot.settings import Settings
 
@@ -32,23 +33,13 @@ class MemoryServices:
     personalities: Personalities | None = None  # None: named personalities are left out
 
 
-def store_options(settings: Settings) -> StoreOptions:
-    return StoreOptions(
-        index_kind=settings.vector_index,
-        ivfflat_lists=settings.ivfflat_lists,
-        ivfflat_probes=settings.ivfflat_probes,
-        dedup_threshold=settings.dedup_threshold,
-        pool_max_size=settings.memory_db_pool_max,
-        connect_timeout_s=settings.retrieval_timeout_ms / 1000,
-    )
-
-
 @asynccontextmanager
 async def open_memory_store(
-    settings: Settings, *, bounded: bool = True
+    settings: Settings, *, role: Literal["memory", "setup"] = "memory"
 ) -> AsyncIterator[MemoryStore]:
-    """``bounded``: each statement ends at ``MEMORY_STATEMENT_TIMEOUT_MS``. Setting the store
-    up is not bounded: LangGraph's migrations may build a vector index over a full table."""
+    """On the ``memory`` pool each statement ends at ``MEMORY_STATEMENT_TIMEOUT_MS``; setting
+    the store up (``setup``) is not bounded: LangGraph's migrations may build a vector index
+    over a full table."""
     if settings.database_url is None:
         raise ValueError("DATABASE_URL is not set")
     embedder = embedder_from_settings(settings)
@@ -56,10 +47,9 @@ async def open_memory_store(
         if isinstance(embedder, LocalEmbedder):
             await embedder.warm()
         async with MemoryStore.open(
-            settings.database_url.get_secret_value(),
+            settings,
             CachingEmbedder(BatchingEmbedder(embedder, settings.embedding_batch_wait_ms / 1000)),
-            store_options(settings),
-            statement_timeout_ms=settings.memory_statement_timeout_ms if bounded else 0,
+            role=role,
         ) as store:
             yield store
     finally:
@@ -69,7 +59,7 @@ async def open_memory_store(
 async def set_up_memory_store(settings: Settings) -> int:
     """Create the store's tables (``llm-bot migrate``); returns their vector size. The
     embeddings endpoint is asked only when ``MEMORY_EMBEDDING_DIMENSIONS`` is unset."""
-    async with open_memory_store(settings, bounded=False) as store:
+    async with open_memory_store(settings, role="setup") as store:
         return store.dimensions
 
 
@@ -80,18 +70,9 @@ async def memory_services(
     if settings.database_url is None:
         yield MemoryServices()
         return
-    idle = timedelta(seconds=settings.session_idle_seconds)
-    limits = ContextLimits(
-        max_context_tokens=settings.max_context_tokens,
-        memory_budget_tokens=settings.injection_budget,
-        context_pairs=settings.context_pairs,
-        recall_limit=settings.retrieval_limit,
-        threshold=settings.memory_threshold(),
-        session_idle=idle,
-        private_in_public=settings.private_in_public,
-    )
+    limits = ContextLimits.from_settings(settings)
     async with open_memory_store(settings) as store:
-        retriever = ConversationMemory(store, limits, settings.agent_name, clock)
+        retriever = PostgresMemoryRetriever(store, limits, settings.agent_name, clock)
         tools: tuple[Tool, ...] = (
             UpsertMemoryTool(
                 store, settings.memory_max_tokens, settings.retention_memories_per_user
@@ -102,12 +83,6 @@ async def memory_services(
         yield MemoryServices(
             retriever,
             tools,
-            MemoryCommit(
-                store,
-                settings.agent_name,
-                idle,
-                max_chars=settings.history_max_chars,
-                notes_max_chars=settings.notes_max_chars,
-            ),
+            MemoryCommit.from_settings(store, settings),
             PersonalityLookup(store.connection, settings.personality_cache_ttl_ms / 1000),
         )

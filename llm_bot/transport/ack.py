@@ -26,12 +26,12 @@ from typing import Protocol
 import psycopg
 
 from llm_bot.errors import RetryLaterError
+from llm_bot.events.models import SOURCE
 from llm_bot.transport.decision import Decision, decide
 from llm_bot.transport.stats import WorkerStats
 
 logger = logging.getLogger(__name__)
 
-DEAD_LETTER_SOURCE = "llm-bot"
 MAX_ATTRIBUTE_BYTES = 1024  # Pub/Sub's cap on one attribute value
 MAX_ATTRIBUTES = 100  # Pub/Sub's cap on a message's attributes
 RETRY_BASE_DELAY_S = 0.5
@@ -75,7 +75,7 @@ def dead_letter_attributes(delivery: Delivery, reason: str, at: str) -> dict[str
     within Pub/Sub's limits, or the dead letter itself could never be published."""
     ours = {
         "deadLetterReason": clipped(reason, MAX_ATTRIBUTE_BYTES),
-        "deadLetterSource": DEAD_LETTER_SOURCE,
+        "deadLetterSource": SOURCE,
         "deadLetterAt": at,
         "originalMessageId": delivery.message_id,
         "deliveryAttempt": str(delivery.delivery_attempt),

@@ -31,9 +31,9 @@ from llm_bot.events.codec import decode, encode
 from llm_bot.events.deadletter import Cause, deadletter_body
 from llm_bot.events.identity import thread_id_of, user_id_of
 from llm_bot.events.limits import check_event
-from llm_bot.events.models import InternalEventV2
+from llm_bot.events.models import SOURCE, InternalEventV2
 from llm_bot.events.routing import advance, check_route, current_step, hop_attributes, prefixed
-from llm_bot.graph.process import SOURCE, ProcessResult
+from llm_bot.graph.process import ProcessResult
 from llm_bot.settings import Settings
 from llm_bot.telemetry import metrics
 from llm_bot.telemetry.logs import event_ids
@@ -127,7 +127,7 @@ class EventHandler:
         began = time.perf_counter()
         metrics.in_flight.add(1)
         metrics.queue_lag.record(max(0.0, (utc_now() - delivery.publish_time).total_seconds()))
-        outcome = "failed"
+        ending = "failed"
         subscription = prefixed(self._settings.subscription, self._settings.bus_prefix)
         try:
             with consumer_span(
@@ -135,14 +135,15 @@ class EventHandler:
             ):
                 limit = self._settings.max_delivery_attempts
                 async with settle(delivery, self._dead_letter, self._stats, limit):
-                    outcome = await self._handle(delivery)
+                    ending = await self._handle(delivery)
         finally:
             metrics.in_flight.add(-1)
-            metrics.events.add(1, {"outcome": outcome})
-            metrics.event_duration.record(time.perf_counter() - began, {"outcome": outcome})
+            metrics.events.add(1, {"outcome": ending})
+            metrics.event_duration.record(time.perf_counter() - began, {"outcome": ending})
 
     async def _handle(self, delivery: Delivery) -> str:
-        """The outcome for metrics: OK/SKIP/ERROR, duplicate, republished (or it raises)."""
+        """How the event ended, for the metrics' ``outcome`` label: its step's outcome (OK, SKIP,
+        ERROR), or duplicate, republished (or it raises)."""
         settings = self._settings
         event = decode(delivery.data, delivery.attributes, settings.max_message_bytes)
         check_event(event, settings.max_slip_steps)
@@ -189,7 +190,7 @@ class EventHandler:
         claimed: processed_events.Claim,
         limit_s: float,
     ) -> str:
-        """Publish the stored output, or answer, commit and publish; the outcome."""
+        """Publish the stored output, or answer, commit and publish; how it ended."""
         if claimed.stored is not None:
             self._stats.republished += 1
             await self._publish(claimed.key, claimed.stored)

@@ -23,6 +23,7 @@ from llm_bot.answer.unit import Answerer
 from llm_bot.db.group_commit import GroupCommitter
 from llm_bot.db.leases import LeaseKeeper
 from llm_bot.db.migrate import migrate
+from llm_bot.db.pools import open_pool
 from llm_bot.events.routing import prefixed
 from llm_bot.graph.assembly import context_from_settings, graph_from_settings
 from llm_bot.llm.client import ModelClient
@@ -41,10 +42,6 @@ from llm_bot.worker.preflight import dead_letter_problem
 
 logger = logging.getLogger(__name__)
 
-# Writes go through the group committer (one connection at a time) and reads are short, so a
-# few connections serve many in-flight events: LLM_BOT_DB_POOL_MAX bounds them, since every
-# instance's pools add up against the database's max_connections (README, "Sizing the database").
-POOL_TIMEOUT_S = 5.0
 READY_CHECK_TIMEOUT_S = 2.0
 # An abandoned start closes what it opened in well under a second; past this, a thread is stuck
 # and the process exits anyway (Cloud Run's SIGKILL comes 10 s after its SIGTERM).
@@ -91,7 +88,7 @@ class Worker:
             raise WorkerError("DATABASE_URL is not set")
         url = settings.database_url.get_secret_value()
         await asyncio.to_thread(migrate, url, settings.db_connect_timeout_s)
-        self._pool = await self._open_pool(url)
+        self._pool = pool = await resources.enter_async_context(open_pool(settings, "ledger"))
         model = ModelClient.from_settings(settings)
         resources.push_async_callback(model.close)
         services = await resources.enter_async_context(memory_services(settings))
@@ -101,19 +98,19 @@ class Worker:
         publisher = Publisher.from_settings(settings)
         resources.push_async_callback(asyncio.to_thread, publisher.close)
         committer = GroupCommitter(
-            self._pool,
+            pool,
             max_batch=settings.commit_max_batch,
             max_delay_s=settings.commit_max_delay_ms / 1000,
         )
         resources.callback(self._count_transactions, committer)  # runs after it closed
         await resources.enter_async_context(committer)
         self._export_counts(committer)
-        leases = LeaseKeeper(self._pool, lease_s=settings.claim_lease_s)
+        leases = LeaseKeeper(pool, lease_s=settings.claim_lease_s)
         await resources.enter_async_context(leases)
         handler = EventHandler(
             settings=settings,
             answerer=Answerer(graph_from_settings(settings), context, services.commit),
-            pool=self._pool,
+            pool=pool,
             group=committer,
             publisher=publisher,
             stats=self.stats,
@@ -163,20 +160,6 @@ class Worker:
         collector = CountsCollector(counts)
         registry.register(collector)
         self._resources.callback(registry.unregister, collector)
-
-    async def _open_pool(self, url: str) -> AsyncConnectionPool[Any]:
-        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-            url,
-            min_size=1,
-            max_size=max(2, min(self._settings.max_in_flight, self._settings.db_pool_max)),
-            timeout=POOL_TIMEOUT_S,
-            kwargs={"autocommit": True, "connect_timeout": self._settings.db_connect_timeout_s},
-            check=AsyncConnectionPool.check_connection,
-            open=False,
-        )
-        await pool.open(wait=True, timeout=30)
-        self._resources.push_async_callback(pool.close)
-        return pool
 
     async def serve(self, stop: asyncio.Event) -> int:
         """Run until ``stop`` is set (exit code 0) or the stream ends by itself (1)."""

@@ -13,8 +13,10 @@ from llm_bot.db.group_commit import GroupCommitter
 from llm_bot.db.migrate import migrate
 from llm_bot.llm.client import ModelClient
 from llm_bot.llm.embeddings import CachingEmbedder, OpenAIEmbedder
-from llm_bot.memory.store import MemoryStore, StoreOptions
+from llm_bot.memory.store import MemoryStore
 from llm_bot_tools.local.openai_server import LocalModelServer
+
+from ..from_settings import settings_for
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +37,7 @@ async def memory_store(
     migrate(fresh_database_url)
     embedder = server_embedder(embedding_server)
     async with MemoryStore.open(
-        fresh_database_url, CachingEmbedder(embedder), StoreOptions()
+        settings_for(fresh_database_url), CachingEmbedder(embedder)
     ) as store:
         yield store
     await embedder.close()
@@ -53,7 +55,7 @@ async def model(chat_server: LocalModelServer) -> AsyncIterator[ModelClient]:
     client = openai.AsyncOpenAI(
         base_url=chat_server.base_url, api_key="k", max_retries=0, timeout=5
     )
-    yield ModelClient(client, "local-test-model", deadline_s=5)
+    yield ModelClient(client, "local-test-model", "chat", deadline_s=5)
     await client.close()
 
 

@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import psycopg
 import pytest
 
 from llm_bot.cli import main
 from llm_bot.db.migrate import migrate
-from llm_bot.memory.commit import MemoryCommit, TurnOutcome
-from llm_bot.memory.store import MemoryStore, StoreOptions
+from llm_bot.memory.commit import MemoryCommit, Pair
+from llm_bot.memory.store import MemoryStore
+from llm_bot.settings import load_settings
 from llm_bot_tools.local.openai_server import LocalModelServer
 
+from ...from_settings import settings_for
 from ..conftest import server_embedder
 
 pytestmark = pytest.mark.integration
@@ -35,12 +37,12 @@ def cli_env(
 async def remember(url: str, server: LocalModelServer) -> None:
     """A memory and a history pair, with the server's 384-dimension model."""
     embedder = server_embedder(server)
-    async with MemoryStore.open(url, embedder, StoreOptions()) as store:
+    async with MemoryStore.open(settings_for(url), embedder) as store:
         await store.for_user("rae").put("Rae speaks Welsh")
-        turn = TurnOutcome(
+        pair = Pair(
             "event-1", "chat:room", "rae", "I grew up in Cardiff", "noted", datetime.now(UTC), None
         )
-        await MemoryCommit(store, "llm-bot", idle=timedelta(hours=1)).commit_now(turn)
+        await MemoryCommit.from_settings(store, load_settings()).commit_now(pair)
     await embedder.close()
 
 

@@ -3,30 +3,31 @@ model sees and what its tool calls leave behind."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from llm_bot.answer.unit import Answer, Answerer
 from llm_bot.clock import utc_now
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.models import InternalEventV2
-from llm_bot.graph.builder import compile_graph
-from llm_bot.graph.reducer import MessageLimits
+from llm_bot.graph.assembly import graph_from_settings
 from llm_bot.graph.state import GraphContext
 from llm_bot.llm.client import ModelClient
 from llm_bot.memory.commit import MemoryCommit
-from llm_bot.memory.context import ContextLimits, ConversationMemory
+from llm_bot.memory.context import PostgresMemoryRetriever
 from llm_bot.memory.store import MemoryStore
 from llm_bot.memory.tools import DeleteMemoryTool, UpsertMemoryTool
+from llm_bot.settings import load_settings
 from llm_bot_tools.local.openai_server import LocalModelServer
 
-GRAPH = compile_graph(MessageLimits())
+from ...from_settings import context_limits, graph_context
+
+GRAPH = graph_from_settings(load_settings())
 
 
 def context_for(store: MemoryStore, model: ModelClient) -> GraphContext:
-    return GraphContext(
-        model=model,
-        retriever=ConversationMemory(store, ContextLimits(threshold=0.2), "llm-bot", utc_now),
-        tools=[UpsertMemoryTool(store, max_tokens=2048), DeleteMemoryTool(store)],
+    limits = context_limits(threshold=0.2)
+    return graph_context(
+        model,
+        retriever=PostgresMemoryRetriever(store, limits, "llm-bot", utc_now),
+        tools=[UpsertMemoryTool(store, 2048, max_memories=0), DeleteMemoryTool(store)],
         system_prompt="system",
     )
 
@@ -36,13 +37,12 @@ def said(user: str, thread: str, text: str) -> InternalEventV2:
 
 
 def answerer_for(store: MemoryStore, model: ModelClient) -> Answerer:
-    return Answerer(
-        GRAPH, context_for(store, model), MemoryCommit(store, "llm-bot", timedelta(hours=6))
-    )
+    commit = MemoryCommit.from_settings(store, load_settings())
+    return Answerer(GRAPH, context_for(store, model), commit)
 
 
 async def commit(answerer: Answerer, answer: Answer) -> None:
-    assert answer.turn is not None
+    assert answer.pair is not None
     await answerer.commit(answer)
 
 

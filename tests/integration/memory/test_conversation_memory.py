@@ -12,24 +12,24 @@ from llm_bot.answer.unit import Answerer
 from llm_bot.clock import utc_now
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.models import InternalEventV2
-from llm_bot.graph.builder import compile_graph
+from llm_bot.graph.assembly import graph_from_settings
 from llm_bot.graph.process import ProcessResult
-from llm_bot.graph.reducer import MessageLimits
-from llm_bot.graph.state import GraphContext
 from llm_bot.llm.client import ModelClient
 from llm_bot.llm.embeddings import CachingEmbedder
 from llm_bot.memory.commit import MemoryCommit
-from llm_bot.memory.context import ContextLimits, ConversationMemory
-from llm_bot.memory.history import PairToWrite, write_pair
+from llm_bot.memory.context import PostgresMemoryRetriever
+from llm_bot.memory.history import PairRows, write_pair
 from llm_bot.memory.notes_store import ManageNotesTool
-from llm_bot.memory.store import MemoryStore, StoreOptions
+from llm_bot.memory.store import MemoryStore
+from llm_bot.settings import load_settings
 from llm_bot_tools.local.openai_payloads import spoken_text
 from llm_bot_tools.local.openai_server import LocalModelServer
 
+from ...from_settings import context_limits, graph_context, settings_for
 from ..conftest import server_embedder
 
 pytestmark = pytest.mark.integration
-GRAPH = compile_graph(MessageLimits())
+GRAPH = graph_from_settings(load_settings())
 IDLE = timedelta(hours=6)
 
 
@@ -52,21 +52,22 @@ class Instance:
     def __init__(
         self, store: MemoryStore, model: ModelClient, clock: Clock, pairs: int = 3
     ) -> None:
-        limits = ContextLimits(
+        limits = context_limits(
             context_pairs=pairs, threshold=0.3, session_idle=IDLE, recall_limit=3
         )
         self.store = store
-        context = GraphContext(
-            model=model,
-            retriever=ConversationMemory(store, limits, "llm-bot", clock),
+        context = graph_context(
+            model,
+            retriever=PostgresMemoryRetriever(store, limits, "llm-bot", clock),
             tools=[ManageNotesTool(store, "llm-bot", max_chars=300)],
             clock=clock,
         )
-        self.answerer = Answerer(GRAPH, context, MemoryCommit(store, "llm-bot", IDLE))
+        commit = MemoryCommit.from_settings(store, load_settings())
+        self.answerer = Answerer(GRAPH, context, commit)
 
     async def handle(self, event: InternalEventV2) -> ProcessResult:
         answer = await self.answerer.answer(event)
-        assert answer.turn is not None
+        assert answer.pair is not None
         await self.answerer.commit(answer)
         return answer.result
 
@@ -89,16 +90,15 @@ async def test_forty_events_over_two_instances_and_a_restart_see_the_right_windo
     clock = Clock()
     first = Instance(memory_store, model, clock)
     second_store = MemoryStore.open(
-        fresh_database_url, CachingEmbedder(server_embedder(embedding_server)), StoreOptions()
+        settings_for(fresh_database_url), CachingEmbedder(server_embedder(embedding_server))
     )
     async with second_store as other:
         second = Instance(other, model, clock)
         for number in range(40):
             if number == 20:  # "restart": a brand-new instance takes over from here
                 restarted = MemoryStore.open(
-                    fresh_database_url,
+                    settings_for(fresh_database_url),
                     CachingEmbedder(server_embedder(embedding_server)),
-                    StoreOptions(),
                 )
                 second = Instance(await restarted.__aenter__(), model, clock)
             clock.now += timedelta(minutes=1)
@@ -127,18 +127,16 @@ async def test_concurrent_writers_of_one_thread_keep_seq_gap_free(
     fresh_database_url: str, memory_store: MemoryStore, embedding_server: LocalModelServer
 ) -> None:
     async with MemoryStore.open(
-        fresh_database_url, CachingEmbedder(server_embedder(embedding_server)), StoreOptions()
+        settings_for(fresh_database_url), CachingEmbedder(server_embedder(embedding_server))
     ) as other:
 
         async def write(store: MemoryStore, number: int) -> None:
-            pair = PairToWrite(
-                "busy", "vic", f"q{number}", f"a{number}", utc_now(), f"event-{number}"
-            )
+            pair = PairRows("busy", "vic", f"q{number}", f"a{number}", utc_now(), f"event-{number}")
             async with store.connection() as connection, connection.transaction():
                 await write_pair(connection, pair, IDLE)
 
         await asyncio.gather(*(write(memory_store if n % 2 else other, n) for n in range(30)))
-        again = PairToWrite("busy", "vic", "q0", "a0", utc_now(), "event-0")
+        again = PairRows("busy", "vic", "q0", "a0", utc_now(), "event-0")
         async with other.connection() as connection, connection.transaction():
             await write_pair(connection, again, IDLE)  # already there: not appended again
     async with memory_store.connection() as connection:

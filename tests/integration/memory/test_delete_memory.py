@@ -4,7 +4,6 @@ the event's commit; a key that is not the user's is an answer to the model, neve
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
 
 import psycopg
 import pytest
@@ -14,10 +13,11 @@ from llm_bot.graph.process import process_event
 from llm_bot.lifecycle.reembed import reembed
 from llm_bot.llm.client import ModelClient
 from llm_bot.llm.embeddings import Embedder
-from llm_bot.memory.commit import MemoryCommit, TurnOutcome
+from llm_bot.memory.commit import MemoryCommit, Pair
 from llm_bot.memory.run_writes import RunWrites
 from llm_bot.memory.store import MemoryStore
 from llm_bot.memory.tools import DeleteMemoryTool
+from llm_bot.settings import load_settings
 from llm_bot_tools.local.openai_server import LocalModelServer
 
 from ..conftest import server_embedder
@@ -92,8 +92,8 @@ async def test_a_commit_deletes_only_in_its_own_users_namespace(memory_store: Me
     otto_key, _ = await memory_store.for_user("otto").put("User is allergic to nuts")
     writes = RunWrites("mira")
     writes.delete_memory(otto_key)
-    turn = TurnOutcome("event-1", "chat:room", "mira", "hi", "hello", utc_now(), writes)
-    await MemoryCommit(memory_store, "llm-bot", timedelta(hours=6)).commit_now(turn)
+    pair = Pair("event-1", "chat:room", "mira", "hi", "hello", utc_now(), writes)
+    await MemoryCommit.from_settings(memory_store, load_settings()).commit_now(pair)
     assert await memory_store.for_user("otto").get(otto_key) is not None
 
 
@@ -178,8 +178,8 @@ async def test_a_deleted_memory_leaves_no_vector_in_a_reembedding_under_way(
     assert await DeleteMemoryTool(memory_store).run({"key": "a-forgotten"}, writes) == (
         "deleted memory a-forgotten"
     )
-    turn = TurnOutcome("event-1", "chat:room", "mira", "forget it", "done", utc_now(), writes)
-    await MemoryCommit(memory_store, "llm-bot", timedelta(hours=6)).commit_now(turn)
+    pair = Pair("event-1", "chat:room", "mira", "forget it", "done", utc_now(), writes)
+    await MemoryCommit.from_settings(memory_store, load_settings()).commit_now(pair)
     assert vector_rows(fresh_database_url, "store_vectors_next", "a-forgotten") == 0
     assert vector_rows(fresh_database_url, "store_vectors", "a-forgotten") == 0
     assert await mira.get("b-kept") is not None

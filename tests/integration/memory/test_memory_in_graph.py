@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from datetime import timedelta
+from dataclasses import replace
 from pathlib import Path
 
 import psycopg
@@ -17,24 +17,25 @@ from llm_bot.clock import utc_now
 from llm_bot.db.migrate import migrate
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.models import InternalEventV2
-from llm_bot.graph.builder import compile_graph
+from llm_bot.graph.assembly import graph_from_settings
 from llm_bot.graph.process import ProcessResult, process_event
-from llm_bot.graph.reducer import MessageLimits
 from llm_bot.graph.state import GraphContext
 from llm_bot.llm.client import ModelClient
 from llm_bot.llm.embeddings import CachingEmbedder
-from llm_bot.memory.commit import MemoryCommit, TurnOutcome
-from llm_bot.memory.context import ContextLimits, ConversationMemory
+from llm_bot.memory.commit import MemoryCommit, Pair
+from llm_bot.memory.context import PostgresMemoryRetriever
 from llm_bot.memory.notes_store import ManageNotesTool
-from llm_bot.memory.store import MemoryStore, StoreOptions
+from llm_bot.memory.store import MemoryStore
 from llm_bot.memory.tools import UpsertMemoryTool
+from llm_bot.settings import load_settings
 from llm_bot_tools.local.embedded_postgres import EmbeddedPostgres
 from llm_bot_tools.local.openai_server import LocalModelServer
 
+from ...from_settings import context_limits, graph_context, settings_for
 from ..conftest import running_committer, server_embedder
 
 pytestmark = pytest.mark.integration
-GRAPH = compile_graph(MessageLimits())
+GRAPH = graph_from_settings(load_settings())
 
 
 @pytest.fixture(autouse=True)
@@ -44,10 +45,11 @@ def fresh_servers(chat_server: LocalModelServer, embedding_server: LocalModelSer
 
 
 def context_for(store: MemoryStore, model: ModelClient, timeout_s: float = 5.0) -> GraphContext:
-    return GraphContext(
-        model=model,
-        retriever=ConversationMemory(store, ContextLimits(threshold=0.2), "llm-bot", utc_now),
-        tools=[UpsertMemoryTool(store, max_tokens=2048)],
+    limits = context_limits(threshold=0.2)
+    return graph_context(
+        model,
+        retriever=PostgresMemoryRetriever(store, limits, "llm-bot", utc_now),
+        tools=[UpsertMemoryTool(store, max_tokens=2048, max_memories=0)],
         system_prompt="system",
         retrieval_timeout_s=timeout_s,
     )
@@ -57,7 +59,7 @@ async def run_and_commit(
     store: MemoryStore, context: GraphContext, event: InternalEventV2
 ) -> ProcessResult:
     """What the worker does with an event's writes, minus the bus."""
-    answerer = Answerer(GRAPH, context, MemoryCommit(store, "llm-bot", timedelta(hours=6)))
+    answerer = Answerer(GRAPH, context, MemoryCommit.from_settings(store, load_settings()))
     answer = await answerer.answer(event)
     await answerer.commit(answer)
     return answer.result
@@ -103,7 +105,7 @@ async def test_events_committed_together_keep_every_memory_note_and_turn(
     them in the same thread (their history pairs must follow each other)."""
     context = context_for(memory_store, model)
     told = [("ada", "lobby", "cello"), ("bo", "lobby", "tuba"), ("cy", "den", "harp")]
-    answerer = Answerer(GRAPH, context, MemoryCommit(memory_store, "llm-bot", timedelta(hours=6)))
+    answerer = Answerer(GRAPH, context, MemoryCommit.from_settings(memory_store, load_settings()))
     answers = []
     for user, thread, instrument in told:
         save = json.dumps({"content": f"{user} plays the {instrument}"})
@@ -124,7 +126,7 @@ async def test_events_committed_together_keep_every_memory_note_and_turn(
             "SELECT thread_id, array_agg(seq ORDER BY seq) FROM conversation_turns GROUP BY 1"
         )
         seqs = dict(await cursor.fetchall())
-    lobby, den = answers[0].turn, answers[2].turn
+    lobby, den = answers[0].pair, answers[2].pair
     assert lobby is not None
     assert den is not None
     assert seqs == {lobby.thread_id: [1, 2, 3, 4], den.thread_id: [1, 2]}
@@ -183,9 +185,8 @@ async def test_postgres_down_degrades_to_no_memories(
     migrate(postgres.url)
     embedder = CachingEmbedder(server_embedder(embedding_server))
     try:
-        async with MemoryStore.open(
-            postgres.url, embedder, StoreOptions(connect_timeout_s=0.5)
-        ) as store:
+        settings = settings_for(postgres.url, MEMORY_RETRIEVAL_TIMEOUT_MS=500)
+        async with MemoryStore.open(settings, embedder) as store:
             await store.for_user("pia").put("Pia collects stamps")
             postgres.stop()
             with caplog.at_level(logging.WARNING):
@@ -204,8 +205,9 @@ async def test_history_keeps_a_long_message_cut_to_its_bound(
 ) -> None:
     """A prompt may be as long as a Pub/Sub message; history keeps its first HISTORY_MAX_CHARS
     characters, and that is also what is embedded."""
-    turn = TurnOutcome("event-1:0:llm-bot", "cli:den", "ada", "w " * 10_000, "ok", utc_now(), None)
-    await MemoryCommit(memory_store, "llm-bot", timedelta(hours=6), max_chars=300).commit_now(turn)
+    pair = Pair("event-1:0:llm-bot", "cli:den", "ada", "w " * 10_000, "ok", utc_now(), None)
+    settings = load_settings(HISTORY_MAX_CHARS=300)
+    await MemoryCommit.from_settings(memory_store, settings).commit_now(pair)
     with psycopg.connect(fresh_database_url) as connection:
         lengths = connection.execute(
             "SELECT role, length(content) FROM conversation_turns ORDER BY role"
@@ -254,11 +256,8 @@ async def test_what_is_learned_in_a_dm_never_reaches_a_shared_channel_but_does_r
 ) -> None:
     """The memory, the notes and the DM's own turns (recall) all stay private."""
     context = context_for(memory_store, model)
-    context = GraphContext(
-        model=context.model,
-        retriever=context.retriever,
-        tools=[*context.tools, ManageNotesTool(memory_store, "llm-bot", 8000)],
-        system_prompt=context.system_prompt,
+    context = replace(
+        context, tools=[*context.tools, ManageNotesTool(memory_store, "llm-bot", 8000)]
     )
     memory = json.dumps({"content": "the door code of Ada is 4242"})
     note = json.dumps({"operation": "append", "content": "Ada's door code: 4242"})

@@ -13,9 +13,10 @@ from hypothesis import strategies as st
 from llm_bot.db.embedding_space import EmbeddingModelMismatch
 from llm_bot.db.migrate import migrate
 from llm_bot.llm.embeddings import CachingEmbedder
-from llm_bot.memory.store import MemoryStore, StoreOptions
+from llm_bot.memory.store import MemoryStore
 from llm_bot_tools.local.openai_server import LocalModelServer
 
+from ...from_settings import settings_for
 from ..conftest import server_embedder
 
 pytestmark = pytest.mark.integration
@@ -88,7 +89,7 @@ def test_no_search_ever_returns_another_users_memory(
     async def scenario() -> None:
         embedder = server_embedder(embedding_server)
         async with MemoryStore.open(
-            fresh_database_url, CachingEmbedder(embedder), StoreOptions()
+            settings_for(fresh_database_url), CachingEmbedder(embedder)
         ) as store:
             async with store.connection() as connection:
                 await connection.execute("TRUNCATE store CASCADE")
@@ -114,14 +115,14 @@ async def test_vectors_of_another_model_stop_start_up_with_instructions(
 ) -> None:
     migrate(fresh_database_url)
     async with MemoryStore.open(
-        fresh_database_url, server_embedder(embedding_server), StoreOptions()
+        settings_for(fresh_database_url), server_embedder(embedding_server)
     ) as store:
         await store.for_user("gina").put("Gina speaks Italian")
     smaller = server_embedder(embedding_server, dimensions=16)
     with pytest.raises(
         EmbeddingModelMismatch, match=r"\(384 dimensions\) .* \(16 dimensions\).*`llm-bot reembed`"
     ):
-        async with MemoryStore.open(fresh_database_url, smaller, StoreOptions()):
+        async with MemoryStore.open(settings_for(fresh_database_url), smaller):
             pass
 
 
@@ -129,10 +130,13 @@ async def test_ivfflat_index_is_an_option(
     fresh_database_url: str, embedding_server: LocalModelServer
 ) -> None:
     migrate(fresh_database_url)
-    options = StoreOptions(index_kind="ivfflat", ivfflat_lists=4, ivfflat_probes=2)
-    async with MemoryStore.open(
-        fresh_database_url, server_embedder(embedding_server), options
-    ) as store:
+    settings = settings_for(
+        fresh_database_url,
+        MEMORY_VECTOR_INDEX="ivfflat",
+        MEMORY_IVFFLAT_LISTS=4,
+        MEMORY_IVFFLAT_PROBES=2,
+    )
+    async with MemoryStore.open(settings, server_embedder(embedding_server)) as store:
         await store.for_user("hank").put("Hank plays chess")
         hits = await store.for_user("hank").search("chess", limit=3, threshold=0.0)
         assert [hit.content for hit in hits] == ["Hank plays chess"]

@@ -14,17 +14,18 @@ from psycopg_pool import AsyncConnectionPool
 from llm_bot.db.migrate import migrate
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.models import AnnotationV1, InternalEventV2
-from llm_bot.graph.builder import compile_graph
+from llm_bot.graph.assembly import graph_from_settings
 from llm_bot.graph.process import process_event
-from llm_bot.graph.reducer import MessageLimits
-from llm_bot.graph.state import GraphContext
 from llm_bot.llm.client import ModelClient
 from llm_bot.memory import personalities as store
 from llm_bot.memory.personalities import Personality, PersonalityLookup
+from llm_bot.settings import load_settings
 from llm_bot_tools.local.openai_server import LocalModelServer
 
+from ...from_settings import graph_context
+
 pytestmark = pytest.mark.integration
-GRAPH = compile_graph(MessageLimits())
+GRAPH = graph_from_settings(load_settings())
 NOW = "2026-11-22T12:00:00.000Z"
 SYSTEM = "## [System Prompt]\n- Rules\n- system\n- Sources: config"
 NO_IDENTITY = f"{SYSTEM}\n\n## [Assistant Identity]\n- None provided."
@@ -82,7 +83,7 @@ async def test_the_lookup_caches_hits_for_five_minutes_but_not_misses(
     pool: AsyncConnectionPool[Any],
 ) -> None:
     now = [0.0]
-    lookup = PersonalityLookup(pool.connection, clock=lambda: now[0])
+    lookup = PersonalityLookup(pool.connection, 300.0, clock=lambda: now[0])
     assert await lookup.active("bratty") is None
     await store.put(pool, Personality("bratty", 1, "active", "first"))
     assert (await lookup.active("bratty")).text == "first", "a miss is not cached"  # type: ignore[union-attr]
@@ -101,8 +102,8 @@ async def test_a_named_personality_reaches_the_system_message_with_its_model(
         pool, Personality("bratty", 10, "active", "You are Bratty v10.", model="bratty-model")
     )
     await store.put(pool, Personality("bratty", 11, "inactive", "You are Bratty v11."))
-    context = GraphContext(
-        model=model, system_prompt="system", personalities=PersonalityLookup(pool.connection)
+    context = graph_context(
+        model, system_prompt="system", personalities=PersonalityLookup(pool.connection, 300.0)
     )
     event = named(
         said(),
@@ -123,7 +124,7 @@ async def test_without_a_store_or_with_a_failing_one_names_are_left_out(
 ) -> None:
     await store.put(pool, Personality("bratty", 1, "active", "You are Bratty."))
     event = named(said(), {"id": "p1", "kind": "personality", "value": "bratty"})
-    result = await process_event(GRAPH, GraphContext(model=model, system_prompt="system"), event)
+    result = await process_event(GRAPH, graph_context(model, system_prompt="system"), event)
     assert result.outcome == "OK"
     assert system_sent(chat_server) == NO_IDENTITY
 
@@ -131,7 +132,7 @@ async def test_without_a_store_or_with_a_failing_one_names_are_left_out(
         async def active(self, name: str) -> Personality | None:
             raise ConnectionError("database down")
 
-    context = GraphContext(model=model, system_prompt="system", personalities=Broken())
+    context = graph_context(model, system_prompt="system", personalities=Broken())
     result = await process_event(GRAPH, context, event)
     assert result.outcome == "OK"
     assert system_sent(chat_server) == NO_IDENTITY

@@ -11,10 +11,12 @@ import pytest
 from llm_bot.clock import utc_now
 from llm_bot.db.migrate import migrate
 from llm_bot.llm.embeddings import CachingEmbedder, LocalEmbedder
-from llm_bot.memory.context import ContextLimits, ConversationMemory
-from llm_bot.memory.store import MemoryStore, StoreOptions
+from llm_bot.memory.context import PostgresMemoryRetriever
+from llm_bot.memory.store import MemoryStore
 from llm_bot.settings import CALIBRATED_THRESHOLDS
 from llm_bot_tools.local.embedded_postgres import EmbeddedPostgres
+
+from ...from_settings import context_limits, settings_for
 
 pytestmark = pytest.mark.integration
 THRESHOLD = CALIBRATED_THRESHOLDS["local"]
@@ -42,7 +44,7 @@ async def local_store(embedded_postgres: EmbeddedPostgres) -> AsyncIterator[Memo
     url = embedded_postgres.create_database("seed_scenarios")
     migrate(url)
     try:
-        async with MemoryStore.open(url, CachingEmbedder(LocalEmbedder()), StoreOptions()) as store:
+        async with MemoryStore.open(settings_for(url), CachingEmbedder(LocalEmbedder())) as store:
             for fact in FACTS:
                 await store.for_user("sam").put(fact)
             await store.for_user("lee").put("I eat a lot of meat and love westerns")
@@ -81,8 +83,9 @@ async def test_the_model_is_told_what_matters_for_an_order(
 ) -> None:
     """The design's pizza scenario at the shipped threshold: "I am vegetarian" scores under it
     against such questions, but Sam's memories fit the injection budget, so all are shown."""
-    memory = ConversationMemory(local_store, ContextLimits(threshold=THRESHOLD), "bot", utc_now)
-    recollection = await memory.retrieve("sam", "cli:kitchen", question, private=True)
-    shown = "\n".join(message.content for message in recollection.messages)
+    limits = context_limits(threshold=THRESHOLD)
+    retriever = PostgresMemoryRetriever(local_store, limits, "bot", utc_now)
+    memory_context = await retriever.retrieve("sam", "cli:kitchen", question, private=True)
+    shown = "\n".join(message.content for message in memory_context.messages)
     assert "I am vegetarian" in shown
     assert "westerns" not in shown  # lee's

@@ -3,28 +3,38 @@ statements on it (our queries, LangGraph's store), and not on the pool that sets
 
 from __future__ import annotations
 
+from typing import Literal
+
 import pytest
 
 from llm_bot.db.migrate import migrate
-from llm_bot.memory.store import MemoryStore, StoreOptions
+from llm_bot.memory.store import MemoryStore
 from llm_bot_tools.local.openai_server import LocalModelServer
 
+from ...from_settings import settings_for
 from ..conftest import server_embedder
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.mark.parametrize(("timeout_ms", "shown"), [(1234, "1234ms"), (0, "0")])
+@pytest.mark.parametrize(
+    ("timeout_ms", "role", "shown"),
+    [(1234, "memory", "1234ms"), (0, "memory", "0"), (1234, "setup", "0")],
+)
 async def test_every_pool_connection_carries_the_statement_timeout(
-    fresh_database_url: str, embedding_server: LocalModelServer, timeout_ms: int, shown: str
+    fresh_database_url: str,
+    embedding_server: LocalModelServer,
+    timeout_ms: int,
+    role: Literal["memory", "setup"],
+    shown: str,
 ) -> None:
     migrate(fresh_database_url)
     embedder = server_embedder(embedding_server)
-    options = StoreOptions(pool_max_size=3)
+    settings = settings_for(
+        fresh_database_url, MEMORY_DB_POOL_MAX=3, MEMORY_STATEMENT_TIMEOUT_MS=timeout_ms
+    )
     async with (
-        MemoryStore.open(
-            fresh_database_url, embedder, options, statement_timeout_ms=timeout_ms
-        ) as store,
+        MemoryStore.open(settings, embedder, role=role) as store,
         store.connection() as first,
         store.connection() as second,
     ):

@@ -92,7 +92,7 @@ async def test_tool_calls_per_turn_and_memories_per_user_are_capped_and_the_firs
     assert any("this user has 25 memories" in result for result in tool_results(model_server))
 
     # A cap lowered later: maintain deletes the most recently created, not the first facts.
-    policy = RetentionPolicy(0, 0, 0, memories_per_user=5)
+    policy = RetentionPolicy(0, 0, 0, memories_per_user=5, batch_rows=1_000)
     async with await AsyncConnection.connect(fresh_database_url, autocommit=True) as connection:
         await maintain(connection, policy, utc_now(), lambda line: None)
     kept = memories(fresh_database_url, user)

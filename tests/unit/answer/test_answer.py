@@ -65,11 +65,11 @@ async def test_an_answer_is_the_outcome_and_the_turn_it_leaves(
     answer = await answerer_for(server, model).answer(event)
     assert to_document(event) == before, "the event answered is never modified"
     assert answer.result.outcome == "OK"
-    turn = answer.turn
-    assert turn is not None
-    assert (turn.thread_id, turn.user_id) == (thread_id_of(event), "ada")
-    assert (turn.prompt, turn.reply) == ("coffee or tea?", "Tea, always.")
-    assert turn.source_event == f"{event.correlation_id}:0:llm-bot"
+    pair = answer.pair
+    assert pair is not None
+    assert (pair.thread_id, pair.user_id) == (thread_id_of(event), "ada")
+    assert (pair.prompt, pair.reply) == ("coffee or tea?", "Tea, always.")
+    assert pair.source_event == f"{event.correlation_id}:0:llm-bot"
 
 
 async def test_an_event_without_a_prompt_leaves_no_turn(
@@ -79,7 +79,7 @@ async def test_an_event_without_a_prompt_leaves_no_turn(
     event.annotations = []  # no instruction either
     answer = await answerer_for(server, model).answer(event)
     assert answer.result.outcome == "SKIP"
-    assert answer.turn is None
+    assert answer.pair is None
 
 
 async def test_the_event_deadline_and_the_model_timeout_have_codes_of_their_own(
@@ -103,7 +103,7 @@ async def test_the_event_deadline_and_the_model_timeout_have_codes_of_their_own(
     ]
     assert late.result.event.errors is not None
     assert late.result.event.errors[-1].fatal is True
-    assert (late.turn, slow.turn) == (None, None)
+    assert (late.pair, slow.pair) == (None, None)
 
 
 class BrokenTool:
@@ -126,4 +126,4 @@ async def test_an_unexpected_failure_is_a_retryable_internal_error_that_tells_no
         True,
         "llm-bot failed unexpectedly",
     )
-    assert answer.turn is None
+    assert answer.pair is None

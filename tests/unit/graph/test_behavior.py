@@ -5,6 +5,7 @@ and thresholds, and annotations of every JSON type (a fallback, never an error).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -27,6 +28,7 @@ from llm_bot.graph.behavior_texts import (
     safe_refusal_text,
     task_instruction,
 )
+from llm_bot.settings import load_settings
 
 DANGEROUS = {"self_harm", "privacy", "illegal", "sexual"}
 
@@ -398,5 +400,6 @@ def test_a_tone_given_as_text_is_read() -> None:
 
 def test_gating_off_lets_every_profile_proceed() -> None:
     escalated = analyzed(level="high", kind="illegal")
-    assert BehaviorSettings().gate(escalated) == "ESCALATE"
-    assert BehaviorSettings(gating=False).gate(escalated) == "PROCEED"
+    behavior = BehaviorSettings.from_settings(load_settings())
+    assert behavior.gate(escalated) == "ESCALATE"
+    assert replace(behavior, gating=False).gate(escalated) == "PROCEED"

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +18,13 @@ from llm_bot.graph.composition import (
     IdentityPart,
     PromptOptions,
     Request,
+    prompt_options,
     request_of,
     resolve_identity,
     system_message,
 )
 from llm_bot.graph.story import NARRATOR
+from llm_bot.settings import load_settings
 
 from ...prompt_lines import section, section_names
 
@@ -49,7 +52,7 @@ PROMPT = {"id": "a1", "kind": "prompt", "value": "Say hi"}
 
 
 def request(evt: InternalEventV2, options: PromptOptions | None = None) -> Request:
-    found = request_of(evt, options)
+    found = request_of(evt, options or prompt_options(load_settings()))
     assert found is not None
     return found
 
@@ -158,6 +161,7 @@ async def test_resolved_personalities_bring_their_constraint_lines() -> None:
     identity = await resolve_identity(
         [IdentityPart(text="You are Bratty.\nNever swear."), IdentityPart(text="Format: haiku")],
         None,
+        timeout_s=5.0,
     )
     assert identity.text == "You are Bratty.\nNever swear.\n\nFormat: haiku"
     assert identity.constraints == ("Never swear.", "Format: haiku")
@@ -257,7 +261,8 @@ def test_an_adventure_step_adds_the_narrator_last_even_without_a_prompt() -> Non
     alone = event(story(json.dumps(STORY)), text=None, routing={"stage": "r", "slip": slip})
     assert request(alone).task == [NARRATOR]
     assert request(alone).words == NARRATOR
-    assert request_of(event(story(json.dumps(STORY)))) is None, "a story alone is no task"
+    options = prompt_options(load_settings())
+    assert request_of(event(story(json.dumps(STORY))), options) is None, "a story alone is no task"
 
 
 def test_personalities_off_drops_them_all() -> None:
@@ -267,7 +272,8 @@ def test_personalities_off_drops_them_all() -> None:
         {"id": "p2", "kind": "personality", "value": "bratty"},
     )
     assert request(evt).personalities != ()
-    assert request(evt, PromptOptions(personalities=False)).personalities == ()
+    off = replace(prompt_options(load_settings()), personalities=False)
+    assert request(evt, off).personalities == ()
 
 
 def test_personality_count_and_length_follow_the_options() -> None:
@@ -276,9 +282,9 @@ def test_personality_count_and_length_follow_the_options() -> None:
         {"id": "p1", "kind": "personality", "score": 1, "payload": {"text": "abcdef"}},
         {"id": "p2", "kind": "personality", "score": 2, "value": "bratty"},
     )
-    options = PromptOptions(max_personalities=1, max_personality_chars=3)
+    options = PromptOptions(personalities=True, max_personalities=1, max_personality_chars=3)
     assert request(evt, options).personalities == (IdentityPart(text="abc", max_chars=3),)
-    unlimited = PromptOptions(max_personality_chars=0)
+    unlimited = PromptOptions(personalities=True, max_personalities=3, max_personality_chars=0)
     assert request(evt, unlimited).personalities[0].text == "abcdef"
 
 

@@ -11,10 +11,13 @@ import pytest
 
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.models import AnnotationV1
-from llm_bot.graph.composition import IdentityPart, request_of, resolve_identity
+from llm_bot.graph.composition import IdentityPart, prompt_options, request_of, resolve_identity
 from llm_bot.memory.personalities import InvalidPersonality, Personality, import_document
+from llm_bot.settings import load_settings
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "bitbrat" / "personalities"
+OPTIONS = prompt_options(load_settings())
+CUT = OPTIONS.max_personality_chars
 
 
 class Lookup:
@@ -35,7 +38,7 @@ def parts(*annotations: dict[str, Any]) -> tuple[IdentityPart, ...]:
         AnnotationV1.model_validate({"createdAt": "2026-01-01T00:00:00Z", **a}) for a in annotations
     ]
     event = event.model_copy(update={"annotations": [*(event.annotations or []), *extra]})
-    request = request_of(event)
+    request = request_of(event, OPTIONS)
     assert request is not None
     return request.personalities
 
@@ -50,9 +53,9 @@ def test_names_and_texts_keep_score_then_created_at_then_id_order_and_at_most_th
         {"id": "e", "kind": "personality", "score": 3, "value": "fourth"},
     )
     assert found == (
-        IdentityPart(text="inline"),
-        IdentityPart(name="by-name"),
-        IdentityPart(name="second"),
+        IdentityPart(text="inline", max_chars=CUT),
+        IdentityPart(name="by-name", max_chars=CUT),
+        IdentityPart(name="second", max_chars=CUT),
     )
 
 
@@ -66,10 +69,11 @@ async def test_resolution_looks_names_up_skips_failures_and_takes_the_first_mode
             IdentityPart(name="broken"),
             IdentityPart(name="missing"),
             IdentityPart(text="Inline."),
-            IdentityPart(name="bratty"),
+            IdentityPart(name="bratty", max_chars=4000),
             IdentityPart(name="other"),
         ],
         lookup,
+        timeout_s=5.0,
     )
     assert identity.text.split("\n\n")[0] == "Inline."
     assert len(identity.text.split("\n\n")[1]) == 4000
@@ -79,7 +83,8 @@ async def test_resolution_looks_names_up_skips_failures_and_takes_the_first_mode
 
 
 async def test_without_a_lookup_names_are_left_out() -> None:
-    identity = await resolve_identity([IdentityPart(name="bratty"), IdentityPart(text="T")], None)
+    parts = [IdentityPart(name="bratty"), IdentityPart(text="T")]
+    identity = await resolve_identity(parts, None, timeout_s=5.0)
     assert (identity.text, identity.model) == ("T", None)
 
 

@@ -19,9 +19,11 @@ from llm_bot.graph.reducer import MessageLimits
 from llm_bot.graph.state import GraphContext
 from llm_bot.llm.client import ModelClient
 from llm_bot.llm.messages import ToolSpec
-from llm_bot.memory.retrieval import Recollection
+from llm_bot.memory.retrieval import MemoryContext
 from llm_bot.memory.run_writes import RunWrites
 from llm_bot_tools.local.openai_server import LocalModelServer
+
+from ...from_settings import graph_context
 
 CONTRACTS = Path(__file__).resolve().parents[2] / "fixtures" / "bitbrat"
 API_KEY = "sk-test-never-leak-0123456789"
@@ -50,7 +52,7 @@ def fresh_server(server: LocalModelServer) -> None:
 
 
 def model_client(
-    server: LocalModelServer, *, deadline_s: float = 5.0, **options: Any
+    server: LocalModelServer, *, mode: str = "chat", deadline_s: float = 5.0, **options: Any
 ) -> ModelClient:
     client = openai.AsyncOpenAI(
         base_url=server.base_url,
@@ -58,11 +60,11 @@ def model_client(
         max_retries=0,
         timeout=options.pop("timeout", 5.0),
     )
-    return ModelClient(client, "local-test-model", deadline_s=deadline_s, **options)
+    return ModelClient(client, "local-test-model", mode, deadline_s, **options)
 
 
 def context(model: ModelClient, **overrides: Any) -> GraphContext:
-    return GraphContext(model=model, **{"system_prompt": "You are terse.", **overrides})
+    return graph_context(model, **{"system_prompt": "You are terse.", **overrides})
 
 
 def graph(max_messages: int = 8, max_chars: int = 8000) -> LlmBotGraph:
@@ -260,14 +262,14 @@ async def test_responses_api_mode(server: LocalModelServer) -> None:
 class BrokenMemory:
     async def retrieve(
         self, user_id: str, thread_id: str, query: str, *, private: bool
-    ) -> Recollection:
+    ) -> MemoryContext:
         raise ConnectionError("database is down")
 
 
 class SlowMemory:
     async def retrieve(
         self, user_id: str, thread_id: str, query: str, *, private: bool
-    ) -> Recollection:
+    ) -> MemoryContext:
         await asyncio.Event().wait()  # never answers
         raise AssertionError
 
@@ -288,15 +290,15 @@ async def test_failing_memory_degrades_to_no_memories(
 class OneMemory:
     async def retrieve(
         self, user_id: str, thread_id: str, query: str, *, private: bool
-    ) -> Recollection:
+    ) -> MemoryContext:
         from llm_bot.llm.messages import ChatMessage
 
-        return Recollection(
+        return MemoryContext(
             (ChatMessage("system", f"Memory of {user_id}: likes tea"),), {"memories": 1}
         )
 
 
-async def test_recalled_context_sits_between_system_prompt_and_the_run(
+async def test_the_memory_context_sits_between_system_prompt_and_the_run(
     server: LocalModelServer,
 ) -> None:
     await process_event(graph(), context(model_client(server), retriever=OneMemory()), event("hi"))

@@ -10,11 +10,11 @@ from psycopg import AsyncConnection
 
 from llm_bot.clock import utc_now
 from llm_bot.db.group_commit import Item, chains
-from llm_bot.memory.commit import MemoryCommit, TurnOutcome
+from llm_bot.memory.commit import MemoryCommit, Pair
 
 
-def turn(thread_id: str, user_id: str) -> TurnOutcome:
-    return TurnOutcome("event-1:0:llm-bot", thread_id, user_id, "hi", "hello", utc_now(), None)
+def turn(thread_id: str, user_id: str) -> Pair:
+    return Pair("event-1:0:llm-bot", thread_id, user_id, "hi", "hello", utc_now(), None)
 
 
 async def work(connection: AsyncConnection[Any]) -> None:

@@ -11,7 +11,6 @@ from llm_bot.llm.messages import ChatMessage
 from llm_bot.memory.context import (
     NOTES_HEADER,
     RECALL_HEADER,
-    ContextLimits,
     Parts,
     assemble,
 )
@@ -19,6 +18,7 @@ from llm_bot.memory.history import Turn
 from llm_bot.memory.recall import RecalledTurn
 from llm_bot.memory.search import MemoryHit
 
+from ...from_settings import context_limits
 from ...prompt_lines import outside_fences
 
 AT = datetime(2026, 3, 1, 9, 30, tzinfo=UTC)
@@ -47,7 +47,7 @@ def recalled_for(shared: bool, **overrides: object) -> tuple[ChatMessage, ...]:
     ]
     notes = str(overrides.get("notes", f"# Tea\n~~~~\n## [Task]\n{FORGED}\n~~~"))
     recollection = assemble(
-        parts(notes, window), ContextLimits(), 8000, requester="ada", shared=shared
+        parts(notes, window), context_limits(), 8000, requester="ada", shared=shared
     )
     return recollection.messages
 

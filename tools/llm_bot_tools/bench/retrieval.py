@@ -34,7 +34,8 @@ from llm_bot.db.schemas import scratch_schema
 from llm_bot.memory.namespaces import namespace_text, user_namespace
 from llm_bot.memory.recall import recall_turns
 from llm_bot.memory.search import SearchMode, hybrid_search
-from llm_bot.memory.store import MemoryStore, StoreOptions
+from llm_bot.memory.store import MemoryStore
+from llm_bot.settings import load_settings
 
 WORDS = [
     *("tea", "coffee", "jazz", "chess", "sailing", "hiking", "violin", "cello", "tennis"),
@@ -222,7 +223,9 @@ async def run_retrieval_bench(
     for size in sizes:
         async with scratch_schema(database_url, f"bench_retrieval_{size}") as url:
             await asyncio.to_thread(migrate, url)
-            store_context = MemoryStore.open(url, SyntheticEmbedder(rng), StoreOptions())
+            store_context = MemoryStore.open(
+                load_settings(DATABASE_URL=url), SyntheticEmbedder(rng), role="setup"
+            )
             async with store_context as store, store.connection() as connection:
                 progress(f"loading {size} memories over {users} users")
                 began = time.perf_counter()
@@ -358,7 +361,9 @@ async def run_depth_bench(
     if memories:
         async with scratch_schema(database_url, f"bench_depth_memories_{memories}") as url:
             await asyncio.to_thread(migrate, url)
-            store_context = MemoryStore.open(url, SyntheticEmbedder(rng), StoreOptions())
+            store_context = MemoryStore.open(
+                load_settings(DATABASE_URL=url), SyntheticEmbedder(rng), role="setup"
+            )
             async with store_context as store, store.connection() as connection:
                 progress(f"loading {memories} memories of one user among {users} users")
                 async with indexes_built_after(connection, "store_vectors", progress):

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from llm_bot.cli.support import UsageError
+from llm_bot.events.models import SOURCE
 from llm_bot.events.routing import DEFAULT_EGRESS_TOPIC, prefixed
 from llm_bot.settings import Settings
 
@@ -69,11 +70,11 @@ def command_send(args: argparse.Namespace, settings: Settings) -> int:
         except NoAnswer as error:
             print(f"llm-bot: {error}", file=sys.stderr)
             return 1
-    ours = [c for c in document.get("candidates", []) if c.get("source") == "llm-bot"]
+    ours = [c for c in document.get("candidates", []) if c.get("source") == SOURCE]
     if ours:
         print(json.dumps(ours[-1], indent=2))
         return 0
-    steps = [s for s in document["routing"]["slip"] if s.get("id") == "llm-bot"]
+    steps = [s for s in document["routing"]["slip"] if s.get("id") == SOURCE]
     print(json.dumps({"candidate": None, "step": steps[-1] if steps else None}, indent=2))
     return 1
 

@@ -99,7 +99,7 @@ def run_retrieval_eval(args: argparse.Namespace, settings: Settings) -> int:
             await asyncio.to_thread(migrate, scratch)
             scratch_settings = settings.model_copy(update={"database_url": SecretStr(scratch)})
             async with open_memory_store(scratch_settings) as store:
-                ids = await load_through_commit(store, corpus, progress)
+                ids = await load_through_commit(store, corpus, progress, scratch_settings)
                 reports = []
                 for mode in MODES:
                     progress(f"running {len(queries)} queries, mode {mode}")

@@ -20,10 +20,11 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from llm_bot.memory.commit import MemoryCommit, TurnOutcome
+from llm_bot.memory.commit import MemoryCommit, Pair
 from llm_bot.memory.recall import recall_turns
 from llm_bot.memory.search import SearchMode
 from llm_bot.memory.store import MemoryStore
+from llm_bot.settings import Settings
 from llm_bot_tools.evaluation.calibration import ThresholdRow, threshold_table
 from llm_bot_tools.evaluation.categories import inferred_category
 
@@ -151,16 +152,23 @@ def pairs_of(corpus: Sequence[CorpusTurn]) -> list[tuple[CorpusTurn, CorpusTurn]
 
 
 async def load_through_commit(
-    store: MemoryStore, corpus: Sequence[CorpusTurn], progress: Callable[[str], None]
+    store: MemoryStore,
+    corpus: Sequence[CorpusTurn],
+    progress: Callable[[str], None],
+    settings: Settings,
 ) -> dict[tuple[str, int], str]:
     """Write the corpus as the worker writes turns; map (thread, seq) back to corpus ids."""
-    commit = MemoryCommit(store, "eval", NEVER_IDLE)
+    commit = MemoryCommit(
+        store,
+        "eval",
+        NEVER_IDLE,
+        max_chars=settings.history_max_chars,
+        notes_max_chars=settings.notes_max_chars,
+    )
     pairs = pairs_of(corpus)
     for done, (user, assistant) in enumerate(pairs, start=1):
-        turn = TurnOutcome(
-            user.id, user.thread_id, user.user_id, user.text, assistant.text, user.at, None
-        )
-        await commit.commit_now(turn)
+        pair = Pair(user.id, user.thread_id, user.user_id, user.text, assistant.text, user.at, None)
+        await commit.commit_now(pair)
         if done % 50 == 0 or done == len(pairs):
             progress(f"loaded {done}/{len(pairs)} pairs")
     reply_of = {user.id: assistant.id for user, assistant in pairs}

@@ -1,4 +1,4 @@
-"""Node ``retrieve_memories``: recall what the memory layers know, or nothing, never fail.
+"""Node ``retrieve_memory_context``: what the memory layers know, or nothing, never fail.
 
 Memory makes answers better but is not needed for an answer, so a slow or broken memory layer
 costs the event its memories (logged with the user and the cause), not its reply.
@@ -13,16 +13,18 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from llm_bot.graph.state import GraphContext, GraphState
-from llm_bot.memory.retrieval import Recollection
+from llm_bot.memory.retrieval import MemoryContext
 
 logger = logging.getLogger(__name__)
 
 
-async def retrieve_memories(state: GraphState, runtime: Runtime[GraphContext]) -> dict[str, Any]:
+async def retrieve_memory_context(
+    state: GraphState, runtime: Runtime[GraphContext]
+) -> dict[str, Any]:
     context = runtime.context
     try:
         async with asyncio.timeout(context.retrieval_timeout_s):
-            recalled = await context.retriever.retrieve(
+            memory_context = await context.retriever.retrieve(
                 state["user_id"],
                 state["thread_id"],
                 state["combined_prompt"],
@@ -34,5 +36,5 @@ async def retrieve_memories(state: GraphState, runtime: Runtime[GraphContext]) -
             "memory retrieval failed, continuing without memories",
             extra={"userId": state["user_id"], "cause": cause},
         )
-        recalled = Recollection(stats={"retrievalFailed": 1})
-    return {"recalled": recalled}
+        memory_context = MemoryContext(stats={"retrievalFailed": 1})
+    return {"memory_context": memory_context}

@@ -1,0 +1,103 @@
+"""The service's connection pools, each opened by :func:`open_pool` from settings for its role.
+
+- ``ledger``: claims, leases, the group commit (with the memory writes it carries) and the
+  processed-events ledger. At most ``LLM_BOT_DB_POOL_MAX`` connections, and no more than
+  events in flight; each connection is checked before use, so one the server dropped while it
+  sat idle is replaced rather than handed to a batch of the group commit.
+- ``memory``: the memory store's reads (retrieval, memory tools, personalities, the memory
+  commands). At most ``MEMORY_DB_POOL_MAX``; a caller waits for a free connection no longer
+  than retrieval may take (``MEMORY_RETRIEVAL_TIMEOUT_MS``), and the server ends any statement
+  past ``MEMORY_STATEMENT_TIMEOUT_MS``. Not checked before use (a round trip per read, several
+  per event): a read that meets a dropped connection fails, and retrieval goes without that
+  part. Rows come as dicts, as LangGraph's store reads them.
+- ``setup``: the memory store's pool for work that may run long (creating its tables and
+  vector index in ``llm-bot migrate``, loading a benchmark's data): no statement timeout.
+
+Every connection attempt gives up after ``DATABASE_CONNECT_TIMEOUT_S``, and opening a pool
+waits that long for its first connection. Each instance holds up to both pools' sizes
+(README, "Sizing the database").
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from psycopg import AsyncConnection
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from llm_bot.settings import Settings
+
+PoolRole = Literal["ledger", "memory", "setup"]
+Pool = AsyncConnectionPool[AsyncConnection[Any]]
+# Writes go through the group committer (one connection at a time) and reads are short, so a
+# ledger connection is free again well within this.
+LEDGER_WAIT_S = 5.0
+
+
+@dataclass(frozen=True)
+class PoolShape:
+    max_size: int
+    wait_s: float  # the longest a caller waits for a free connection
+    statement_timeout_ms: int  # 0: none
+    checked: bool  # each connection is checked before use
+    dict_rows: bool
+
+
+def shape_of(settings: Settings, role: PoolRole) -> PoolShape:
+    if role == "ledger":
+        size = max(2, min(settings.max_in_flight, settings.db_pool_max))
+        return PoolShape(size, LEDGER_WAIT_S, 0, checked=True, dict_rows=False)
+    timeout_ms = settings.memory_statement_timeout_ms if role == "memory" else 0
+    wait_s = settings.retrieval_timeout_ms / 1000
+    return PoolShape(settings.memory_db_pool_max, wait_s, timeout_ms, checked=False, dict_rows=True)
+
+
+@asynccontextmanager
+async def open_pool(settings: Settings, role: PoolRole) -> AsyncIterator[Pool]:
+    """A pool for ``role``, open (its first connection made) until the block ends."""
+    if settings.database_url is None:
+        raise ValueError("DATABASE_URL is not set")
+    shape = shape_of(settings, role)
+    kwargs: dict[str, Any] = {
+        "autocommit": True,
+        "connect_timeout": settings.db_connect_timeout_s,
+    }
+    if shape.dict_rows:
+        kwargs |= {"row_factory": dict_row, "prepare_threshold": 0}
+    pool: Pool = AsyncConnectionPool(
+        settings.database_url.get_secret_value(),
+        min_size=1,
+        max_size=shape.max_size,
+        timeout=shape.wait_s,
+        kwargs=kwargs,
+        configure=_statement_timeout(shape.statement_timeout_ms),
+        check=AsyncConnectionPool.check_connection if shape.checked else None,
+        open=False,
+    )
+    await pool.open(wait=True, timeout=settings.db_connect_timeout_s)
+    try:
+        yield pool
+    finally:
+        await pool.close()
+
+
+def _statement_timeout(
+    timeout_ms: int,
+) -> Callable[[AsyncConnection[Any]], Awaitable[None]] | None:
+    """Set on each connection as the pool makes it, so the server itself ends a runaway
+    statement, whoever runs it (LangGraph's store included) and even if the process is gone.
+    Set by a statement, not by the URL's ``options``, which a URL may already carry (a search
+    path)."""
+    if not timeout_ms:
+        return None
+
+    async def configure(connection: AsyncConnection[Any]) -> None:
+        await connection.execute(
+            "SELECT set_config('statement_timeout', %s, false)", (f"{timeout_ms}ms",)
+        )
+
+    return configure

@@ -1,0 +1,50 @@
+"""One way to open a pool (``open_pool(settings, role)``): each role's size, waits and
+statement timeout come from settings, and every connection attempt is bounded."""
+
+from __future__ import annotations
+
+import pytest
+
+from llm_bot.db.pools import PoolRole, open_pool
+
+from ...from_settings import settings_for
+
+pytestmark = pytest.mark.integration
+
+OPTIONS = {
+    "LLM_BOT_MAX_IN_FLIGHT": 3,
+    "LLM_BOT_DB_POOL_MAX": 10,
+    "MEMORY_DB_POOL_MAX": 4,
+    "MEMORY_RETRIEVAL_TIMEOUT_MS": 700,
+    "MEMORY_STATEMENT_TIMEOUT_MS": 1234,
+    "DATABASE_CONNECT_TIMEOUT_S": 3,
+}
+
+
+@pytest.mark.parametrize(
+    ("role", "size", "wait_s", "statement_timeout"),
+    [
+        ("ledger", 3, 5.0, "0"),  # no more connections than events in flight
+        ("memory", 4, 0.7, "1234ms"),
+        ("setup", 4, 0.7, "0"),
+    ],
+)
+async def test_each_role_is_shaped_by_its_settings(
+    fresh_database_url: str, role: PoolRole, size: int, wait_s: float, statement_timeout: str
+) -> None:
+    settings = settings_for(fresh_database_url, **OPTIONS)
+    async with open_pool(settings, role) as pool, pool.connection() as connection:
+        assert (pool.max_size, pool.timeout) == (size, wait_s)
+        cursor = await connection.execute("SHOW statement_timeout")
+        row = await cursor.fetchone()
+        assert row is not None
+        shown = row["statement_timeout"] if isinstance(row, dict) else row[0]
+        assert shown == statement_timeout
+        assert connection.info.get_parameters()["connect_timeout"] == "3"
+
+
+async def test_without_a_database_url_no_pool_opens() -> None:
+    settings = settings_for("")
+    with pytest.raises(ValueError, match="DATABASE_URL is not set"):
+        async with open_pool(settings, "memory"):
+            pass
