@@ -57,7 +57,7 @@ from llm_bot.transport.ack import (
     settle,
 )
 from llm_bot.transport.progress import ProgressFeedback, ProgressWatch, add_operation_context
-from llm_bot.transport.publisher import Publisher
+from llm_bot.transport.publisher import EventPublisher
 from llm_bot.transport.stats import WorkerStats
 
 logger = logging.getLogger(__name__)
@@ -138,7 +138,7 @@ class EventHandler:
         graph: LlmBotGraph,
         context: GraphContext,
         pool: AsyncConnectionPool[Any],
-        publisher: Publisher,
+        publisher: EventPublisher,
         stats: WorkerStats,
         commit: EventCommit,
         leases: LeaseKeeper,

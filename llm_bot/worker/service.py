@@ -1,8 +1,8 @@
 """The worker's lifecycle: start, serve until SIGTERM/SIGINT (or a broken stream), drain, stop.
 
 Start-up goes from the inside out: migrations (idempotent, advisory-locked), the database pool,
-the model client and graph, the publisher, the health listener, and the subscription last, so
-nothing is pulled before it can be processed. Shutdown goes the other way, arq style: stop
+the publisher, the handler with the model client and graph (:func:`open_handler`), the health
+listener, and the subscription last, so nothing is pulled before it can be processed. Shutdown goes the other way, arq style: stop
 taking work, give in-flight work ``LLM_BOT_SHUTDOWN_GRACE_S`` to finish, cancel (nack) the rest,
 flush the publisher, close clients and the pool, and log the counts.
 """
@@ -30,7 +30,7 @@ from llm_bot.settings import Settings
 from llm_bot.telemetry.loop_lag import watch_loop_lag
 from llm_bot.transport.clients import subscriber_client
 from llm_bot.transport.handler import EventCommit, EventHandler
-from llm_bot.transport.publisher import Publisher
+from llm_bot.transport.publisher import EventPublisher, Publisher
 from llm_bot.transport.stats import WorkerStats
 from llm_bot.transport.subscriber import StreamingSubscriber
 from llm_bot.worker.exit_deadline import exit_after
@@ -85,38 +85,10 @@ class Worker:
 
     async def start(self) -> None:
         settings, resources = self._settings, self._resources
-        if settings.database_url is None:
-            raise WorkerError("DATABASE_URL is not set")
-        url = settings.database_url.get_secret_value()
-        await asyncio.to_thread(migrate, url, settings.db_connect_timeout_s)
-        self._pool = await self._open_pool(url)
-        model = ModelClient.from_settings(settings)
-        resources.push_async_callback(model.close)
-        services = await resources.enter_async_context(memory_services(settings))
-        context = context_from_settings(
-            settings, model, services.retriever, services.tools, services.personalities
-        )
+        self._pool = await open_database(settings, resources)
         publisher = Publisher.from_settings(settings)
         resources.push_async_callback(asyncio.to_thread, publisher.close)
-        committer = GroupCommitter(
-            self._pool,
-            max_batch=settings.commit_max_batch,
-            max_delay_s=settings.commit_max_delay_ms / 1000,
-        )
-        resources.callback(self._count_transactions, committer)  # runs after it closed
-        await resources.enter_async_context(committer)
-        leases = LeaseKeeper(self._pool, lease_s=settings.claim_lease_s)
-        await resources.enter_async_context(leases)
-        handler = EventHandler(
-            settings=settings,
-            graph=graph_from_settings(settings),
-            context=context,
-            pool=self._pool,
-            publisher=publisher,
-            stats=self.stats,
-            commit=EventCommit(committer, services.commit),
-            leases=leases,
-        )
+        handler = await open_handler(settings, self._pool, publisher, self.stats, resources)
         health = HealthServer(self.readiness, settings.port, registry=self._metrics_registry)
         await health.start()
         resources.push_async_callback(health.close)
@@ -142,24 +114,6 @@ class Worker:
         resources.push_async_callback(asyncio.to_thread, self._subscriber.close)
         self._subscriber.start()
         logger.info("worker pulling from %s", path)
-
-    def _count_transactions(self, committer: GroupCommitter) -> None:
-        self.stats.transactions += committer.transactions
-        self.stats.committed += committer.committed
-
-    async def _open_pool(self, url: str) -> AsyncConnectionPool[Any]:
-        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-            url,
-            min_size=1,
-            max_size=max(2, min(self._settings.max_in_flight, self._settings.db_pool_max)),
-            timeout=POOL_TIMEOUT_S,
-            kwargs={"autocommit": True, "connect_timeout": self._settings.db_connect_timeout_s},
-            check=AsyncConnectionPool.check_connection,
-            open=False,
-        )
-        await pool.open(wait=True, timeout=30)
-        self._resources.push_async_callback(pool.close)
-        return pool
 
     async def serve(self, stop: asyncio.Event) -> int:
         """Run until ``stop`` is set (exit code 0) or the stream ends by itself (1)."""
@@ -208,6 +162,70 @@ class Worker:
         if self._subscriber is None:
             raise WorkerError("worker not started")
         return self._subscriber
+
+
+async def open_database(
+    settings: Settings, resources: contextlib.AsyncExitStack
+) -> AsyncConnectionPool[Any]:
+    """The migrated database's pool, closed by ``resources``."""
+    if settings.database_url is None:
+        raise WorkerError("DATABASE_URL is not set")
+    url = settings.database_url.get_secret_value()
+    await asyncio.to_thread(migrate, url, settings.db_connect_timeout_s)
+    pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+        url,
+        min_size=1,
+        max_size=max(2, min(settings.max_in_flight, settings.db_pool_max)),
+        timeout=POOL_TIMEOUT_S,
+        kwargs={"autocommit": True, "connect_timeout": settings.db_connect_timeout_s},
+        check=AsyncConnectionPool.check_connection,
+        open=False,
+    )
+    await pool.open(wait=True, timeout=30)
+    resources.push_async_callback(pool.close)
+    return pool
+
+
+async def open_handler(
+    settings: Settings,
+    pool: AsyncConnectionPool[Any],
+    publisher: EventPublisher,
+    stats: WorkerStats,
+    resources: contextlib.AsyncExitStack,
+) -> EventHandler:
+    """Everything between a delivery and a publish (model, memory, group committer, claim
+    leases), each closed by ``resources``. Nothing here depends on where deliveries come from,
+    so the handler's tests hand it deliveries and a publisher of their own, without Pub/Sub."""
+    model = ModelClient.from_settings(settings)
+    resources.push_async_callback(model.close)
+    services = await resources.enter_async_context(memory_services(settings))
+    context = context_from_settings(
+        settings, model, services.retriever, services.tools, services.personalities
+    )
+    committer = GroupCommitter(
+        pool,
+        max_batch=settings.commit_max_batch,
+        max_delay_s=settings.commit_max_delay_ms / 1000,
+    )
+    resources.callback(_count_commits, stats, committer)  # runs after it closed
+    await resources.enter_async_context(committer)
+    leases = LeaseKeeper(pool, lease_s=settings.claim_lease_s)
+    await resources.enter_async_context(leases)
+    return EventHandler(
+        settings=settings,
+        graph=graph_from_settings(settings),
+        context=context,
+        pool=pool,
+        publisher=publisher,
+        stats=stats,
+        commit=EventCommit(committer, services.commit),
+        leases=leases,
+    )
+
+
+def _count_commits(stats: WorkerStats, committer: GroupCommitter) -> None:
+    stats.transactions += committer.transactions
+    stats.committed += committer.committed
 
 
 async def cancel_and_wait(task: asyncio.Task[Any]) -> None:
