@@ -169,8 +169,8 @@ class Serving:
         self._handler = handler
         self._max_in_flight = max_in_flight
         self._queue: deque[MemoryDelivery] = deque()
-        self.tasks: set[asyncio.Task[None]] = set()
-        self.handed: list[MemoryDelivery] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._handed: list[MemoryDelivery] = []
         self.escaped: list[BaseException] = []
         self.idle = asyncio.Event()
         self.idle.set()
@@ -182,19 +182,20 @@ class Serving:
         self.pump()
 
     def pump(self) -> None:
-        while self.accepting and self._queue and len(self.tasks) < self._max_in_flight:
+        while self.accepting and self._queue and len(self._tasks) < self._max_in_flight:
             delivery = self._queue.popleft()
-            self.handed.append(delivery)
+            self._handed.append(delivery)
             task = asyncio.create_task(self._handler.handle(delivery))
-            self.tasks.add(task)
+            self._tasks.add(task)
             task.add_done_callback(self._done)
 
     def _done(self, task: asyncio.Task[None]) -> None:
-        self.tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            self.escaped.append(task.exception())  # type: ignore[arg-type]
+        self._tasks.discard(task)
+        error = None if task.cancelled() else task.exception()
+        if error is not None:
+            self.escaped.append(error)
         self.pump()
-        if not (self._queue or self.tasks):
+        if not (self._queue or self._tasks):
             self.idle.set()
 
     def unstarted(self) -> list[MemoryDelivery]:
@@ -206,14 +207,14 @@ class Serving:
         delivery the handler let an exception escape from, or did not settle exactly once,
         fails the test."""
         self.accepting = False
-        pending = set(self.tasks)
+        pending = set(self._tasks)
         if pending:
             _, unfinished = await asyncio.wait(pending, timeout=grace_s)
             for task in unfinished:
                 task.cancel()
             await asyncio.gather(*unfinished, return_exceptions=True)
         assert not self.escaped, f"the handler raised: {self.escaped!r}"
-        unsettled = [d.message_id for d in self.handed if len(d.settlements) != 1]
+        unsettled = [d.message_id for d in self._handed if len(d.settlements) != 1]
         assert not unsettled, f"not settled exactly once: {unsettled}"
 
 
