@@ -2,9 +2,10 @@
 
 Start-up goes from the inside out: migrations (idempotent, advisory-locked), the database pool,
 the publisher, the handler with the model client and graph (:func:`open_handler`), the health
-listener, and the subscription last, so nothing is pulled before it can be processed. Shutdown goes the other way, arq style: stop
-taking work, give in-flight work ``LLM_BOT_SHUTDOWN_GRACE_S`` to finish, cancel (nack) the rest,
-flush the publisher, close clients and the pool, and log the counts.
+listener, and the subscription last, so nothing is pulled before it can be processed. Shutdown
+goes the other way, arq style: stop taking work, give in-flight work ``LLM_BOT_SHUTDOWN_GRACE_S``
+to finish, cancel (nack) the rest, flush the publisher, close clients and the pool, and log the
+counts.
 """
 
 from __future__ import annotations
