@@ -47,7 +47,7 @@ from llm_bot.transport.ack import (
 )
 from llm_bot.transport.decision import Decision, Mark, decide
 from llm_bot.transport.progress import ProgressFeedback, ProgressWatch, add_operation_context
-from llm_bot.transport.publisher import Publisher
+from llm_bot.transport.publisher import EventPublisher
 from llm_bot.transport.stats import WorkerStats
 
 logger = logging.getLogger(__name__)
@@ -102,7 +102,7 @@ class EventHandler:
         answerer: Answerer,
         pool: AsyncConnectionPool[Any],
         group: GroupCommitter,
-        publisher: Publisher,
+        publisher: EventPublisher,
         stats: WorkerStats,
         leases: LeaseKeeper,
     ) -> None:

@@ -47,7 +47,7 @@ from llm_bot.events.routing import DEFAULT_EGRESS_TOPIC, prefixed
 from llm_bot.graph.state import ChatModel, GraphContext
 from llm_bot.llm.messages import ChatMessage, ModelReply, ToolSpec
 from llm_bot.telemetry.traces import inject
-from llm_bot.transport.publisher import Publisher
+from llm_bot.transport.publisher import EventPublisher
 from llm_bot.transport.stats import WorkerStats
 
 logger = logging.getLogger(__name__)
@@ -193,7 +193,7 @@ class ProgressFeedback:
     """Publishes progress messages for the worker's events (see the module docstring)."""
 
     def __init__(
-        self, publisher: Publisher, stats: WorkerStats, *, after_ms: int, bus_prefix: str
+        self, publisher: EventPublisher, stats: WorkerStats, *, after_ms: int, bus_prefix: str
     ) -> None:
         self._publisher = publisher
         self._stats = stats

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
+from typing import Protocol
 
 from google.api_core.exceptions import InvalidArgument, NotFound, PermissionDenied
 from google.cloud import pubsub_v1
@@ -37,6 +38,15 @@ class PublishRejected(DeadLetterError):
 
 # Refusals of the request itself, by the service or by the client's own checks.
 _REJECTIONS = (NotFound, PermissionDenied, InvalidArgument, ValueError, TypeError)
+
+
+class EventPublisher(Protocol):
+    """What the handler publishes through: :class:`Publisher` on Pub/Sub; tests of the handler
+    give it one that keeps the messages in memory."""
+
+    async def publish(
+        self, topic: str, data: bytes, attributes: Mapping[str, str], ordering_key: str = ""
+    ) -> str: ...
 
 
 class Publisher:

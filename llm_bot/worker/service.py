@@ -1,10 +1,11 @@
 """The worker's lifecycle: start, serve until SIGTERM/SIGINT (or a broken stream), drain, stop.
 
 Start-up goes from the inside out: migrations (idempotent, advisory-locked), the database pool,
-the model client and graph, the publisher, the health listener, and the subscription last, so
-nothing is pulled before it can be processed. Shutdown goes the other way, arq style: stop
-taking work, give in-flight work ``LLM_BOT_SHUTDOWN_GRACE_S`` to finish, cancel (nack) the rest,
-flush the publisher, close clients and the pool, and log the counts.
+the publisher, the handler with the model client and graph (:func:`open_handler`), the health
+listener, and the subscription last, so nothing is pulled before it can be processed. Shutdown
+goes the other way, arq style: stop taking work, give in-flight work ``LLM_BOT_SHUTDOWN_GRACE_S``
+to finish, cancel (nack) the rest, flush the publisher, close clients and the pool, and log the
+counts.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from llm_bot.telemetry.loop_lag import watch_loop_lag
 from llm_bot.telemetry.metrics import CountsCollector
 from llm_bot.transport.clients import subscriber_client
 from llm_bot.transport.handler import EventHandler
-from llm_bot.transport.publisher import Publisher
+from llm_bot.transport.publisher import EventPublisher, Publisher
 from llm_bot.transport.stats import WorkerStats
 from llm_bot.transport.subscriber import StreamingSubscriber
 from llm_bot.worker.exit_deadline import exit_after
@@ -84,38 +85,13 @@ class Worker:
 
     async def start(self) -> None:
         settings, resources = self._settings, self._resources
-        if settings.database_url is None:
-            raise WorkerError("DATABASE_URL is not set")
-        url = settings.database_url.get_secret_value()
-        await asyncio.to_thread(migrate, url, settings.db_connect_timeout_s)
-        self._pool = pool = await resources.enter_async_context(open_pool(settings, "ledger"))
-        model = ModelClient.from_settings(settings)
-        resources.push_async_callback(model.close)
-        services = await resources.enter_async_context(memory_services(settings))
-        context = context_from_settings(
-            settings, model, services.retriever, services.tools, services.personalities
-        )
+        self._pool = await open_database(settings, resources)
         publisher = Publisher.from_settings(settings)
         resources.push_async_callback(asyncio.to_thread, publisher.close)
-        committer = GroupCommitter(
-            pool,
-            max_batch=settings.commit_max_batch,
-            max_delay_s=settings.commit_max_delay_ms / 1000,
+        handler, committer = await open_handler(
+            settings, self._pool, publisher, self.stats, resources
         )
-        resources.callback(self._count_transactions, committer)  # runs after it closed
-        await resources.enter_async_context(committer)
         self._export_counts(committer)
-        leases = LeaseKeeper(pool, lease_s=settings.claim_lease_s)
-        await resources.enter_async_context(leases)
-        handler = EventHandler(
-            settings=settings,
-            answerer=Answerer(graph_from_settings(settings), context, services.commit),
-            pool=pool,
-            group=committer,
-            publisher=publisher,
-            stats=self.stats,
-            leases=leases,
-        )
         health = HealthServer(self.readiness, settings.port, registry=self._metrics_registry)
         await health.start()
         resources.push_async_callback(health.close)
@@ -141,10 +117,6 @@ class Worker:
         resources.push_async_callback(asyncio.to_thread, self._subscriber.close)
         self._subscriber.start()
         logger.info("worker pulling from %s", path)
-
-    def _count_transactions(self, committer: GroupCommitter) -> None:
-        self.stats.transactions += committer.transactions
-        self.stats.committed += committer.committed
 
     def _export_counts(self, committer: GroupCommitter) -> None:
         """The stats on ``/metrics`` while the worker runs, the group commit's transactions as
@@ -209,6 +181,60 @@ class Worker:
         if self._subscriber is None:
             raise WorkerError("worker not started")
         return self._subscriber
+
+
+async def open_database(
+    settings: Settings, resources: contextlib.AsyncExitStack
+) -> AsyncConnectionPool[Any]:
+    """The migrated database's pool, closed by ``resources``."""
+    if settings.database_url is None:
+        raise WorkerError("DATABASE_URL is not set")
+    url = settings.database_url.get_secret_value()
+    await asyncio.to_thread(migrate, url, settings.db_connect_timeout_s)
+    return await resources.enter_async_context(open_pool(settings, "ledger"))
+
+
+async def open_handler(
+    settings: Settings,
+    pool: AsyncConnectionPool[Any],
+    publisher: EventPublisher,
+    stats: WorkerStats,
+    resources: contextlib.AsyncExitStack,
+) -> tuple[EventHandler, GroupCommitter]:
+    """Everything between a delivery and a publish (model, memory, group committer, claim
+    leases), each closed by ``resources``, and the committer, for its live counts. Nothing here
+    depends on where deliveries come from, so the handler's tests hand it deliveries and a
+    publisher of their own, without Pub/Sub."""
+    model = ModelClient.from_settings(settings)
+    resources.push_async_callback(model.close)
+    services = await resources.enter_async_context(memory_services(settings))
+    context = context_from_settings(
+        settings, model, services.retriever, services.tools, services.personalities
+    )
+    committer = GroupCommitter(
+        pool,
+        max_batch=settings.commit_max_batch,
+        max_delay_s=settings.commit_max_delay_ms / 1000,
+    )
+    resources.callback(_count_commits, stats, committer)  # runs after it closed
+    await resources.enter_async_context(committer)
+    leases = LeaseKeeper(pool, lease_s=settings.claim_lease_s)
+    await resources.enter_async_context(leases)
+    handler = EventHandler(
+        settings=settings,
+        answerer=Answerer(graph_from_settings(settings), context, services.commit),
+        pool=pool,
+        group=committer,
+        publisher=publisher,
+        stats=stats,
+        leases=leases,
+    )
+    return handler, committer
+
+
+def _count_commits(stats: WorkerStats, committer: GroupCommitter) -> None:
+    stats.transactions += committer.transactions
+    stats.committed += committer.committed
 
 
 async def cancel_and_wait(task: asyncio.Task[Any]) -> None:

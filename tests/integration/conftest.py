@@ -1,4 +1,4 @@
-"""Memory fixtures: a store on a fresh database, embedded by the local model server."""
+"""Integration fixtures: a memory store on a fresh database, and local model servers."""
 
 from __future__ import annotations
 
@@ -41,6 +41,13 @@ async def memory_store(
     ) as store:
         yield store
     await embedder.close()
+
+
+@pytest.fixture
+def model_server() -> Iterator[LocalModelServer]:
+    """The model side of one worker or handler test, over HTTP: scripts, faults, requests."""
+    with LocalModelServer() as server:
+        yield server
 
 
 @pytest.fixture(scope="module")

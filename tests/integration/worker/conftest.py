@@ -15,13 +15,6 @@ from llm_bot_tools.local.openai_server import LocalModelServer
 from llm_bot_tools.local.pubsub_emulator import PubSubEmulator
 from llm_bot_tools.local.pubsub_front import PubSubFront
 
-
-@pytest.fixture
-def model_server() -> Iterator[LocalModelServer]:
-    with LocalModelServer() as server:
-        yield server
-
-
 BusFactory = Callable[..., Bus]
 
 

@@ -1,4 +1,4 @@
-"""The platform's example events through a running worker: to the next step of the slip, to
+"""The platform's example events through the handler: to the next step of the slip, to
 egress when no step is left, skipped without a prompt, and closed as ERROR when the model
 refuses the request or the event's deadline passes."""
 
@@ -12,8 +12,9 @@ import pytest
 
 from llm_bot.events.codec import encode
 from llm_bot.events.models import InternalEventV2
-from llm_bot_tools.devstack.worker_harness import Bus, running_worker
 from llm_bot_tools.local.openai_server import LocalModelServer
+
+from ...support.memory_bus import MemoryBus
 
 pytestmark = pytest.mark.integration
 
@@ -22,7 +23,7 @@ EXAMPLES = ["chat-message.json", "dm-message.json"]
 
 
 def contract_event(
-    name: str, bus: Bus, slip: list[dict[str, Any]], prompt: str | None, **extra: Any
+    name: str, bus: MemoryBus, slip: list[dict[str, Any]], prompt: str | None, **extra: Any
 ) -> InternalEventV2:
     """A platform example sent to this test's egress topic with ``slip`` and ``prompt``."""
     document = json.loads((CONTRACTS / name).read_text())
@@ -53,7 +54,7 @@ def test_the_examples_are_present() -> None:
 
 @pytest.mark.parametrize("example", EXAMPLES)
 async def test_an_event_goes_on_to_the_next_step_with_a_candidate(
-    bus: Bus, model_server: LocalModelServer, example: str
+    bus: MemoryBus, model_server: LocalModelServer, example: str
 ) -> None:
     slip = [
         llm_bot_step(nextTopic="unused"),
@@ -61,7 +62,7 @@ async def test_an_event_goes_on_to_the_next_step_with_a_candidate(
     ]
     event = contract_event(example, bus, slip, "What is the capital of Portugal?")
     next_tap = bus.tap(bus.next_topic)
-    async with running_worker(bus.settings()):
+    async with bus.serving(bus.settings()):
         bus.publish_event(event)
         (message,) = await next_tap.take(1)
 
@@ -82,11 +83,11 @@ async def test_an_event_goes_on_to_the_next_step_with_a_candidate(
 
 @pytest.mark.parametrize("example", EXAMPLES)
 async def test_with_no_step_left_the_event_goes_to_egress_with_the_candidate_selected(
-    bus: Bus, example: str
+    bus: MemoryBus, example: str
 ) -> None:
     event = contract_event(example, bus, [llm_bot_step()], "hello there")
     egress = bus.tap(bus.egress_topic)
-    async with running_worker(bus.settings()):
+    async with bus.serving(bus.settings()):
         bus.publish_event(event)
         (message,) = await egress.take(1)
 
@@ -98,11 +99,11 @@ async def test_with_no_step_left_the_event_goes_to_egress_with_the_candidate_sel
 
 
 async def test_an_event_without_a_prompt_is_skipped_and_forwarded_without_a_model_call(
-    bus: Bus, model_server: LocalModelServer
+    bus: MemoryBus, model_server: LocalModelServer
 ) -> None:
     event = contract_event("chat-message.json", bus, [llm_bot_step()], prompt=None)
     egress = bus.tap(bus.egress_topic)
-    async with running_worker(bus.settings()):
+    async with bus.serving(bus.settings()):
         bus.publish_event(event)
         (message,) = await egress.take(1)
 
@@ -114,12 +115,12 @@ async def test_an_event_without_a_prompt_is_skipped_and_forwarded_without_a_mode
 
 
 async def test_a_request_the_model_rejects_is_forwarded_as_an_error_at_once(
-    bus: Bus, model_server: LocalModelServer
+    bus: MemoryBus, model_server: LocalModelServer
 ) -> None:
     model_server.fail_next(1, status=400, message="bad request")
     event = contract_event("chat-message.json", bus, [llm_bot_step()], "hello")
     egress = bus.tap(bus.egress_topic)
-    async with running_worker(bus.settings()) as worker:
+    async with bus.serving(bus.settings()) as worker:
         bus.publish_event(event)
         (message,) = await egress.take(1)
 
@@ -135,14 +136,14 @@ async def test_a_request_the_model_rejects_is_forwarded_as_an_error_at_once(
 
 
 async def test_past_qos_max_response_ms_the_step_is_a_timeout_error(
-    bus: Bus, model_server: LocalModelServer
+    bus: MemoryBus, model_server: LocalModelServer
 ) -> None:
     model_server.latency_ms = 1500
     event = contract_event(
         "chat-message.json", bus, [llm_bot_step()], "slow one", qos={"maxResponseMs": 300}
     )
     egress = bus.tap(bus.egress_topic)
-    async with running_worker(bus.settings()):
+    async with bus.serving(bus.settings()):
         bus.publish_event(event)
         (message,) = await egress.take(1)
 
@@ -151,11 +152,11 @@ async def test_past_qos_max_response_ms_the_step_is_a_timeout_error(
     assert step["error"]["retryable"] is False
 
 
-async def test_trace_context_rides_along_and_nothing_secret_is_added(bus: Bus) -> None:
+async def test_trace_context_rides_along_and_nothing_secret_is_added(bus: MemoryBus) -> None:
     event = contract_event("dm-message.json", bus, [llm_bot_step()], "hi")
     egress = bus.tap(bus.egress_topic)
     traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-    async with running_worker(bus.settings()):
+    async with bus.serving(bus.settings()):
         data, attributes = encode(event)
         bus.publish(data, {**attributes, "traceparent": traceparent, "secret": "x"})
         (message,) = await egress.take(1)

@@ -1,31 +1,29 @@
-"""BitBrat's "🤔 Thinking about your request..." through a running worker: sent while the model
+"""BitBrat's "🤔 Thinking about your request..." from the event handler: sent while the model
 is still working and before the reply, once per event, never for a fast answer, a progress
 event or a second run of a redelivered event (llm_bot/transport/progress.py).
 
 The events' egress destination is BitBrat's ``internal.egress.v1``, where the progress message
 goes too, so both arrive on one tap (under this test's ``BUS_PREFIX``) and their order there
-is the order in which the worker published them.
+is the order in which the handler published them. ``llm-bot send`` showing it is tested with
+the emulator (``tests/integration/worker/test_send_progress.py``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
 import pytest
-from google.pubsub_v1.types import PubsubMessage
 
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.codec import to_document
 from llm_bot.events.models import AnnotationV1, InternalEventV2
 from llm_bot.events.routing import DEFAULT_EGRESS_TOPIC
 from llm_bot.transport.progress import progress_subject
-from llm_bot_tools.devstack.send import SendRequest, send_and_wait
-from llm_bot_tools.devstack.worker_harness import Bus, Tap, running_worker, wait_until
+from llm_bot_tools.devstack.worker_harness import wait_until
 from llm_bot_tools.local.openai_server import LocalModelServer
-from llm_bot_tools.local.pubsub_emulator import PubSubEmulator
 
+from ...support.memory_bus import MemoryBus, MemoryTap, Published
 from .conftest import BusFactory
 
 pytestmark = pytest.mark.integration
@@ -37,36 +35,31 @@ SOURCE = "feedback-middleware"  # the annotation's source, as BitBrat writes it
 
 
 @pytest.fixture
-def progress_bus(make_bus: BusFactory, fresh_database_url: str, unique_name: str) -> Bus:
+def progress_bus(make_bus: BusFactory, fresh_database_url: str, unique_name: str) -> MemoryBus:
     settings = {
         "BUS_PREFIX": f"{unique_name}-",  # the bus's own topics already start with it
         "LLM_BOT_PROGRESS_AFTER_MS": str(AFTER_MS),
         "LLM_BOT_SHUTDOWN_GRACE_S": "1",
     }
-    bus = make_bus(fresh_database_url, settings, max_delivery_attempts=100)
+    bus = make_bus(fresh_database_url, settings)
     # Over the harness's short model timeouts: a slow answer is slow, not a timeout and a retry.
     bus.environment |= {"OPENAI_TIMEOUT_MS": "30000", "LLM_BOT_MODEL_DEADLINE_MS": "30000"}
     return bus
 
 
 @pytest.fixture
-def egress(progress_bus: Bus, pubsub_emulator: PubSubEmulator) -> Tap:
+def egress(progress_bus: MemoryBus) -> MemoryTap:
     """The tap of ``<BUS_PREFIX>internal.egress.v1``."""
     topic = f"{progress_bus.prefix}-{DEFAULT_EGRESS_TOPIC}"
-    topology = pubsub_emulator.create_topology(  # the bus's topics exist and are kept
-        input_topic=f"{progress_bus.prefix}-in",
-        subscription=f"{progress_bus.prefix}-sub",
-        deadletter_topic=f"{progress_bus.prefix}-dlq",
-        output_topics=[topic],
-    )
-    return Tap(progress_bus.clients.subscriber, topology.output_subscriptions[topic])
+    progress_bus.publisher.create_topic(topic)
+    return progress_bus.tap(topic)
 
 
 def asked(text: str) -> InternalEventV2:
     return prompt_event(text, user="u-1", thread="lobby", egress_topic=DEFAULT_EGRESS_TOPIC)
 
 
-def document_of(message: PubsubMessage) -> dict[str, Any]:
+def document_of(message: Published) -> dict[str, Any]:
     document: dict[str, Any] = json.loads(message.data)
     return document
 
@@ -76,12 +69,12 @@ def annotation(document: dict[str, Any], kind: str) -> dict[str, Any]:
     return found
 
 
-def progress_for(message: PubsubMessage) -> str | None:
+def progress_for(message: Published) -> str | None:
     """The correlation id a progress message speaks for; None for any other message."""
     return progress_subject(document_of(message))
 
 
-def assert_bitbrat_progress(message: PubsubMessage, event: InternalEventV2) -> None:
+def assert_bitbrat_progress(message: Published, event: InternalEventV2) -> None:
     """The event BitBrat's feedback middleware publishes (``sendTemplateMessage``)."""
     document, original = document_of(message), to_document(event)
     attributes = {k: v for k, v in message.attributes.items() if k != "traceparent"}
@@ -112,7 +105,7 @@ def assert_bitbrat_progress(message: PubsubMessage, event: InternalEventV2) -> N
     }
 
 
-def assert_reply_to(message: PubsubMessage, event: InternalEventV2) -> None:
+def assert_reply_to(message: Published, event: InternalEventV2) -> None:
     """The answer itself, carrying BitBrat's ``operation_context``."""
     document = document_of(message)
     assert (document["type"], document["correlationId"]) == (
@@ -131,10 +124,10 @@ def assert_reply_to(message: PubsubMessage, event: InternalEventV2) -> None:
 
 
 async def test_a_slow_answer_is_preceded_by_one_progress_message_a_fast_one_by_none(
-    progress_bus: Bus, egress: Tap, model_server: LocalModelServer
+    progress_bus: MemoryBus, egress: MemoryTap, model_server: LocalModelServer
 ) -> None:
     fast, slow = asked("quick one"), asked("take your time")
-    async with running_worker(progress_bus.settings()) as worker:
+    async with progress_bus.serving(progress_bus.settings()) as worker:
         progress_bus.publish_event(fast)
         (fast_reply,) = await egress.take(1)
         # The slow event is answered after more than ten times the progress delay: a timer
@@ -153,7 +146,7 @@ async def test_a_slow_answer_is_preceded_by_one_progress_message_a_fast_one_by_n
 
 
 async def test_a_progress_event_gets_no_progress_message_of_its_own(
-    progress_bus: Bus, egress: Tap, model_server: LocalModelServer
+    progress_bus: MemoryBus, egress: MemoryTap, model_server: LocalModelServer
 ) -> None:
     """A ``chat.progress.v1`` event (BitBrat's ``createProgressEvent``) asks the model for a
     progress text; it is as slow as the chat message beside it, yet only that one is told."""
@@ -166,7 +159,7 @@ async def test_a_progress_event_gets_no_progress_message_of_its_own(
         AnnotationV1(id="pc-1", kind="progress_context", value=json.dumps(context)),
     ]
     model_server.hang_next(2, SLOW_S)
-    async with running_worker(progress_bus.settings()) as worker:
+    async with progress_bus.serving(progress_bus.settings()) as worker:
         progress_bus.publish_event(progress)
         progress_bus.publish_event(chat)
         received = await egress.take(3)
@@ -183,18 +176,18 @@ async def test_a_progress_event_gets_no_progress_message_of_its_own(
 
 
 async def test_a_redelivered_event_answered_again_sends_no_second_progress_message(
-    progress_bus: Bus, egress: Tap, model_server: LocalModelServer
+    progress_bus: MemoryBus, egress: MemoryTap, model_server: LocalModelServer
 ) -> None:
     """The first worker stops while its model call hangs: the event goes back to Pub/Sub and
     a second worker answers it, as slowly, without telling the channel again."""
     event = asked("are you there?")
     model_server.hang_next(1, 60.0)
-    async with running_worker(progress_bus.settings()) as first:
+    async with progress_bus.serving(progress_bus.settings()) as first:
         progress_bus.publish_event(event)
         (thinking,) = await egress.take(1)
     assert first.stats.nacked == 1
     model_server.latency_ms = SLOW_S * 1000
-    async with running_worker(progress_bus.settings()) as second:
+    async with progress_bus.serving(progress_bus.settings()) as second:
         (reply,) = await egress.take(1)
         await wait_until(lambda: second.stats.acked == 1, 30, "the reply acked")
         assert await egress.drain() == []
@@ -206,7 +199,7 @@ async def test_a_redelivered_event_answered_again_sends_no_second_progress_messa
 
 
 async def test_a_failed_progress_publish_leaves_the_event_answered_once(
-    progress_bus: Bus, model_server: LocalModelServer, caplog: pytest.LogCaptureFixture
+    progress_bus: MemoryBus, model_server: LocalModelServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     """``<BUS_PREFIX>internal.egress.v1`` does not exist here: Pub/Sub refuses the progress
     message, and the event is answered as if it had never been tried."""
@@ -215,7 +208,7 @@ async def test_a_failed_progress_publish_leaves_the_event_answered_once(
     )
     egress = progress_bus.tap(progress_bus.egress_topic)
     model_server.hang_next(1, SLOW_S)
-    async with running_worker(progress_bus.settings()) as worker:
+    async with progress_bus.serving(progress_bus.settings()) as worker:
         progress_bus.publish_event(event)
         (reply,) = await egress.take(1)
         await wait_until(lambda: worker.stats.acked == 1, 30, "the event acked")
@@ -229,26 +222,3 @@ async def test_a_failed_progress_publish_leaves_the_event_answered_once(
     refused = [r for r in caplog.records if r.getMessage().startswith("progress message not sent")]
     assert len(refused) == 1
     assert (worker.stats.nacked, worker.stats.progress_sent) == (0, 0)
-
-
-async def test_llm_bot_send_shows_the_progress_message_and_takes_it_off_the_tap(
-    progress_bus: Bus,
-    egress: Tap,
-    model_server: LocalModelServer,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """`llm-bot send` waits on the egress tap, where the progress message for its event comes
-    first: it is shown and acked, not handed back to the tap again and again."""
-    # send's clients find the emulator as the command's do, in the environment
-    monkeypatch.setenv("PUBSUB_EMULATOR_HOST", progress_bus.environment["PUBSUB_EMULATOR_HOST"])
-    event = asked("take your time")
-    model_server.hang_next(1, SLOW_S)
-    settings = progress_bus.settings()
-    reply_subscription = egress.subscription_path.rsplit("/", 1)[-1]
-    async with running_worker(settings):
-        request = SendRequest(event, reply_subscription, timeout_s=60)
-        answer = await asyncio.to_thread(send_and_wait, settings, request)
-    assert answer["correlationId"] == event.correlation_id
-    assert capsys.readouterr().err.count(THINKING) == 1
-    assert await egress.drain() == []

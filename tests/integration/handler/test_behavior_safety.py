@@ -1,5 +1,5 @@
 """What a refused or escalated message leaves behind, and profile annotations of any JSON type,
-through a running worker.
+through the handler.
 
 A refusal and an escalation are decided before the model and before memory: even a message
 that carries a memory tool cue leaves no model call, no embedding, no memory, note or history
@@ -17,9 +17,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from llm_bot_tools.devstack.worker_harness import Bus, running_worker, wait_until
+from llm_bot_tools.devstack.worker_harness import wait_until
 from llm_bot_tools.local.openai_server import LocalModelServer
 
+from ...support.memory_bus import MemoryBus
 from .analyzed import (
     Document,
     analysis,
@@ -51,7 +52,7 @@ def rows_of(url: str, user: str) -> dict[str, int]:
 
 
 async def test_a_refusal_and_an_escalation_make_no_model_call_and_write_no_memory(
-    bus: Bus, model_server: LocalModelServer
+    bus: MemoryBus, model_server: LocalModelServer
 ) -> None:
     user, room = "vic", "C-lounge"
     stopped = {
@@ -76,7 +77,7 @@ async def test_a_refusal_and_an_escalation_make_no_model_call_and_write_no_memor
     later = chat_event(bus, analysis(), text="what game is this?", user=user, channel=room)
     url = bus.environment["DATABASE_URL"]
     egress = bus.tap(bus.egress_topic)
-    async with running_worker(bus.settings()) as worker:
+    async with bus.serving(bus.settings()) as worker:
         published = await answers(bus, list(stopped.values()))
         assert rows_of(url, user) == {"store": 0, "conversation_turns": 0, "agent_notes": 0}
         assert model_server.chat_requests() == []
@@ -89,7 +90,7 @@ async def test_a_refusal_and_an_escalation_make_no_model_call_and_write_no_memor
         await wait_until(
             lambda: worker.stats.duplicates + worker.stats.republished == 1, 30, "copy"
         )
-        copies = await egress.drain(quiet_pulls=1)
+        copies = await egress.drain()
         assert [json.loads(m.data) for m in copies] in ([], [published[refusal["correlationId"]]])
 
         [answered] = (await answers(bus, [later])).values()
@@ -176,13 +177,13 @@ MALFORMED: dict[str, tuple[list[Document], tuple[str, str, str | None]]] = {
 
 
 async def test_malformed_profile_annotations_fall_back_and_are_never_dead_lettered(
-    bus: Bus, model_server: LocalModelServer
+    bus: MemoryBus, model_server: LocalModelServer
 ) -> None:
     events = {name: chat_event(bus, annotations) for name, (annotations, _) in MALFORMED.items()}
     deadletters = bus.deadletter_tap()
-    async with running_worker(bus.settings()):
+    async with bus.serving(bus.settings()):
         published = await answers(bus, list(events.values()))
-    assert await deadletters.drain(quiet_pulls=1) == []
+    assert await deadletters.drain() == []
 
     for name, event in events.items():
         document = published[event["correlationId"]]

@@ -1,4 +1,4 @@
-"""A prompt-injected model emits whatever tool calls it likes: through a running worker (Pub/Sub
+"""A prompt-injected model emits whatever tool calls it likes: through the handler (messages
 in and out, the local model server scripting the calls), it cannot flood one user's memory,
 push out the facts the user gave first, or reach across from a shared channel into what was
 said in a DM."""
@@ -17,9 +17,9 @@ from llm_bot.clock import utc_now
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.models import Egress, InternalEventV2
 from llm_bot.lifecycle.retention import RetentionPolicy, maintain
-from llm_bot_tools.devstack.worker_harness import Bus, running_worker
 from llm_bot_tools.local.openai_server import LocalModelServer
 
+from ...support.memory_bus import MemoryBus
 from .conftest import BusFactory
 
 pytestmark = pytest.mark.integration
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.integration
 GENUINE = "Ada is allergic to peanuts"
 
 
-def direct(bus: Bus, text: str, user: str) -> InternalEventV2:
+def direct(bus: MemoryBus, text: str, user: str) -> InternalEventV2:
     event = prompt_event(text, user=user, thread="inbox", egress_topic=bus.egress_topic)
     event.egress.type = "dm"
     return event
@@ -72,7 +72,7 @@ async def test_tool_calls_per_turn_and_memories_per_user_are_capped_and_the_firs
     bus = make_bus(fresh_database_url, settings)
     egress = bus.tap(bus.egress_topic)
     user = f"ada-{uuid4().hex[:8]}"
-    async with running_worker(bus.settings()) as worker:
+    async with bus.serving(bus.settings()) as worker:
         bus.publish_event(direct(bus, cue("upsertMemory", content=GENUINE) + " remember", user))
         await egress.take(1, timeout_s=60)
         flood(model_server, rounds=2, calls=30)
@@ -107,7 +107,7 @@ async def test_memory_writes_per_event_are_capped(
     egress = bus.tap(bus.egress_topic)
     user = f"bo-{uuid4().hex[:8]}"
     flood(model_server, rounds=3, calls=10)
-    async with running_worker(bus.settings()):
+    async with bus.serving(bus.settings()):
         bus.publish_event(direct(bus, "hi", user))
         await egress.take(1, timeout_s=60)
     assert len(memories(fresh_database_url, user)) == 20  # of 30 asked for
@@ -127,7 +127,7 @@ async def test_a_shared_channel_never_sees_merges_or_touches_a_dm_memory(
     def shared(text: str) -> InternalEventV2:
         return prompt_event(text, user=user, thread=room, egress_topic=bus.egress_topic)
 
-    async with running_worker(bus.settings()):
+    async with bus.serving(bus.settings()):
         bus.publish_event(direct(bus, cue("upsertMemory", content=secret) + " note it", user))
         await egress.take(1, timeout_s=60)
         [(dm_key, _)] = memories(fresh_database_url, user).items()
@@ -163,7 +163,7 @@ async def test_a_dm_whose_egress_a_rule_replaced_stays_private(
     )
     event.type = "dm.message.v1"
     event.egress = Egress(destination=bus.egress_topic, type="discord")
-    async with running_worker(bus.settings()):
+    async with bus.serving(bus.settings()):
         bus.publish_event(event)
         await egress.take(1, timeout_s=60)
         model_server.clear()

@@ -1,4 +1,4 @@
-"""The request a running worker sends the model, in BitBrat's sections, for events shaped as
+"""The request the handler sends the model, in BitBrat's sections, for events shaped as
 BitBrat's router, context-pack stage and story engine emit them: the system and user sections
 in BitBrat's order, the requesting user's id and notes, a personality's rules as constraints,
 task items by time, context packs, a story's contexts and the Narrator, and
@@ -13,10 +13,10 @@ import pytest
 
 from llm_bot.events.codec import from_document
 from llm_bot.graph.story import NARRATOR
-from llm_bot_tools.devstack.worker_harness import Bus, Tap, running_worker
 from llm_bot_tools.local.openai_server import LocalModelServer
 
 from ...prompt_lines import section, section_names
+from ...support.memory_bus import MemoryBus, MemoryTap
 from .bitbrat_events import FIXTURES, routed
 from .conftest import BusFactory
 
@@ -43,7 +43,7 @@ USER_SECTIONS = [
 ]
 
 
-def mention(bus: Bus, text: str = "@bratty what game is this?") -> dict[str, Any]:
+def mention(bus: MemoryBus, text: str = "@bratty what game is this?") -> dict[str, Any]:
     """A bot mention as the router emits it, from a user the platform knows, with the bot's
     personality written out and a context pack attached by the context-pack stage."""
     event = routed("bot_mention_rule.json", bus)
@@ -79,7 +79,7 @@ def mention(bus: Bus, text: str = "@bratty what game is this?") -> dict[str, Any
     return event
 
 
-async def reply_of(egress: Tap) -> dict[str, Any]:
+async def reply_of(egress: MemoryTap) -> dict[str, Any]:
     (message,) = await egress.take(1, timeout_s=30)
     document: dict[str, Any] = json.loads(message.data)
     return document
@@ -90,7 +90,7 @@ STORY = json.loads((FIXTURES / "adventure-context.json").read_text())
 
 
 async def test_a_mention_reaches_the_model_in_bitbrats_sections(
-    bus: Bus, model_server: LocalModelServer
+    bus: MemoryBus, model_server: LocalModelServer
 ) -> None:
     first = mention(bus)
     # The rule's prompt and a later stage's instruction, whose times sort wrongly as text.
@@ -105,7 +105,7 @@ async def test_a_mention_reaches_the_model_in_bitbrats_sections(
         }
     )
     egress = bus.tap(bus.egress_topic)
-    async with running_worker(bus.settings(LLM_BOT_SYSTEM_PROMPT=SYSTEM_PROMPT)):
+    async with bus.serving(bus.settings(LLM_BOT_SYSTEM_PROMPT=SYSTEM_PROMPT)):
         bus.publish(json.dumps(first).encode(), {})
         reply = await reply_of(egress)
         bus.publish(json.dumps(mention(bus, "@bratty and after that?")).encode(), {})
@@ -147,7 +147,7 @@ async def test_a_mention_reaches_the_model_in_bitbrats_sections(
     assert not any("Conversation State" in str(m["content"]) for m in later)
 
 
-def adventure(bus: Bus, slip_id: str) -> dict[str, Any]:
+def adventure(bus: MemoryBus, slip_id: str) -> dict[str, Any]:
     """The seeded ``!adventure`` rule's event after the story engine enriched it: its step
     done, the story attached as ``adventure_context`` (as story-engine-mcp writes it)."""
     event = routed("adventure_command_rule.json", bus)
@@ -169,10 +169,10 @@ def adventure(bus: Bus, slip_id: str) -> dict[str, Any]:
 
 
 async def test_a_story_is_shown_as_contexts_and_an_adventure_step_adds_the_narrator(
-    bus: Bus, model_server: LocalModelServer
+    bus: MemoryBus, model_server: LocalModelServer
 ) -> None:
     egress = bus.tap(bus.egress_topic)
-    async with running_worker(bus.settings()):
+    async with bus.serving(bus.settings()):
         for slip_id in ("story-engine", "adventure"):
             bus.publish(json.dumps(adventure(bus, slip_id)).encode(), {})
             reply = await reply_of(egress)
@@ -203,7 +203,7 @@ async def test_personalities_off_leaves_identity_constraints_and_model_alone(
     bus = make_bus(fresh_database_url, {"PERSONALITY_ENABLED": "false"})
     settings = bus.settings()
     egress = bus.tap(bus.egress_topic)
-    async with running_worker(settings):
+    async with bus.serving(settings):
         bus.publish(json.dumps(mention(bus)).encode(), {})
         reply = await reply_of(egress)
     request = model_server.chat_requests()[0]

@@ -17,9 +17,9 @@ import pytest
 
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.models import InternalEventV2
-from llm_bot_tools.devstack.worker_harness import Bus, running_worker
 from llm_bot_tools.local.openai_server import LocalModelServer
 
+from ...support.memory_bus import MemoryBus
 from .conftest import BusFactory
 
 pytestmark = pytest.mark.integration
@@ -49,7 +49,7 @@ async def wait_for_generation_calls(model_server: LocalModelServer, count: int) 
 
 
 async def interleave(
-    bus: Bus,
+    bus: MemoryBus,
     model_server: LocalModelServer,
     first: InternalEventV2,
     second: InternalEventV2,
@@ -58,7 +58,7 @@ async def interleave(
     egress = bus.tap(bus.egress_topic)
     model_server.hang_next(1, 0.0)  # the first event's tool call comes at once
     model_server.hang_next(1, HOLD_S)  # its answer, after the tool read the notes, waits
-    async with running_worker(bus.settings()):
+    async with bus.serving(bus.settings()):
         bus.publish_event(first)
         await wait_for_generation_calls(model_server, 2)
         bus.publish_event(second)

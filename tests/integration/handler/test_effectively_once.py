@@ -17,20 +17,22 @@ from llm_bot.db.processed_events import (
 )
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.codec import encode
-from llm_bot_tools.devstack.worker_harness import Bus, running_worker, wait_until
+from llm_bot_tools.devstack.worker_harness import wait_until
 from llm_bot_tools.local.openai_server import LocalModelServer
+
+from ...support.memory_bus import MemoryBus
 
 pytestmark = pytest.mark.integration
 
 
 async def test_the_same_event_published_three_times_gives_one_candidate_from_one_model_call(
-    bus: Bus, model_server: LocalModelServer
+    bus: MemoryBus, model_server: LocalModelServer
 ) -> None:
     model_server.latency_ms = 300  # the copies arrive while the first is being answered
     event = prompt_event("only once", user="u-1", thread="lobby", egress_topic=bus.egress_topic)
     data, attributes = encode(event)
     egress = bus.tap(bus.egress_topic)
-    async with running_worker(bus.settings()) as worker:
+    async with bus.serving(bus.settings()) as worker:
         for _ in range(3):
             bus.publish(data, attributes)
         (first,) = await egress.take(1)
@@ -43,12 +45,12 @@ async def test_the_same_event_published_three_times_gives_one_candidate_from_one
 
 
 async def test_a_stored_but_unconfirmed_output_is_published_again_without_the_model(
-    bus: Bus, model_server: LocalModelServer
+    bus: MemoryBus, model_server: LocalModelServer
 ) -> None:
     event = prompt_event("stored", user="u-1", thread="lobby", egress_topic=bus.egress_topic)
     stored = StoredOutput(bus.egress_topic, b'{"stored":"bytes"}', {"type": "t"}, "", "OK")
     url = bus.environment["DATABASE_URL"]
-    async with running_worker(bus.settings()):  # migrates the fresh database
+    async with bus.serving(bus.settings()):  # migrates the fresh database
         pass
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as connection:
         claim = await try_claim(connection, key_of(event), lease_s=0)  # its holder "crashed"
@@ -56,7 +58,7 @@ async def test_a_stored_but_unconfirmed_output_is_published_again_without_the_mo
         await store_output(connection, claim, stored)
 
     egress = bus.tap(bus.egress_topic)
-    async with running_worker(bus.settings()) as worker:
+    async with bus.serving(bus.settings()) as worker:
         bus.publish_event(event)
         (message,) = await egress.take(1)
         await wait_until(lambda: worker.stats.acked == 1, 30, "the republication acked")

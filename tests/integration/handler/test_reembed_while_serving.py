@@ -14,9 +14,9 @@ from llm_bot.db.embedding_space import EmbeddingModelMismatch
 from llm_bot.events.builder import prompt_event
 from llm_bot.lifecycle.reembed import reembed
 from llm_bot.llm.embeddings import embedder_from_settings
-from llm_bot_tools.devstack.worker_harness import Bus, running_worker
 from llm_bot_tools.local.openai_server import LocalModelServer
 
+from ...support.memory_bus import MemoryBus
 from .conftest import BusFactory
 
 pytestmark = pytest.mark.integration
@@ -27,12 +27,12 @@ FACT = "my favourite volcano is Eyjafjallajokull"
 
 
 @pytest.fixture
-def old_model_bus(make_bus: BusFactory, fresh_database_url: str) -> Bus:
+def old_model_bus(make_bus: BusFactory, fresh_database_url: str) -> MemoryBus:
     settings = {**OLD, "MEMORY_SIMILARITY_THRESHOLD": "0.1", "LLM_BOT_SHUTDOWN_GRACE_S": "5"}
-    return make_bus(fresh_database_url, settings, max_delivery_attempts=100)
+    return make_bus(fresh_database_url, settings)
 
 
-def chatter(bus: Bus, count: int, label: str) -> list[str]:
+def chatter(bus: MemoryBus, count: int, label: str) -> list[str]:
     """Publish ``count`` prompts of several users; returns their correlation ids."""
     ids = []
     for n in range(count):
@@ -46,13 +46,13 @@ def chatter(bus: Bus, count: int, label: str) -> list[str]:
 
 
 async def test_reembed_switches_models_while_a_worker_serves(
-    old_model_bus: Bus, fresh_database_url: str, model_server: LocalModelServer
+    old_model_bus: MemoryBus, fresh_database_url: str, model_server: LocalModelServer
 ) -> None:
     bus = old_model_bus
     egress, deadletters = bus.tap(bus.egress_topic), bus.deadletter_tap()
     new_embedder = embedder_from_settings(bus.settings(**NEW))
     progress: list[str] = []
-    async with running_worker(bus.settings()) as old_worker:
+    async with bus.serving(bus.settings()) as old_worker:
         fact = prompt_event(FACT, user="una", thread="garden", egress_topic=bus.egress_topic)
         bus.publish_event(fact)
         published = [fact.correlation_id, *chatter(bus, 20, "before")]
@@ -90,11 +90,11 @@ async def test_reembed_switches_models_while_a_worker_serves(
         assert space == ("embedder-b", 80, None)
 
     with pytest.raises(EmbeddingModelMismatch, match=r"embedder-b.*`llm-bot reembed`"):
-        async with running_worker(bus.settings()):
+        async with bus.serving(bus.settings()):
             pass
 
     model_server.clear()
-    async with running_worker(bus.settings(**NEW)):
+    async with bus.serving(bus.settings(**NEW)):
         question = prompt_event(
             "which volcano do I like?", user="una", thread="travel", egress_topic=bus.egress_topic
         )

@@ -1,4 +1,4 @@
-"""Which memories reach the model, through a running worker, with a threshold no hit reaches:
+"""Which memories reach the model, through the handler, with a threshold no hit reaches:
 all of them while they fit the memory budget; beyond it, those sharing a word with the question
 ("peanuts" for "peanut-free"), asked in another thread than the one they were told in."""
 
@@ -9,9 +9,9 @@ import pytest
 from llm_bot.db.migrate import migrate
 from llm_bot.events.builder import prompt_event
 from llm_bot.memory.wiring import open_memory_store
-from llm_bot_tools.devstack.worker_harness import Bus, running_worker
 from llm_bot_tools.local.openai_server import LocalModelServer
 
+from ...support.memory_bus import MemoryBus
 from .conftest import BusFactory
 
 pytestmark = pytest.mark.integration
@@ -21,14 +21,14 @@ OTHERS = [f"Alice painted fence number {n} blue last summer" for n in range(12)]
 
 
 async def model_request_for(
-    bus: Bus, model_server: LocalModelServer, memories: list[str], question: str
+    bus: MemoryBus, model_server: LocalModelServer, memories: list[str], question: str
 ) -> str:
     migrate(bus.settings().database_url.get_secret_value())  # type: ignore[union-attr]
     async with open_memory_store(bus.settings()) as store:
         for content in memories:
             await store.for_user("alice").put(content)
     egress = bus.tap(bus.egress_topic)
-    async with running_worker(bus.settings()):
+    async with bus.serving(bus.settings()):
         bus.publish_event(
             prompt_event(question, user="alice", thread="kitchen", egress_topic=bus.egress_topic)
         )
@@ -38,7 +38,7 @@ async def model_request_for(
 
 
 @pytest.fixture
-def strict_bus(make_bus: BusFactory, fresh_database_url: str) -> Bus:
+def strict_bus(make_bus: BusFactory, fresh_database_url: str) -> MemoryBus:
     """No memory reaches 0.999 similarity; a memory block of about 100 tokens."""
     return make_bus(
         fresh_database_url,
@@ -47,7 +47,7 @@ def strict_bus(make_bus: BusFactory, fresh_database_url: str) -> Bus:
 
 
 async def test_memories_that_fit_the_budget_all_reach_the_model(
-    strict_bus: Bus, model_server: LocalModelServer
+    strict_bus: MemoryBus, model_server: LocalModelServer
 ) -> None:
     sent = await model_request_for(
         strict_bus, model_server, [PEANUTS, OTHERS[0]], "what should I cook tonight?"
@@ -57,7 +57,7 @@ async def test_memories_that_fit_the_budget_all_reach_the_model(
 
 
 async def test_beyond_the_budget_a_shared_word_is_evidence(
-    strict_bus: Bus, model_server: LocalModelServer
+    strict_bus: MemoryBus, model_server: LocalModelServer
 ) -> None:
     sent = await model_request_for(
         strict_bus, model_server, [PEANUTS, *OTHERS], "any peanut-free dishes?"

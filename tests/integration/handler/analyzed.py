@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
-from llm_bot_tools.devstack.worker_harness import Bus
 from llm_bot_tools.local.openai_server import LocalModelServer
+
+from ...support.memory_bus import MemoryBus
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "bitbrat"
 NOW = "2026-11-22T12:00:00.000Z"
@@ -61,7 +62,7 @@ def analysis(
 
 
 def chat_event(
-    bus: Bus,
+    bus: MemoryBus,
     annotations: list[Document],
     *,
     text: str | None = None,
@@ -99,7 +100,7 @@ def chat_event(
     return event
 
 
-async def answers(bus: Bus, events: list[Document]) -> dict[str, Document]:
+async def answers(bus: MemoryBus, events: list[Document]) -> dict[str, Document]:
     """Publish ``events`` and take one published event per event, by correlation id."""
     egress = bus.tap(bus.egress_topic)
     for event in events:

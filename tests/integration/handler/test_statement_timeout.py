@@ -1,5 +1,5 @@
 """A retrieval statement that meets MEMORY_STATEMENT_TIMEOUT_MS costs the event that part of
-its context and nothing else, through a running worker: the notes table is locked by another
+its context and nothing else, through the handler: the notes table is locked by another
 session, so the worker's read of the notes waits until the server ends it; the answer comes,
 and the thread's window still reaches the model. (Without the timeout, the read waited out the
 whole retrieval's deadline, and the event lost every part of its context.)"""
@@ -10,27 +10,27 @@ import psycopg
 import pytest
 
 from llm_bot.events.builder import prompt_event
-from llm_bot_tools.devstack.worker_harness import Bus, running_worker
 from llm_bot_tools.local.openai_server import LocalModelServer
 
+from ...support.memory_bus import MemoryBus
 from .conftest import BusFactory
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def timed_bus(make_bus: BusFactory, fresh_database_url: str) -> Bus:
+def timed_bus(make_bus: BusFactory, fresh_database_url: str) -> MemoryBus:
     """Statements end after 1 s; retrieval as a whole after its default 5 s."""
     return make_bus(fresh_database_url, {"MEMORY_STATEMENT_TIMEOUT_MS": "1000"})
 
 
 async def test_a_timed_out_statement_costs_its_part_of_the_context_only(
-    timed_bus: Bus, model_server: LocalModelServer, caplog: pytest.LogCaptureFixture
+    timed_bus: MemoryBus, model_server: LocalModelServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     bus = timed_bus
     egress = bus.tap(bus.egress_topic)
     url = bus.environment["DATABASE_URL"]
-    async with running_worker(bus.settings()):
+    async with bus.serving(bus.settings()):
         told = prompt_event(
             "my cat is called Tom", user="ana", thread="porch", egress_topic=bus.egress_topic
         )

@@ -1,4 +1,4 @@
-"""Erasure you can prove: two users fill every table through a running worker (DMs, a shared
+"""Erasure you can prove: two users fill every table through the handler (DMs, a shared
 channel, memories, notes); `llm-bot export-user` hands one of them all of it; `llm-bot
 forget-user` then leaves none of their ids or words in any column of any table of the schema,
 found from the catalog (a table added later is scanned too), and the other user keeps all."""
@@ -15,12 +15,13 @@ import pytest
 
 from llm_bot.cli import main
 from llm_bot.events.builder import prompt_event
-from llm_bot_tools.devstack.worker_harness import Bus, running_worker
+
+from ...support.memory_bus import MemoryBus
 
 pytestmark = pytest.mark.integration
 
 
-def said(bus: Bus, user: str, marker: str, room: str) -> list[str]:
+def said(bus: MemoryBus, user: str, marker: str, room: str) -> list[str]:
     """Publish what ``user`` says (a memory, notes and words in a DM, words in ``room``),
     each carrying ``marker``; returns the correlation ids."""
     memory = json.dumps({"content": f"{user} collects {marker}memory figurines"})
@@ -69,7 +70,7 @@ async def cli_json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
 
 
 async def test_forget_user_leaves_nothing_of_them_and_everything_of_the_other(
-    bus: Bus,
+    bus: MemoryBus,
     fresh_database_url: str,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
@@ -79,7 +80,7 @@ async def test_forget_user_leaves_nothing_of_them_and_everything_of_the_other(
     alice_marker, bob_marker = f"qa{run}", f"qb{run}"
     room = f"lobby-{run}"
     egress = bus.tap(bus.egress_topic)
-    async with running_worker(bus.settings()) as worker:
+    async with bus.serving(bus.settings()) as worker:
         published = said(bus, alice, alice_marker, room) + said(bus, bob, bob_marker, room)
         await egress.take(len(published), timeout_s=60)
         assert worker.stats.outcome_ok == len(published)

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from llm_bot.events.builder import prompt_event
-from llm_bot_tools.devstack.worker_harness import Bus, running_worker
 from llm_bot_tools.local.embedded_postgres import EmbeddedPostgres
 from llm_bot_tools.local.openai_server import LocalModelServer
 
+from ...support.memory_bus import MemoryBus
 from .conftest import BusFactory
 
 pytestmark = pytest.mark.integration
@@ -33,7 +33,9 @@ def own_postgres(tmp_path: Path) -> Iterator[EmbeddedPostgres]:
 
 
 @pytest.fixture
-def restart_bus(make_bus: BusFactory, unique_name: str, own_postgres: EmbeddedPostgres) -> Bus:
+def restart_bus(
+    make_bus: BusFactory, unique_name: str, own_postgres: EmbeddedPostgres
+) -> MemoryBus:
     settings = {
         "LLM_BOT_MAX_DELIVERY_ATTEMPTS": ATTEMPTS,
         # A claim whose release failed while Postgres was down blocks its event for this
@@ -42,11 +44,11 @@ def restart_bus(make_bus: BusFactory, unique_name: str, own_postgres: EmbeddedPo
         "LLM_BOT_MAX_IN_FLIGHT": "8",
     }
     database_url = own_postgres.create_database(unique_name.replace("-", "_"))
-    return make_bus(database_url, settings, max_delivery_attempts=int(ATTEMPTS))
+    return make_bus(database_url, settings)
 
 
 async def test_model_outage_and_postgres_restart_lose_nothing(
-    restart_bus: Bus, model_server: LocalModelServer, own_postgres: EmbeddedPostgres
+    restart_bus: MemoryBus, model_server: LocalModelServer, own_postgres: EmbeddedPostgres
 ) -> None:
     bus = restart_bus
     events = [
@@ -54,7 +56,7 @@ async def test_model_outage_and_postgres_restart_lose_nothing(
         for i in range(EVENTS)
     ]
     egress = bus.tap(bus.egress_topic)
-    async with running_worker(bus.settings()) as worker:
+    async with bus.serving(bus.settings()) as worker:
         model_server.fail_next(40, status=500)
         model_server.hang_next(6, seconds=2.5)
         for event in events[: EVENTS // 2]:

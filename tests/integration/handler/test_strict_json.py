@@ -1,4 +1,4 @@
-"""Strict JSON in and out through a running worker: a body with ``NaN``, an infinity or a
+"""Strict JSON in and out through the handler: a body with ``NaN``, an infinity or a
 number beyond a 64-bit float (which Python's parser takes, and no JSON reader downstream does)
 is dead-lettered once as invalid input, its dead letter is strict JSON that still shows the
 number, and the event next to it is answered as usual."""
@@ -12,7 +12,8 @@ import pytest
 
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.codec import to_document
-from llm_bot_tools.devstack.worker_harness import Bus, running_worker
+
+from ...support.memory_bus import MemoryBus
 
 pytestmark = pytest.mark.integration
 
@@ -69,12 +70,12 @@ def shown(dead: dict[str, Any]) -> str:
 
 
 async def test_nan_infinities_and_huge_numbers_are_dead_lettered_once_as_invalid_input(
-    bus: Bus,
+    bus: MemoryBus,
 ) -> None:
     deadletters, egress = bus.deadletter_tap(), bus.tap(bus.egress_topic)
     settings = bus.settings()
     good = prompt_event("and me?", user="u2", thread="t", egress_topic=bus.egress_topic)
-    async with running_worker(settings) as worker:
+    async with bus.serving(settings) as worker:
         for case, (where, number, _) in BODIES.items():
             bus.publish(body_with(where, number, bus.egress_topic, case), {"case": case})
         received = await deadletters.take(len(BODIES), timeout_s=60)

@@ -1,5 +1,5 @@
 """A personality named by a rule (``{"kind": "personality", "value": "<bot name>"}``, as
-BitBrat's ``brat setup`` writes it) through a running worker: the stored text of its highest
+BitBrat's ``brat setup`` writes it) through the handler: the stored text of its highest
 active version becomes the assistant's identity and its model answers."""
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ import pytest
 from llm_bot.db.migrate import migrate
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.codec import encode
-from llm_bot_tools.devstack.worker_harness import Bus, running_worker
 from llm_bot_tools.local.openai_server import LocalModelServer
+
+from ...support.memory_bus import MemoryBus
 
 pytestmark = pytest.mark.integration
 
@@ -22,7 +23,7 @@ LURK = Path(__file__).resolve().parents[2] / "fixtures" / "bitbrat" / "personali
 
 
 async def test_a_named_personality_becomes_the_assistant_identity(
-    bus: Bus, model_server: LocalModelServer
+    bus: MemoryBus, model_server: LocalModelServer
 ) -> None:
     lurk = json.loads((LURK / "lurk_personality.json").read_text())
     url = bus.environment["DATABASE_URL"]
@@ -47,7 +48,7 @@ async def test_a_named_personality_becomes_the_assistant_identity(
         }
     )
     egress = bus.tap(bus.egress_topic)
-    async with running_worker(bus.settings()):
+    async with bus.serving(bus.settings()):
         bus.publish(json.dumps(document).encode(), attributes)
         (message,) = await egress.take(1, timeout_s=30)
     sent = model_server.chat_requests()[0]

@@ -1,5 +1,5 @@
 """Events shaped as BitBrat's event-router emits them from its own rules (the fixtures under
-``tests/fixtures/bitbrat/rules``), for tests that drive a running worker."""
+``tests/fixtures/bitbrat/rules``), for tests that drive the handler."""
 
 from __future__ import annotations
 
@@ -8,13 +8,15 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from llm_bot_tools.devstack.worker_harness import Bus
+from ...support.memory_bus import MemoryBus
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "bitbrat"
 NOW = "2026-11-22T12:00:00.000Z"
 
 
-def routed(rule_name: str, bus: Bus, follow_up: dict[str, Any] | None = None) -> dict[str, Any]:
+def routed(
+    rule_name: str, bus: MemoryBus, follow_up: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The fixture chat message after the router applied ``rule_name``: the rule's annotations
     (``createdAt`` and ``source`` as the router sets them), its slip normalised (PENDING,
     attempt 0), our input topic for its ``nextTopic``."""

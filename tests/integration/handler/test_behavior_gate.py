@@ -1,4 +1,4 @@
-"""BitBrat's behaviour layer through a running worker, with events as its router and query
+"""BitBrat's behaviour layer through the handler, with events as its router and query
 analyzer shape them: every risk type at every level, every intent at calm and at furious
 tones, and BitBrat's rollout flags. Each test serves its whole class from one worker.
 
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import pytest
 
-from llm_bot_tools.devstack.worker_harness import Bus, running_worker
 from llm_bot_tools.local.openai_server import LocalModelServer
 
+from ...support.memory_bus import MemoryBus
 from .analyzed import (
     DANGEROUS,
     added,
@@ -41,10 +41,12 @@ INTENT_MODES = {
 }
 
 
-async def test_every_risk_type_at_every_level(bus: Bus, model_server: LocalModelServer) -> None:
+async def test_every_risk_type_at_every_level(
+    bus: MemoryBus, model_server: LocalModelServer
+) -> None:
     cases = {(level, kind): analysis(level=level, kind=kind) for level in LEVELS for kind in TYPES}
     events = {case: chat_event(bus, annotations) for case, annotations in cases.items()}
-    async with running_worker(bus.settings()):
+    async with bus.serving(bus.settings()):
         published = await answers(bus, list(events.values()))
 
     for (level, kind), event in events.items():
@@ -67,7 +69,7 @@ async def test_every_risk_type_at_every_level(bus: Bus, model_server: LocalModel
 
 
 async def test_every_intent_at_calm_and_furious_tones(
-    bus: Bus, model_server: LocalModelServer
+    bus: MemoryBus, model_server: LocalModelServer
 ) -> None:
     tones = {"calm": (0.0, 0.0), "furious": (-1.0, 1.0), "glowing": (1.0, -1.0)}
     cases = {
@@ -76,7 +78,7 @@ async def test_every_intent_at_calm_and_furious_tones(
         for tone, (valence, arousal) in tones.items()
     }
     events = {case: chat_event(bus, annotations) for case, annotations in cases.items()}
-    async with running_worker(bus.settings()):
+    async with bus.serving(bus.settings()):
         published = await answers(bus, list(events.values()))
 
     for (intent, tone), event in events.items():
@@ -98,7 +100,7 @@ async def test_every_intent_at_calm_and_furious_tones(
 
 
 async def test_bitbrats_rollout_flags_turn_gating_and_tool_filtering_off(
-    bus: Bus, model_server: LocalModelServer
+    bus: MemoryBus, model_server: LocalModelServer
 ) -> None:
     """``LLM_BOT_BEHAVIORAL_GATING_ENABLED`` and ``..._TOOL_FILTER_ENABLED`` off: every event
     reaches the model with every tool; ``LLM_BOT_RISK_RESPONSE_MODE=safe-complete`` marks
@@ -114,7 +116,7 @@ async def test_bitbrats_rollout_flags_turn_gating_and_tool_filtering_off(
         LLM_BOT_BEHAVIORAL_TOOL_FILTER_ENABLED="false",
         LLM_BOT_RISK_RESPONSE_MODE="safe-complete",
     )
-    async with running_worker(settings):
+    async with bus.serving(settings):
         published = await answers(bus, list(events.values()))
 
     for case, event in events.items():
