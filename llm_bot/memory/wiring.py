@@ -34,9 +34,6 @@ class MemoryServices:
 
 def store_options(settings: Settings) -> StoreOptions:
     return StoreOptions(
-        index_kind=settings.vector_index,
-        ivfflat_lists=settings.ivfflat_lists,
-        ivfflat_probes=settings.ivfflat_probes,
         dedup_threshold=settings.dedup_threshold,
         pool_max_size=settings.memory_db_pool_max,
         connect_timeout_s=settings.retrieval_timeout_ms / 1000,
@@ -44,11 +41,8 @@ def store_options(settings: Settings) -> StoreOptions:
 
 
 @asynccontextmanager
-async def open_memory_store(
-    settings: Settings, *, bounded: bool = True
-) -> AsyncIterator[MemoryStore]:
-    """``bounded``: each statement ends at ``MEMORY_STATEMENT_TIMEOUT_MS``. Setting the store
-    up is not bounded: LangGraph's migrations may build a vector index over a full table."""
+async def open_memory_store(settings: Settings) -> AsyncIterator[MemoryStore]:
+    """Each statement ends at ``MEMORY_STATEMENT_TIMEOUT_MS``."""
     if settings.database_url is None:
         raise ValueError("DATABASE_URL is not set")
     embedder = embedder_from_settings(settings)
@@ -59,7 +53,7 @@ async def open_memory_store(
             settings.database_url.get_secret_value(),
             CachingEmbedder(BatchingEmbedder(embedder, settings.embedding_batch_wait_ms / 1000)),
             store_options(settings),
-            statement_timeout_ms=settings.memory_statement_timeout_ms if bounded else 0,
+            statement_timeout_ms=settings.memory_statement_timeout_ms,
         ) as store:
             yield store
     finally:
@@ -67,9 +61,10 @@ async def open_memory_store(
 
 
 async def set_up_memory_store(settings: Settings) -> int:
-    """Create the store's tables (``llm-bot migrate``); returns their vector size. The
-    embeddings endpoint is asked only when ``MEMORY_EMBEDDING_DIMENSIONS`` is unset."""
-    async with open_memory_store(settings, bounded=False) as store:
+    """Record the embedding model of the stored vectors, or check it (``llm-bot migrate``);
+    returns their size. The embeddings endpoint is asked only when
+    ``MEMORY_EMBEDDING_DIMENSIONS`` is unset."""
+    async with open_memory_store(settings) as store:
         return store.dimensions
 
 
