@@ -62,7 +62,7 @@ def migrate(database_url: str, connect_timeout_s: int = CONNECT_TIMEOUT_S) -> li
         if not _pending(connection):
             return []
         with migration_lock(connection):
-            return [_apply(connection, migration) for migration in _pending(connection)]
+            return [apply_migration(connection, migration) for migration in _pending(connection)]
 
 
 def _pending(connection: psycopg.Connection[Any]) -> list[Migration]:
@@ -75,7 +75,8 @@ def _pending(connection: psycopg.Connection[Any]) -> list[Migration]:
     return [m for m in available_migrations() if m.version not in done]
 
 
-def _apply(connection: psycopg.Connection[Any], migration: Migration) -> str:
+def apply_migration(connection: psycopg.Connection[Any], migration: Migration) -> str:
+    """Apply one migration and record it, in one transaction."""
     with connection.transaction():
         connection.execute(_BOOKKEEPING)
         connection.execute(migration.sql.encode())
