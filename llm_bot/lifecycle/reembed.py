@@ -7,8 +7,8 @@ built beside the live ones — the ``embedding_next`` columns of ``conversation_
 missing (a memory rewritten since its new vector was made has none again) until little is
 left; then one short transaction waits for the writers to finish, embeds the last few rows,
 swaps the new vectors in (a rename of columns: no table is rewritten) and records the new
-model. From then on, workers still on the
-old model write without vectors and the next ones start on the new model.
+model. From then on, workers still on the old model write without vectors and the next ones
+start on the new model.
 
 Resumable: the target model is recorded, and a run interrupted at any point starts again where
 the previous one stopped (the rows that still need a vector). Run with the model already live,

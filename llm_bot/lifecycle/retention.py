@@ -70,10 +70,10 @@ _USERS_OVER_CAP = """
 SELECT user_id FROM memories GROUP BY user_id HAVING count(*) > %(cap)s
 """
 
-# The most recently created beyond the cap.
-# The cap is also enforced at write time (a new memory beyond it is refused), so rows beyond it
-# come from a lowered cap or concurrent writes; the user's first facts stand, as at write time,
-# and a flood of new rows (a steered model) is what goes, never the older genuine ones.
+# The most recently created beyond the cap. The cap is also enforced at write time (a new
+# memory beyond it is refused), so rows beyond it come from a lowered cap or concurrent writes;
+# the user's first facts stand, as at write time, and a flood of new rows (a steered model) is
+# what goes, never the older genuine ones.
 _MEMORIES_BEYOND_CAP = """
 DELETE FROM memories m USING (
     SELECT key FROM memories WHERE user_id = %(user)s

@@ -10,8 +10,11 @@ keeps noise out, though the shared rare word is the best evidence there is.
 
 Both sides read one user's rows of ``memories`` through its primary key: the distance to each
 stored vector (an exact scan: a user's memories are capped, ``RETENTION_MEMORIES_PER_USER``),
-and the stored full-text vector (``search``), so no memory is parsed at query time. A memory
-without a vector (embedding failed when it was written) is found by its words only.
+and the stored full-text vector (``search``), so no memory is parsed at query time. Neither
+side has an index over all users: a GIN index on ``search`` let the planner match a common word
+in every user's memories first (at 100k memories over 1,000 users, lexical p95 35 ms instead
+of 3). A memory without a vector (embedding failed when it was written) is found by its words
+only.
 
 A query's words are read from its first ``QUERY_MAX_CHARS`` characters, the beginning the
 embedder reads too (:func:`llm_bot.llm.embeddings.embeddable`): both sides of a search then
@@ -55,11 +58,17 @@ dense AS (
     ORDER BY embedding <=> %(vector)s::vector
     LIMIT %(pool)s
 ),
+-- The user's rows first: matched through an index over every user's memories, a common word
+-- would read every user's rows holding it.
+mine AS MATERIALIZED (
+    SELECT key, search FROM memories
+    WHERE user_id = %(user)s AND %(use_lexical)s
+      AND (%(include_private)s OR visibility = 'public')
+),
 lexical AS (
-    SELECT m.key, row_number() OVER (ORDER BY ts_rank_cd(m.search, query.terms) DESC) AS rank
-    FROM memories m, query
-    WHERE m.user_id = %(user)s AND %(use_lexical)s AND m.search @@ query.terms
-      AND (%(include_private)s OR m.visibility = 'public')
+    SELECT key, row_number() OVER (ORDER BY ts_rank_cd(search, query.terms) DESC) AS rank
+    FROM mine, query
+    WHERE search @@ query.terms
     ORDER BY rank
     LIMIT %(pool)s
 )

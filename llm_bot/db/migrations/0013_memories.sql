@@ -2,7 +2,8 @@
 -- the user's id as conversation_turns.user_id holds it. The vector sits in the row, beside the
 -- slot `llm-bot reembed` fills for the next model (embedding_next, as in conversation_turns),
 -- and the full-text vector is stored, so memory search reads it instead of parsing every
--- memory per query (llm_bot/memory/search.py). Where a row was learned is its `visibility`,
+-- memory per query; a search reads one user's rows by the primary key (llm_bot/memory/search.py
+-- says why no index over every user's rows). Where a row was learned is its `visibility`,
 -- 'dm' or 'public', in this table, memory_versions, conversation_turns and agent_notes alike.
 CREATE TABLE memories (
     user_id        text        NOT NULL,
@@ -18,13 +19,12 @@ CREATE TABLE memories (
     updated_at     timestamptz NOT NULL,
     PRIMARY KEY (user_id, key)
 );
-CREATE INDEX memories_search_idx ON memories USING gin (search);
 
 -- The memories held so far by LangGraph's PostgresStore, in its tables (created by the worker
 -- at start, so they may not exist): namespace 'memories.<user id>' with '%' and '.' of the id
 -- percent-encoded, value {content, metadata, learnedIn}. A value without learnedIn, or with
--- anything but 'public', is private. A vector older than its memory described an earlier text
--- (the re-embedding gave those a new one), so it is left behind; store_vectors_next holds the
+-- anything but 'public', is private. A vector older than its memory describes an earlier text,
+-- so it is left behind (`llm-bot reembed` gives the memory one). store_vectors_next holds the
 -- vectors of a re-embedding under way, which goes on from them.
 CREATE FUNCTION pg_temp.memory_user(prefix text) RETURNS text LANGUAGE sql IMMUTABLE AS
 $$ SELECT replace(replace(substr(prefix, length('memories.') + 1), '%2E', '.'), '%25', '%') $$;
