@@ -170,7 +170,7 @@ embedding_env() {
 migrate() {
     # `jobs deploy` creates the job or updates it to this image; `execute --wait` fails the
     # script when the migration fails, before any worker runs against an old schema. The
-    # migration also creates the memory store's tables at the manifests' vector size
+    # migration also records the embedding model at the manifests' vector size
     # (MEMORY_EMBEDDING_DIMENSIONS, so the model is not asked). It is idempotent, so retries
     # are safe: 3, as Cloud Run recommends; an unreachable database fails each within
     # DATABASE_CONNECT_TIMEOUT_S instead of hanging to the task timeout.

@@ -163,9 +163,6 @@ class Settings(BaseSettings):
     # switch, a few seconds. A retrieval statement that meets it costs the event that part of
     # its context, as any retrieval failure does.
     memory_statement_timeout_ms: NonNegative = Field(5000, alias="MEMORY_STATEMENT_TIMEOUT_MS")
-    vector_index: Literal["hnsw", "ivfflat"] = Field("hnsw", alias="MEMORY_VECTOR_INDEX")
-    ivfflat_lists: Count = Field(100, alias="MEMORY_IVFFLAT_LISTS")
-    ivfflat_probes: Count = Field(10, alias="MEMORY_IVFFLAT_PROBES")
 
     # --- database connections, per instance (README, "Sizing the database"; llm_bot/db/pools.py)
     # Each instance holds up to LLM_BOT_DB_POOL_MAX + MEMORY_DB_POOL_MAX connections, so the

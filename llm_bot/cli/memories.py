@@ -15,8 +15,9 @@ from typing import Any
 
 from llm_bot.cli.support import UsageError, non_empty, print_result, require_database_url
 from llm_bot.db.embedding_space import EmbeddingModelMismatch
-from llm_bot.memory.store import MemoryStore
+from llm_bot.memory.store import Memory, MemoryStore
 from llm_bot.memory.validation import InvalidMemory, validate_memory
+from llm_bot.memory.versions import Version
 from llm_bot.memory.wiring import open_memory_store
 from llm_bot.settings import Settings
 
@@ -80,8 +81,17 @@ def human(result: Any) -> str:
     return json.dumps(result)
 
 
+def printed(record: Memory | Version) -> dict[str, Any]:
+    """A memory or a version as the command prints it: where it was learned is
+    ``learned_in`` in its output."""
+    return {
+        ("learned_in" if name == "visibility" else name): value
+        for name, value in asdict(record).items()
+    }
+
+
 async def list_memories(store: MemoryStore, args: argparse.Namespace, settings: Settings) -> Any:
-    return [asdict(m) for m in await store.for_user(args.user).list_memories(limit=args.limit)]
+    return [printed(m) for m in await store.for_user(args.user).list_memories(limit=args.limit)]
 
 
 async def search_memories(store: MemoryStore, args: argparse.Namespace, settings: Settings) -> Any:
@@ -103,11 +113,11 @@ async def get_memory(store: MemoryStore, args: argparse.Namespace, settings: Set
     memory = await memories.get(args.key)
     if memory is None:
         raise UsageError(f"user {args.user!r} has no memory {args.key!r}")
-    shown = asdict(memory)
+    shown = printed(memory)
     if args.history:
         shown["history"] = [
             {
-                **asdict(version),
+                **printed(version),
                 "valid_from": version.valid_from.isoformat(),
                 "valid_to": version.valid_to.isoformat(),
             }

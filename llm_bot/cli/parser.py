@@ -40,9 +40,9 @@ def command_schema(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def command_migrate(args: argparse.Namespace, settings: Settings) -> int:
-    """Create or upgrade the schema, the memory store's tables included (their vector size is
-    ``MEMORY_EMBEDDING_DIMENSIONS``, else the model is asked for it); running it again changes
-    nothing. An unreachable database fails within ``DATABASE_CONNECT_TIMEOUT_S``."""
+    """Create or upgrade the schema and record the embedding model of the stored vectors
+    (their size is ``MEMORY_EMBEDDING_DIMENSIONS``, else the model is asked for it); running it
+    again changes nothing. An unreachable database fails within ``DATABASE_CONNECT_TIMEOUT_S``."""
     from llm_bot.db.migrate import migrate
     from llm_bot.memory.wiring import set_up_memory_store
 

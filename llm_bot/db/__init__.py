@@ -1,5 +1,5 @@
 """Postgres plumbing that is not memory: migrations, the connection pools, the group committer,
-the processed-events ledger, the store's schema, binary vectors and throw-away schemas for
+the processed-events ledger, the embedding space, binary vectors and throw-away schemas for
 measurements."""
 
 from llm_bot.db.embedding_space import EmbeddingModelMismatch
@@ -16,7 +16,6 @@ from llm_bot.db.processed_events import (
     source_of,
 )
 from llm_bot.db.schemas import scratch_schema
-from llm_bot.db.store_schema import ensure_schema
 from llm_bot.db.vectors import vector_param
 
 __all__ = [
@@ -28,7 +27,6 @@ __all__ = [
     "StoredOutput",
     "Work",
     "claim_or_wait",
-    "ensure_schema",
     "key_of",
     "migrate",
     "open_pool",

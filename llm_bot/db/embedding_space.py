@@ -90,12 +90,11 @@ _REMEDY = (
 
 
 async def _legacy_dimensions(connection: AsyncConnection[Any]) -> list[int]:
-    """Sizes of the vectors stored before the model was recorded: the memory table's declared
-    size and one history vector's."""
+    """Sizes of the vectors stored before the model was recorded: one memory's and one history
+    vector's."""
     async with connection.cursor(row_factory=tuple_row) as cursor:
         await cursor.execute(
-            "SELECT atttypmod FROM pg_attribute WHERE attrelid = to_regclass('store_vectors')"
-            " AND attname = 'embedding' AND atttypmod > 0"
+            "(SELECT vector_dims(embedding) FROM memories WHERE embedding IS NOT NULL LIMIT 1)"
             " UNION ALL (SELECT vector_dims(embedding) FROM conversation_turns"
             "            WHERE embedding IS NOT NULL LIMIT 1)"
         )

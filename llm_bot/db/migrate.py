@@ -4,11 +4,10 @@ Several instances may start at once (Cloud Run scale-out), so applying holds a P
 advisory lock; each file runs in its own transaction together with its bookkeeping row, so a
 failed file leaves no half-applied state and the next run retries it.
 
-Two rules keep simultaneous starts from deadlocking. A schema that is already current is
-seen without taking the lock (the usual start). And the lock is waited for by polling
-``pg_try_advisory_lock`` between short statements, never inside one: a waiting statement is an
-open transaction, and the holder may be building an index ``CONCURRENTLY`` (the memory store's
-set-up), which waits for every open transaction to end, the waiter's included.
+A schema that is already current is seen without taking the lock (the usual start). The lock
+is waited for by polling ``pg_try_advisory_lock`` between short statements, never inside one:
+a waiting instance holds no transaction open (which an index built ``CONCURRENTLY`` would wait
+for) and gives up after ``LOCK_WAIT_S``.
 """
 
 from __future__ import annotations
@@ -63,7 +62,7 @@ def migrate(database_url: str, connect_timeout_s: int = CONNECT_TIMEOUT_S) -> li
         if not _pending(connection):
             return []
         with migration_lock(connection):
-            return [_apply(connection, migration) for migration in _pending(connection)]
+            return [apply_migration(connection, migration) for migration in _pending(connection)]
 
 
 def _pending(connection: psycopg.Connection[Any]) -> list[Migration]:
@@ -76,7 +75,8 @@ def _pending(connection: psycopg.Connection[Any]) -> list[Migration]:
     return [m for m in available_migrations() if m.version not in done]
 
 
-def _apply(connection: psycopg.Connection[Any], migration: Migration) -> str:
+def apply_migration(connection: psycopg.Connection[Any], migration: Migration) -> str:
+    """Apply one migration and record it, in one transaction."""
     with connection.transaction():
         connection.execute(_BOOKKEEPING)
         connection.execute(migration.sql.encode())

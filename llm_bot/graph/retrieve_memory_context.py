@@ -28,7 +28,7 @@ async def retrieve_memory_context(
                 state["user_id"],
                 state["thread_id"],
                 state["combined_prompt"],
-                private=state["writes"].learned_in == "dm",
+                private=state["writes"].visibility == "dm",
             )
     except Exception as error:  # degrade, never fail: docs/memory.md, Retrieval
         cause = "timeout" if isinstance(error, TimeoutError) else f"{type(error).__name__}: {error}"

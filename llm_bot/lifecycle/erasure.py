@@ -1,11 +1,11 @@
 """Erasure with a receipt: every row that holds one user's (or one thread's) data, in every
 table we own, deleted in one transaction, and how many rows went from each table.
 
-A user's rows are found by what names them: the memory namespace (``store`` and its vector
-tables), ``user_id`` (turns, notes, processed-event records) and the thread id of each of the
-user's direct-message threads (:func:`llm_bot.events.identity.thread_id_of` ends a DM thread
-with ``":" + user id`` after a base of exactly one unescaped colon). A shared thread's row names
-only its room, so it stays, with the other speakers' turns.
+A user's rows are found by what names them: ``user_id`` (memories and their versions, turns,
+notes, processed-event records) and the thread id of each of the user's direct-message threads
+(:func:`llm_bot.events.identity.thread_id_of` ends a DM thread with ``":" + user id`` after a
+base of exactly one unescaped colon). A shared thread's row names only its room, so it stays,
+with the other speakers' turns.
 
 A table added later must be added to :data:`USER_ROWS`: the erasure test scans every column of
 every table in the schema, from the catalog, and fails when a user's data survives anywhere.
@@ -19,9 +19,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from psycopg import AsyncConnection
-from psycopg.rows import tuple_row
-
-from llm_bot.memory.namespaces import namespace_text, user_namespace
 
 # A DM thread of %(user)s: "<connector>:<channel>:<user id>", the part before the user id
 # holding exactly one (unescaped) colon.
@@ -29,14 +26,12 @@ _IS_USERS_DM = """(right(thread_id, length(%(user)s) + 1) = ':' || %(user)s
     AND array_length(string_to_array(
         left(thread_id, length(thread_id) - length(%(user)s) - 1), ':'), 1) = 2)"""
 
-# (table, condition) in deletion order: vectors before the memories they belong to. Every turn
-# and event record of a DM thread names the thread's user (the same user id makes both), so
-# ``user_id`` finds them through its index; only the thread's own row needs the id rule.
+# (table, condition). Every turn and event record of a DM thread names the thread's user (the
+# same user id makes both), so ``user_id`` finds them through its index; only the thread's own
+# row needs the id rule.
 USER_ROWS: tuple[tuple[str, str], ...] = (
-    ("store_vectors_next", "prefix = %(namespace)s"),
-    ("store_vectors", "prefix = %(namespace)s"),
-    ("memory_versions", "prefix = %(namespace)s"),
-    ("store", "prefix = %(namespace)s"),
+    ("memory_versions", "user_id = %(user)s"),
+    ("memories", "user_id = %(user)s"),
     ("conversation_turns", "user_id = %(user)s"),
     ("conversation_threads", _IS_USERS_DM),
     ("agent_notes", "user_id = %(user)s"),
@@ -52,7 +47,7 @@ THREAD_ROWS: tuple[tuple[str, str], ...] = (
 
 @dataclass(frozen=True)
 class Receipt:
-    """What an erasure deleted: rows per table (tables that do not exist are left out)."""
+    """What an erasure deleted: rows per table."""
 
     subject: str
     deleted: dict[str, int]
@@ -70,7 +65,7 @@ async def forget_user(connection: AsyncConnection[Any], user_id: str) -> Receipt
 
 def user_params(user_id: str) -> dict[str, str]:
     """The parameters :data:`USER_ROWS`' conditions name."""
-    return {"user": user_id, "namespace": namespace_text(user_namespace(user_id))}
+    return {"user": user_id}
 
 
 async def forget_thread(connection: AsyncConnection[Any], thread_id: str) -> Receipt:
@@ -85,21 +80,10 @@ async def _delete_all(
 ) -> dict[str, int]:
     deleted: dict[str, int] = {}
     async with connection.transaction():
-        present = await existing_tables(connection, [table for table, _ in rows])
         for table, condition in rows:
-            if table in present:
-                cursor = await connection.execute(
-                    f"DELETE FROM {table} WHERE {condition}",  # noqa: S608 (constants above)
-                    params,
-                )
-                deleted[table] = cursor.rowcount
+            cursor = await connection.execute(
+                f"DELETE FROM {table} WHERE {condition}",  # noqa: S608 (constants above)
+                params,
+            )
+            deleted[table] = cursor.rowcount
     return deleted
-
-
-async def existing_tables(connection: AsyncConnection[Any], tables: list[str]) -> set[str]:
-    """Which of ``tables`` exist in the search path (a re-embedding's table comes and goes)."""
-    async with connection.cursor(row_factory=tuple_row) as cursor:
-        await cursor.execute(
-            "SELECT t FROM unnest(%s::text[]) AS t WHERE to_regclass(t) IS NOT NULL", (tables,)
-        )
-        return {table for (table,) in await cursor.fetchall()}

@@ -18,12 +18,13 @@ from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
 from llm_bot.clock import iso_timestamp, utc_now
-from llm_bot.lifecycle.erasure import USER_ROWS, existing_tables, user_params
+from llm_bot.lifecycle.erasure import USER_ROWS, user_params
 
 FORMAT = "llm-bot.user-export.v1"
 # Derived or internal columns: vectors, full-text lexemes, claim tokens.
 _LEFT_OUT = {"embedding", "embedding_next", "search", "claim_token"}
-_DERIVED_TABLES = {"store_vectors", "store_vectors_next"}
+# Columns whose name in the document is not the column's: the format's name stays.
+_EXPORTED_AS = {"visibility": "learned_in"}
 
 
 async def export_user(connection: AsyncConnection[Any], user_id: str) -> dict[str, Any]:
@@ -31,15 +32,13 @@ async def export_user(connection: AsyncConnection[Any], user_id: str) -> dict[st
     params = user_params(user_id)
     async with connection.transaction():
         await connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        present = await existing_tables(connection, [table for table, _ in USER_ROWS])
         for table, condition in USER_ROWS:
-            if table in present and table not in _DERIVED_TABLES:
-                async with connection.cursor(row_factory=dict_row) as cursor:
-                    await cursor.execute(
-                        f"SELECT * FROM {table} WHERE {condition}",  # noqa: S608 (constants)
-                        params,
-                    )
-                    tables[table] = [_readable(row) for row in await cursor.fetchall()]
+            async with connection.cursor(row_factory=dict_row) as cursor:
+                await cursor.execute(
+                    f"SELECT * FROM {table} WHERE {condition}",  # noqa: S608 (constants)
+                    params,
+                )
+                tables[table] = [_readable(row) for row in await cursor.fetchall()]
     return {
         "format": FORMAT,
         "userId": user_id,
@@ -49,7 +48,11 @@ async def export_user(connection: AsyncConnection[Any], user_id: str) -> dict[st
 
 
 def _readable(row: dict[str, Any]) -> dict[str, Any]:
-    return {name: _value(value) for name, value in row.items() if name not in _LEFT_OUT}
+    return {
+        _EXPORTED_AS.get(name, name): _value(value)
+        for name, value in row.items()
+        if name not in _LEFT_OUT
+    }
 
 
 def _value(value: Any) -> Any:

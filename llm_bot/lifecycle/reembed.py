@@ -2,12 +2,13 @@
 workers keep running.
 
 Vectors of two models cannot be mixed (:mod:`llm_bot.db.embedding_space`), so the new ones are
-built beside the live ones — ``conversation_turns.embedding_next`` and ``store_vectors_next`` —
-while workers go on writing and searching the live ones. Passes embed what is missing or stale
-(a memory updated since its vector was made) until little is left; then one short transaction
-waits for the writers to finish, embeds the last few rows, and swaps the new vectors in (a
-rename: no table is rewritten) and records the new model. From then on, workers still on the
-old model write without vectors and the next ones start on the new model.
+built beside the live ones — the ``embedding_next`` columns of ``conversation_turns`` and
+``memories`` — while workers go on writing and searching the live ones. Passes embed what is
+missing (a memory rewritten since its new vector was made has none again) until little is
+left; then one short transaction waits for the writers to finish, embeds the last few rows,
+swaps the new vectors in (a rename of columns: no table is rewritten) and records the new
+model. From then on, workers still on the old model write without vectors and the next ones
+start on the new model.
 
 Resumable: the target model is recorded, and a run interrupted at any point starts again where
 the previous one stopped (the rows that still need a vector). Run with the model already live,
@@ -31,7 +32,7 @@ from llm_bot.db.embedding_space import (
     lock_for_switch,
     read_space,
 )
-from llm_bot.lifecycle.vector_slots import LIVE, SHADOW, Slot, fill_pass
+from llm_bot.lifecycle.vector_slots import LIVE, SHADOW, TABLES, Slot, fill_pass
 from llm_bot.llm.embeddings import Embedder
 
 logger = logging.getLogger(__name__)
@@ -72,7 +73,6 @@ async def reembed(
     await _fill_until(
         connection, embedder, SHADOW, batch, progress, report, at_most=SWITCH_WHEN_AT_MOST
     )
-    await _index_like_live(connection, progress)
     await _switch(connection, embedder, batch, progress, report)
     return report
 
@@ -92,23 +92,13 @@ async def _begin(
     progress(f"moving vectors from {space.model} ({space.dimensions}) to {model} ({dimensions})")
     async with connection.transaction():
         await lock_for_switch(connection)
-        await connection.execute(
-            "DROP TABLE IF EXISTS store_vectors_next;"
-            " ALTER TABLE conversation_turns DROP COLUMN IF EXISTS embedding_next;"
-            " ALTER TABLE conversation_turns ADD COLUMN embedding_next vector"
-        )
-        await connection.execute(
-            sql.SQL(
-                "CREATE TABLE store_vectors_next ("
-                " prefix text NOT NULL, key text NOT NULL, field_name text NOT NULL,"
-                " embedding vector({dimensions}),"
-                " created_at timestamptz DEFAULT CURRENT_TIMESTAMP,"
-                " updated_at timestamptz DEFAULT CURRENT_TIMESTAMP,"
-                " CONSTRAINT store_vectors_next_pkey PRIMARY KEY (prefix, key, field_name),"
-                " CONSTRAINT store_vectors_next_prefix_key_fkey FOREIGN KEY (prefix, key)"
-                "   REFERENCES store (prefix, key) ON DELETE CASCADE)"
-            ).format(dimensions=sql.Literal(dimensions))
-        )
+        for table in TABLES:
+            await connection.execute(
+                sql.SQL(
+                    "ALTER TABLE {t} DROP COLUMN IF EXISTS embedding_next;"
+                    " ALTER TABLE {t} ADD COLUMN embedding_next vector"
+                ).format(t=sql.Identifier(table))
+            )
         await connection.execute(
             "UPDATE embedding_space SET next_model = %s, next_dimensions = %s",
             (model, dimensions),
@@ -138,28 +128,6 @@ async def _fill_until(
             return
 
 
-async def _index_like_live(connection: AsyncConnection[Any], progress: Progress) -> None:
-    """The new memory vectors get the live table's ANN index (LangGraph's definition, so the
-    kind and parameters stay the operator's), built without blocking the workers."""
-    cursor = await connection.execute(
-        "SELECT pg_get_indexdef(to_regclass('store_vectors_embedding_idx'))"
-    )
-    row = await cursor.fetchone()
-    if row is None or row[0] is None:
-        return
-    progress("building the memory vector index")
-    definition = (
-        str(row[0])
-        .replace(
-            "INDEX store_vectors_embedding_idx",
-            "INDEX CONCURRENTLY IF NOT EXISTS store_vectors_next_embedding_idx",
-        )
-        .replace("ON public.store_vectors ", "ON public.store_vectors_next ")
-        .replace("ON store_vectors ", "ON store_vectors_next ")
-    )
-    await connection.execute(definition.encode())
-
-
 async def _switch(
     connection: AsyncConnection[Any],
     embedder: Embedder,
@@ -171,18 +139,14 @@ async def _switch(
     async with connection.transaction():
         await lock_for_switch(connection)
         await _fill_until(connection, embedder, SHADOW, batch, progress, report, at_most=0)
-        await connection.execute(
-            "ALTER TABLE conversation_turns DROP COLUMN embedding;"
-            " ALTER TABLE conversation_turns RENAME COLUMN embedding_next TO embedding;"
-            " ALTER TABLE conversation_turns ADD COLUMN embedding_next vector;"
-            " DROP TABLE store_vectors;"
-            " ALTER TABLE store_vectors_next RENAME TO store_vectors;"
-            " ALTER INDEX store_vectors_next_pkey RENAME TO store_vectors_pkey;"
-            " ALTER TABLE store_vectors RENAME CONSTRAINT store_vectors_next_prefix_key_fkey"
-            "   TO store_vectors_prefix_key_fkey;"
-            " ALTER INDEX IF EXISTS store_vectors_next_embedding_idx"
-            "   RENAME TO store_vectors_embedding_idx"
-        )
+        for table in TABLES:
+            await connection.execute(
+                sql.SQL(
+                    "ALTER TABLE {t} DROP COLUMN embedding;"
+                    " ALTER TABLE {t} RENAME COLUMN embedding_next TO embedding;"
+                    " ALTER TABLE {t} ADD COLUMN embedding_next vector"
+                ).format(t=sql.Identifier(table))
+            )
         await connection.execute(
             "UPDATE embedding_space SET model = next_model, dimensions = next_dimensions,"
             " next_model = NULL, next_dimensions = NULL, switched_at = now()"

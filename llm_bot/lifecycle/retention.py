@@ -25,8 +25,6 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.rows import tuple_row
 
-from llm_bot.lifecycle.erasure import existing_tables
-from llm_bot.memory.namespaces import MEMORIES
 from llm_bot.settings import Settings
 
 PROGRESS_EVERY_S = 2.0
@@ -69,30 +67,29 @@ DELETE FROM conversation_threads th USING (
 """
 
 _USERS_OVER_CAP = """
-SELECT prefix FROM store WHERE prefix LIKE %(memories)s
- GROUP BY prefix HAVING count(*) > %(cap)s
+SELECT user_id FROM memories GROUP BY user_id HAVING count(*) > %(cap)s
 """
 
-# The most recently created beyond the cap; their vectors go with them (ON DELETE CASCADE).
-# The cap is also enforced at write time (a new memory beyond it is refused), so rows beyond it
-# come from a lowered cap or concurrent writes; the user's first facts stand, as at write time,
-# and a flood of new rows (a steered model) is what goes, never the older genuine ones.
+# The most recently created beyond the cap. The cap is also enforced at write time (a new
+# memory beyond it is refused), so rows beyond it come from a lowered cap or concurrent writes;
+# the user's first facts stand, as at write time, and a flood of new rows (a steered model) is
+# what goes, never the older genuine ones.
 _MEMORIES_BEYOND_CAP = """
-DELETE FROM store s USING (
-    SELECT key FROM store WHERE prefix = %(prefix)s
+DELETE FROM memories m USING (
+    SELECT key FROM memories WHERE user_id = %(user)s
      ORDER BY created_at, key OFFSET %(cap)s LIMIT %(batch)s) old
- WHERE s.prefix = %(prefix)s AND s.key = old.key
+ WHERE m.user_id = %(user)s AND m.key = old.key
 """
 
 
 # Earlier texts of facts: gone with their memory (the cap above), or past the history's age.
 _MEMORY_VERSIONS = """
-DELETE FROM memory_versions m USING (
-    SELECT prefix, key, version FROM memory_versions v
+DELETE FROM memory_versions mv USING (
+    SELECT user_id, key, version FROM memory_versions v
      WHERE v.valid_to < %(cutoff)s
-        OR NOT EXISTS (SELECT 1 FROM store s WHERE s.prefix = v.prefix AND s.key = v.key)
+        OR NOT EXISTS (SELECT 1 FROM memories m WHERE m.user_id = v.user_id AND m.key = v.key)
      LIMIT %(batch)s FOR UPDATE SKIP LOCKED) old
- WHERE m.prefix = old.prefix AND m.key = old.key AND m.version = old.version
+ WHERE mv.user_id = old.user_id AND mv.key = old.key AND mv.version = old.version
 """
 
 
@@ -147,8 +144,7 @@ async def maintain(
         )
     if policy.memories_per_user:
         deleted["memories_beyond_cap"] = await _cap_memories(connection, policy, progress)
-    capped = policy.history_days or policy.memories_per_user
-    if capped and await existing_tables(connection, ["store"]):
+    if policy.history_days or policy.memories_per_user:
         days = policy.history_days
         cutoff = now - timedelta(days=days) if days else datetime.min.replace(tzinfo=now.tzinfo)
         deleted["memory_versions"] = await _sweep(
@@ -160,20 +156,14 @@ async def maintain(
 async def _cap_memories(
     connection: AsyncConnection[Any], policy: RetentionPolicy, progress: Progress
 ) -> int:
-    params: dict[str, Any] = {
-        "batch": policy.batch_rows,
-        "cap": policy.memories_per_user,
-        "memories": f"{MEMORIES}.%",
-    }
-    if "store" not in await existing_tables(connection, ["store"]):
-        return 0
+    params: dict[str, Any] = {"batch": policy.batch_rows, "cap": policy.memories_per_user}
     async with connection.cursor(row_factory=tuple_row) as cursor:
         await cursor.execute(_USERS_OVER_CAP, params)
-        prefixes = [prefix for (prefix,) in await cursor.fetchall()]
+        users = [user for (user,) in await cursor.fetchall()]
     total = 0
-    for prefix in prefixes:
+    for user in users:
         total += await _sweep(
-            connection, "memories_beyond_cap", _MEMORIES_BEYOND_CAP, {**params, "prefix": prefix}
+            connection, "memories_beyond_cap", _MEMORIES_BEYOND_CAP, {**params, "user": user}
         )
     progress(f"memories_beyond_cap: {total} deleted")
     return total

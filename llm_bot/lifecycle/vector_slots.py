@@ -1,10 +1,11 @@
-"""Where vectors live (the live slot, or the one a re-embedding builds) and one pass that gives
-every row of history and every memory in a slot the vector it lacks.
+"""Where vectors live (the live column, or the one a re-embedding builds, in each of
+:data:`TABLES`) and one pass that gives every row of history and every memory the vector it
+lacks in a slot.
 
-A turn never changes, so it needs a vector when it has none. A memory can be rewritten under
-the same key, so it also needs one when its vector is older than the memory; a vector is
-written only if the memory is still the one that was embedded (same ``updated_at``), so a write
-racing the pass is picked up by the next one instead of being overwritten with a stale vector.
+A row needs a vector when its slot is empty: a turn never changes, and rewriting a memory
+empties its re-embedding slot (and its live one, when the writer had no vector). A memory's
+vector is written only if the memory still has the text that was embedded, so a rewrite racing
+the pass is picked up by the next one instead of being given a vector of its old text.
 """
 
 from __future__ import annotations
@@ -12,25 +13,21 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from psycopg import AsyncConnection, sql
 
 from llm_bot.db.vectors import vector_param
 from llm_bot.llm.embeddings import Embedder, EmbeddingInputRejected
-from llm_bot.memory.namespaces import MEMORIES
 
 PROGRESS_EVERY_S = 2.0
 
+# The tables holding vectors, each in both slots' columns.
+TABLES = ("conversation_turns", "memories")
 
-@dataclass(frozen=True)
-class Slot:
-    turns_column: str
-    memory_table: str
-
-
-LIVE = Slot("embedding", "store_vectors")
-SHADOW = Slot("embedding_next", "store_vectors_next")
+Slot = Literal["embedding", "embedding_next"]
+LIVE: Slot = "embedding"
+SHADOW: Slot = "embedding_next"
 
 
 async def fill_pass(
@@ -107,7 +104,7 @@ class _Rows:
 
 
 def _turn_rows(slot: Slot) -> _Rows:
-    column = sql.Identifier(slot.turns_column)
+    column = sql.Identifier(slot)
     return _Rows(
         name="history",
         start=("", -1),
@@ -128,27 +125,19 @@ def _turn_rows(slot: Slot) -> _Rows:
 
 
 def _memory_rows(slot: Slot) -> _Rows:
-    table = sql.Identifier(slot.memory_table)
-    needing = sql.SQL(
-        "FROM store s LEFT JOIN {t} v"
-        " ON v.prefix = s.prefix AND v.key = s.key AND v.field_name = 'content'"
-        " WHERE starts_with(s.prefix, {memories}) AND s.value ? 'content'"
-        " AND (v.key IS NULL OR v.updated_at < s.updated_at)"
-    ).format(t=table, memories=sql.Literal(MEMORIES + "."))
+    column = sql.Identifier(slot)
     return _Rows(
         name="memories",
         start=("", ""),
-        count_query=sql.SQL("SELECT count(*) {}").format(needing),
+        count_query=sql.SQL("SELECT count(*) FROM memories WHERE {} IS NULL").format(column),
         page_query=sql.SQL(
-            "SELECT s.prefix, s.key, s.updated_at, s.value->>'content' {needing}"
-            " AND (s.prefix, s.key) > (%s, %s) ORDER BY s.prefix, s.key LIMIT %s"
-        ).format(needing=needing),
+            "SELECT user_id, key, content FROM memories"
+            " WHERE {c} IS NULL AND (user_id, key) > (%s, %s)"
+            " ORDER BY user_id, key LIMIT %s"
+        ).format(c=column),
         write=sql.SQL(
-            "INSERT INTO {t} (prefix, key, field_name, embedding, created_at, updated_at)"
-            " SELECT prefix, key, 'content', %s::vector, updated_at, updated_at FROM store"
-            " WHERE prefix = %s AND key = %s AND updated_at = %s"
-            " ON CONFLICT (prefix, key, field_name) DO UPDATE"
-            " SET embedding = EXCLUDED.embedding, updated_at = EXCLUDED.updated_at"
-        ).format(t=table),
+            "UPDATE memories SET {c} = %s::vector"
+            " WHERE user_id = %s AND key = %s AND content = %s AND {c} IS NULL"
+        ).format(c=column),
         write_params=lambda row, vector: (vector_param(vector), row[0], row[1], row[2]),
     )

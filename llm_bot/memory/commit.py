@@ -3,9 +3,9 @@ notes, the history pair.
 
 The worker calls :meth:`MemoryCommit.apply` in the transaction that also stores the
 processed-event record, so the three either all happen or none do. Every embedding the writes
-need (the pair's, and each memory's: LangGraph's ``aput`` would otherwise embed inside the
-transaction, holding every event of the group commit on the embeddings endpoint) is made before
-the transaction, by :meth:`MemoryCommit.prepare`. If embedding fails, the writes happen without
+need (the pair's and each memory's) is made before the transaction, by
+:meth:`MemoryCommit.prepare`: embedding inside it would hold every event of the group commit on
+the embeddings endpoint. If embedding fails, the writes happen without
 vectors: the pair shows in windows and a memory is found by its words, not by similarity.
 """
 
@@ -21,11 +21,9 @@ from psycopg.rows import tuple_row
 
 from llm_bot.db.embedding_space import EmbeddingSpace, space_for_write
 from llm_bot.memory.history import PairRows, write_pair
-from llm_bot.memory.namespaces import namespace_text, user_namespace
 from llm_bot.memory.notes_store import apply_notes_edits
 from llm_bot.memory.run_writes import RunWrites
-from llm_bot.memory.store import MemoryStore, memory_value
-from llm_bot.memory.versions import forget_versions, retire_current
+from llm_bot.memory.store import MemoryStore, delete_memory, put_memory
 from llm_bot.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -123,7 +121,7 @@ class MemoryCommit:
             pair.source_event,
             vectors[0],
             vectors[1],
-            pair.writes.learned_in if pair.writes is not None else "public",
+            pair.writes.visibility if pair.writes is not None else "public",
         )
         memory_vectors = {
             text: vector for text, vector in zip(texts[2:], vectors[2:], strict=True) if vector
@@ -144,60 +142,54 @@ class MemoryCommit:
             prepared = self._without_vectors(prepared, space)
         writes = pair.writes
         if writes is not None and (writes.memory_puts or writes.memory_deletes):
-            await self._apply_memories(connection, writes, prepared)
+            await self._apply_memories(connection, writes, prepared, pair.at)
         if writes is not None and writes.notes_edits:
             await apply_notes_edits(connection, writes, self._agent, self._notes_max_chars)
         await write_pair(connection, prepared.rows, self._idle)
 
     async def _apply_memories(
-        self, connection: AsyncConnection[Any], writes: RunWrites, prepared: PreparedPair
+        self,
+        connection: AsyncConnection[Any],
+        writes: RunWrites,
+        prepared: PreparedPair,
+        at: datetime,
     ) -> None:
-        """Puts and deletes, only ever in the run's user's namespace. A put over an existing
-        key keeps the text it replaces as a version (:mod:`llm_bot.memory.versions`). A delete
-        removes the memory's versions and its row in ``store``; its vectors (``store_vectors``,
-        and ``store_vectors_next`` while ``llm-bot reembed`` builds it) go with it by their
-        ``ON DELETE CASCADE`` keys.
-        A key already gone (a redelivery, a concurrent delete) deletes nothing.
+        """Puts and deletes, only ever of the run's user. A put over an existing key keeps the
+        text it replaces as a version (:mod:`llm_bot.memory.versions`); a delete removes the
+        memory and its versions. A key already gone (a redelivery, a concurrent delete)
+        deletes nothing.
         From a shared channel, a key that is private now (the tool saw it public, or not at
         all) is left alone: a DM's memory is never changed from a shared channel."""
-        on_connection = self._store.store_on(connection, prepared.memory_vectors)
-        namespace = user_namespace(writes.user_id)
-        prefix = namespace_text(namespace)
-        private = await self._private_keys(connection, prefix, writes)
+        user = writes.user_id
+        private = await self._private_keys(connection, writes)
         for key in writes.memory_deletes:
-            if key in private:
-                continue
-            await forget_versions(connection, prefix, key)
-            await on_connection.adelete(namespace, key)
+            if key not in private:
+                await delete_memory(connection, user, key)
         for put in writes.memory_puts:
-            if put.key in private:
-                continue
-            await retire_current(connection, prefix, put.key, put.content)
-            value = memory_value(put.content, put.metadata, writes.learned_in)
-            # Without its vector (embeddings failed) a memory is still found by its words.
-            embedded = put.content in prepared.memory_vectors
-            await on_connection.aput(
-                namespace, put.key, value, index=["content"] if embedded else False
-            )
-            if not embedded:  # the key's old vector would describe the old content
-                await connection.execute(
-                    "DELETE FROM store_vectors WHERE prefix = %s AND key = %s",
-                    (prefix, put.key),
+            if put.key not in private:
+                vector = prepared.memory_vectors.get(put.content)
+                await put_memory(
+                    connection,
+                    user,
+                    put.key,
+                    put.content,
+                    put.metadata,
+                    writes.visibility,
+                    vector,
+                    at,
                 )
 
     @staticmethod
-    async def _private_keys(
-        connection: AsyncConnection[Any], prefix: str, writes: RunWrites
-    ) -> set[str]:
+    async def _private_keys(connection: AsyncConnection[Any], writes: RunWrites) -> set[str]:
         """The keys a run from a shared channel touches that hold a memory learned in a DM."""
-        if writes.learned_in == "dm":
+        if writes.visibility == "dm":
             return set()
         keys = [*writes.memory_deletes, *(put.key for put in writes.memory_puts)]
         async with connection.cursor(row_factory=tuple_row) as cursor:
             await cursor.execute(
-                "SELECT key FROM store WHERE prefix = %s AND key = ANY(%s)"
-                " AND coalesce(value->>'learnedIn', 'dm') <> 'public'",
-                (prefix, keys),
+                "SELECT key FROM memories WHERE user_id = %s AND key = ANY(%s)"
+                " AND visibility <> 'public'",
+                (writes.user_id, keys),
             )
             private = {str(key) for (key,) in await cursor.fetchall()}
         if private:

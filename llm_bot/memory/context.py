@@ -178,7 +178,7 @@ class PostgresMemoryRetriever:
     async def _notes(self, user_id: str, include_private: bool) -> str:
         async with self._store.connection() as connection:
             notes = await read_notes(connection, user_id, self._agent)
-        return notes.content if include_private or notes.learned_in == "public" else ""
+        return notes.content if include_private or notes.visibility == "public" else ""
 
     async def _window(self, thread_id: str) -> list[Turn]:
         limits = self._limits

@@ -18,6 +18,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
 from llm_bot.db.vectors import vector_param
+from llm_bot.memory.run_writes import Visibility
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ class PairRows:
     source_event: str
     user_vector: list[float] | None = None
     assistant_vector: list[float] | None = None
-    learned_in: str = "public"  # a DM's turns are recalled only in DMs
+    visibility: Visibility = "public"  # a DM's turns are recalled only in DMs
 
 
 # Creates the thread on its first pair and locks its row either way, for the transaction.
@@ -59,9 +60,9 @@ RETURNING th.last_seq, th.session_id, th.last_turn_at
 _APPEND_PAIR = """
 WITH turns AS (
     INSERT INTO conversation_turns (thread_id, seq, user_id, session_id, pair_index, role,
-                                    content, created_at, source_event, embedding, learned_in)
+                                    content, created_at, source_event, embedding, visibility)
     SELECT %(thread_id)s, t.seq, %(user_id)s, %(session_id)s, %(pair_index)s, t.role,
-           t.content, %(at)s, %(source_event)s, t.embedding, %(learned_in)s
+           t.content, %(at)s, %(source_event)s, t.embedding, %(visibility)s
       FROM (VALUES (%(user_seq)s::bigint, 'user', %(user_text)s, %(user_vector)s::vector),
                    (%(user_seq)s + 1, 'assistant', %(assistant_text)s, %(assistant_vector)s::vector)
            ) AS t (seq, role, content, embedding)
@@ -103,7 +104,7 @@ async def write_pair(connection: AsyncConnection[Any], pair: PairRows, idle: tim
             "assistant_text": pair.assistant_text,
             "user_vector": vector_param(pair.user_vector),
             "assistant_vector": vector_param(pair.assistant_vector),
-            "learned_in": pair.learned_in,
+            "visibility": pair.visibility,
         },
     )
 

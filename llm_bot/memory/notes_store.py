@@ -18,7 +18,7 @@ from psycopg.rows import tuple_row
 
 from llm_bot.llm.messages import ToolSpec
 from llm_bot.memory.notes import OPERATIONS, NotesError, apply_operation
-from llm_bot.memory.run_writes import LearnedIn, NotesEdit, RunWrites
+from llm_bot.memory.run_writes import NotesEdit, RunWrites, Visibility
 from llm_bot.memory.store import MemoryStore
 
 logger = logging.getLogger(__name__)
@@ -29,13 +29,13 @@ class Notes:
     """The document and where it was written: once edited in a DM, it is private for good."""
 
     content: str
-    learned_in: LearnedIn
+    visibility: Visibility
 
 
 async def read_notes(connection: AsyncConnection[Any], user_id: str, agent: str) -> Notes:
     async with connection.cursor(row_factory=tuple_row) as cursor:
         await cursor.execute(
-            "SELECT content, learned_in FROM agent_notes WHERE user_id = %s AND agent_name = %s",
+            "SELECT content, visibility FROM agent_notes WHERE user_id = %s AND agent_name = %s",
             (user_id, agent),
         )
         row = await cursor.fetchone()
@@ -53,13 +53,13 @@ async def apply_notes_edits(
     # The no-op update is what takes the lock and returns an existing row's columns.
     async with connection.cursor(row_factory=tuple_row) as cursor:
         await cursor.execute(
-            "INSERT INTO agent_notes (user_id, agent_name, content, learned_in, updated_at)"
+            "INSERT INTO agent_notes (user_id, agent_name, content, visibility, updated_at)"
             " VALUES (%s, %s, '', %s, now()) ON CONFLICT (user_id, agent_name)"
-            " DO UPDATE SET agent_name = EXCLUDED.agent_name RETURNING content, learned_in",
-            (*user, writes.learned_in),
+            " DO UPDATE SET agent_name = EXCLUDED.agent_name RETURNING content, visibility",
+            (*user, writes.visibility),
         )
-        content, learned_in = _columns(await cursor.fetchone())
-    if learned_in == "dm" and writes.learned_in == "public":
+        content, visibility = _columns(await cursor.fetchone())
+    if visibility == "dm" and writes.visibility == "public":
         logger.warning(
             "notes edits from a shared channel refused: the notes are private",
             extra={"userId": writes.user_id},
@@ -75,18 +75,18 @@ async def apply_notes_edits(
             )
     await connection.execute(
         "UPDATE agent_notes SET content = %s, updated_at = now(),"
-        " learned_in = CASE WHEN learned_in = 'dm' THEN 'dm' ELSE %s END"
+        " visibility = CASE WHEN visibility = 'dm' THEN 'dm' ELSE %s END"
         " WHERE user_id = %s AND agent_name = %s",
-        (content, writes.learned_in, *user),
+        (content, writes.visibility, *user),
     )
 
 
-def _columns(row: tuple[Any, ...] | None) -> tuple[str, LearnedIn]:
+def _columns(row: tuple[Any, ...] | None) -> tuple[str, Visibility]:
     """A row's content and where it was learned: anything but 'public' is private."""
     if row is None:
         return "", "dm"
-    content, learned_in = row
-    return str(content), "public" if learned_in == "public" else "dm"
+    content, visibility = row
+    return str(content), "public" if visibility == "public" else "dm"
 
 
 PRIVATE_NOTES = (
@@ -139,7 +139,7 @@ class ManageNotesTool:
         if run.notes is None:
             async with self._store.connection() as connection:
                 notes = await read_notes(connection, run.user_id, self._agent)
-            if notes.learned_in == "dm" and run.learned_in == "public":
+            if notes.visibility == "dm" and run.visibility == "public":
                 return PRIVATE_NOTES
             run.notes = notes.content
         edit = edit_of(arguments)

@@ -42,9 +42,9 @@ BM25_K1 = 1.2  # the textbook saturation and length normalisation, not fitted to
 BM25_B = 0.75
 
 
-def _visible(learned_in: str) -> str:
+def _visible(visibility: str) -> str:
     """Turns the caller may see: all of them, or only those learned in public channels."""
-    return f"(%(include_private)s OR {learned_in} = 'public')"
+    return f"(%(include_private)s OR {visibility} = 'public')"
 
 
 # BM25 of the turn ``t`` for the query's weighted terms (a term's frequency is its positions).
@@ -66,7 +66,7 @@ WITH terms AS (
 ),
 sample AS MATERIALIZED (
     SELECT search FROM conversation_turns
-    WHERE user_id = %(user)s AND {_visible("learned_in")} AND EXISTS (SELECT FROM terms)
+    WHERE user_id = %(user)s AND {_visible("visibility")} AND EXISTS (SELECT FROM terms)
     ORDER BY created_at DESC
     LIMIT {STATS_TURNS}
 ),
@@ -92,7 +92,7 @@ query AS (
 lexical AS (
     SELECT t.thread_id, t.seq, {_BM25} AS score
     FROM conversation_turns t
-    WHERE t.user_id = %(user)s AND %(use_lexical)s AND {_visible("t.learned_in")}
+    WHERE t.user_id = %(user)s AND %(use_lexical)s AND {_visible("t.visibility")}
       AND t.search @@ (SELECT terms FROM query)
 ),
 lexical_top AS (
@@ -101,7 +101,7 @@ lexical_top AS (
 dense_top AS (
     SELECT thread_id, seq FROM conversation_turns
     WHERE user_id = %(user)s AND embedding IS NOT NULL AND %(use_dense)s
-      AND {_visible("learned_in")}
+      AND {_visible("visibility")}
     ORDER BY embedding <=> %(vector)s::vector, thread_id, seq
     LIMIT %(pool)s
 ),
@@ -121,7 +121,7 @@ CROSS JOIN LATERAL (
     WHERE thread_id = around.thread_id AND seq = around.seq
     LIMIT 1
 ) t
-WHERE t.user_id = %(user)s AND t.embedding IS NOT NULL AND {_visible("t.learned_in")}
+WHERE t.user_id = %(user)s AND t.embedding IS NOT NULL AND {_visible("t.visibility")}
 """
 
 

@@ -15,8 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-# Where something was learned: in a private conversation (a DM) or in a shared channel.
-LearnedIn = Literal["dm", "public"]
+# Who may see what a conversation taught: learned in a private conversation (a DM), it is shown
+# only in DMs; learned in a shared channel, it is public.
+Visibility = Literal["dm", "public"]
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ class RunWrites:
     same key, so the model's later call wins and the commit may apply them in any order."""
 
     user_id: str
-    learned_in: LearnedIn = "public"
+    visibility: Visibility = "public"
     max_writes: int = 20
     memory_puts: list[MemoryPut] = field(default_factory=list)
     memory_deletes: list[str] = field(default_factory=list)  # keys, in the user's namespace

@@ -1,32 +1,36 @@
-"""Per-user semantic memories on LangGraph's ``AsyncPostgresStore`` (pgvector).
+"""Per-user semantic memories in the ``memories`` table (pgvector and full text).
 
-A memory is JSON ``{content, metadata}`` under a key (a UUID when new) in the namespace
-``("memories", user_id)``, kept until deleted. :class:`MemoryStore` owns the store and its
-connection pool; :meth:`MemoryStore.for_user` hands out a :class:`UserMemories` bound to one
-namespace, the only way to read or write memories.
+A memory is a text with flat metadata under a key (a UUID when new) of one user, kept until
+deleted, with its embedding and where it was learned (``visibility``). :class:`MemoryStore`
+owns the connection pool; :meth:`MemoryStore.for_user` hands out a :class:`UserMemories` bound
+to one user id, the only way to read or write memories, so every statement is scoped to one
+user by construction. The schema is our migrations' (``llm-bot migrate``).
+
+Writes carry their time as a parameter (never the database's clock inside an upsert) and every
+unique key starts with the user id, so each statement reads and writes one user's rows.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from datetime import datetime
+from typing import Any, Literal
 
-from langgraph.store.base import Item
-from langgraph.store.postgres import AsyncPostgresStore
-from langgraph.store.postgres.base import PostgresIndexConfig
 from psycopg import AsyncConnection
-from psycopg.rows import tuple_row
+from psycopg.rows import dict_row, tuple_row
+from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
+from llm_bot.clock import utc_now
+from llm_bot.db.embedding_space import settle_space
 from llm_bot.db.pools import open_pool
-from llm_bot.db.store_schema import ensure_schema
+from llm_bot.db.vectors import vector_param
 from llm_bot.llm.embeddings import Embedder
-from llm_bot.memory.namespaces import MEMORIES, namespace_text, user_namespace
-from llm_bot.memory.run_writes import LearnedIn
+from llm_bot.memory.run_writes import Visibility
 from llm_bot.memory.search import MemoryHit, SearchMode, hybrid_search
 from llm_bot.memory.versions import Version, forget_versions, retire_current, versions_of
 from llm_bot.settings import Settings
@@ -36,22 +40,37 @@ logger = logging.getLogger(__name__)
 # What a put does to its key: a new memory, a new text for one, or a near-duplicate merged.
 PutEffect = Literal["created", "updated", "merged"]
 
+# A rewrite replaces the vector: the one given (the live model's), or none when embedding
+# failed; a vector the re-embedding made for the old text is stale either way.
+_PUT = """
+INSERT INTO memories AS m (user_id, key, content, metadata, visibility, embedding, created_at,
+                           updated_at)
+VALUES (%(user)s, %(key)s, %(content)s, %(metadata)s, %(visibility)s, %(vector)s::vector,
+        %(at)s, %(at)s)
+ON CONFLICT (user_id, key) DO UPDATE
+   SET content = EXCLUDED.content, metadata = EXCLUDED.metadata,
+       visibility = EXCLUDED.visibility, embedding = EXCLUDED.embedding, embedding_next = NULL,
+       updated_at = EXCLUDED.updated_at
+"""
+
+_GET = """
+SELECT key, content, metadata, visibility, created_at, updated_at
+  FROM memories WHERE user_id = %s AND key = %s
+"""
+
+_LIST = """
+SELECT key, content, metadata, visibility, created_at, updated_at
+  FROM memories WHERE user_id = %s ORDER BY updated_at DESC, key LIMIT %s OFFSET %s
+"""
+
 
 @dataclass(frozen=True)
 class StoreOptions:
-    index_kind: Literal["hnsw", "ivfflat"]
-    ivfflat_lists: int
-    ivfflat_probes: int
     dedup_threshold: float
 
     @classmethod
     def from_settings(cls, settings: Settings) -> StoreOptions:
-        return cls(
-            index_kind=settings.vector_index,
-            ivfflat_lists=settings.ivfflat_lists,
-            ivfflat_probes=settings.ivfflat_probes,
-            dedup_threshold=settings.dedup_threshold,
-        )
+        return cls(dedup_threshold=settings.dedup_threshold)
 
 
 @dataclass(frozen=True)
@@ -61,11 +80,11 @@ class Memory:
     metadata: dict[str, str]
     created_at: str
     updated_at: str
-    learned_in: LearnedIn = "dm"
+    visibility: Visibility = "dm"
 
-    def visible_in(self, scope: LearnedIn) -> bool:
+    def visible_in(self, scope: Visibility) -> bool:
         """Whether a run in ``scope`` may see or touch it: in a DM all, in public the public."""
-        return scope == "dm" or self.learned_in == "public"
+        return scope == "dm" or self.visibility == "public"
 
 
 class MemoryStore:
@@ -80,20 +99,6 @@ class MemoryStore:
         self.embedder = embedder
         self.dimensions = dimensions
         self.options = options
-        ann: dict[str, Any] = {"kind": options.index_kind}
-        if options.index_kind == "ivfflat":
-            ann["nlist"] = options.ivfflat_lists
-        self.index_config = cast(
-            PostgresIndexConfig,
-            {
-                "dims": dimensions,
-                "embed": embedder.embed,
-                "fields": ["content"],
-                "distance_type": "cosine",
-                "ann_index_config": ann,
-            },
-        )
-        self.store = AsyncPostgresStore(pool, index=self.index_config)
 
     @classmethod
     @asynccontextmanager
@@ -105,20 +110,14 @@ class MemoryStore:
         role: Literal["memory", "setup"] = "memory",
     ) -> AsyncIterator[MemoryStore]:
         """Connect (the ``memory`` pool, or ``setup``'s for long work: :mod:`llm_bot.db.pools`),
-        create or check the schema, and close everything on the way out."""
+        check that the stored vectors are the embedding model's (recording it on a first
+        start), and close everything on the way out."""
         async with open_pool(settings, role) as pool:
             options = StoreOptions.from_settings(settings)
             memory = cls(pool, embedder, await embedder.dimensions(), options)
-            await ensure_schema(memory.store, pool, memory.dimensions, embedder.model)
+            async with pool.connection() as connection:
+                await settle_space(connection, embedder.model, memory.dimensions)
             yield memory
-
-    def store_on(
-        self, connection: AsyncConnection[Any], vectors: Mapping[str, list[float]]
-    ) -> AsyncPostgresStore:
-        """The same store, writing through ``connection`` (inside the caller's transaction),
-        with the embeddings made beforehand: it never calls the embeddings endpoint."""
-        index = cast(PostgresIndexConfig, {**self.index_config, "embed": _embedded(vectors)})
-        return AsyncPostgresStore(connection, index=index)
 
     def for_user(self, user_id: str) -> UserMemories:
         return UserMemories(self, user_id)
@@ -126,40 +125,33 @@ class MemoryStore:
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[AsyncConnection[Any]]:
         async with self._pool.connection() as connection:
-            if self.options.index_kind == "ivfflat":
-                await connection.execute(f"SET ivfflat.probes = {int(self.options.ivfflat_probes)}")
             yield connection
-
-    async def users(self) -> list[str]:
-        """Encoded namespace labels of every user with memories (for admin and re-embedding)."""
-        namespaces = await self.store.alist_namespaces(prefix=(MEMORIES,), limit=1_000_000)
-        return [namespace[1] for namespace in namespaces if len(namespace) == 2]
 
 
 class UserMemories:
-    """One user's memories; every method is scoped to that user's namespace."""
+    """One user's memories; every method is scoped to that user."""
 
     def __init__(self, memory: MemoryStore, user_id: str) -> None:
+        if not user_id:
+            raise ValueError("user id must not be empty")
         self._memory = memory
         self.user_id = user_id
-        self.namespace = user_namespace(user_id)
-        self.prefix = namespace_text(self.namespace)
 
     async def put(
         self, content: str, metadata: dict[str, str] | None = None, key: str | None = None
     ) -> tuple[str, PutEffect]:
-        """Store a memory now (admin path; the worker defers its writes to the commit)."""
+        """Store a memory now, as public (admin path; the worker defers its writes to the
+        commit)."""
         key, effect = await self.resolve_key(content, key)
         [vector] = await self._memory.embedder.embed([content])
         async with self._memory.connection() as connection, connection.transaction():
-            await retire_current(connection, self.prefix, key, content)
-            await self._memory.store_on(connection, {content: vector}).aput(
-                self.namespace, key, memory_value(content, metadata), index=["content"]
+            await put_memory(
+                connection, self.user_id, key, content, metadata or {}, "public", vector, utc_now()
             )
         return key, effect
 
     async def resolve_key(
-        self, content: str, key: str | None, scope: LearnedIn | None = None
+        self, content: str, key: str | None, scope: Visibility | None = None
     ) -> tuple[str, PutEffect]:
         """Where a write of ``content`` goes: ``key`` if given, else the key of a near-duplicate
         (similarity >= ``MEMORY_DEDUP_THRESHOLD``), else a new UUID. With a ``scope`` (the
@@ -170,7 +162,7 @@ class UserMemories:
         twin = await self._nearest(content, include_private=scope != "public")
         if twin is not None and twin.similarity >= self._memory.options.dedup_threshold:
             found = await self.get(twin.key) if scope is not None else None
-            if scope is None or (found is not None and found.learned_in == scope):
+            if scope is None or (found is not None and found.visibility == scope):
                 return twin.key, "merged"
         return str(uuid.uuid4()), "created"
 
@@ -179,30 +171,39 @@ class UserMemories:
             self._memory.connection() as connection,
             connection.cursor(row_factory=tuple_row) as cursor,
         ):
-            await cursor.execute("SELECT count(*) FROM store WHERE prefix = %s", (self.prefix,))
+            await cursor.execute(
+                "SELECT count(*) FROM memories WHERE user_id = %s", (self.user_id,)
+            )
             row = await cursor.fetchone()
         return int(row[0]) if row else 0
 
     async def get(self, key: str) -> Memory | None:
-        item = await self._memory.store.aget(self.namespace, key)
-        return None if item is None else _memory_of(item)
+        async with (
+            self._memory.connection() as connection,
+            connection.cursor(row_factory=dict_row) as cursor,
+        ):
+            await cursor.execute(_GET, (self.user_id, key))
+            row = await cursor.fetchone()
+        return None if row is None else _memory_of(row)
 
     async def delete(self, key: str) -> bool:
         """Forget the memory: its earlier versions go with it."""
-        existed = await self.get(key) is not None
         async with self._memory.connection() as connection, connection.transaction():
-            await forget_versions(connection, self.prefix, key)
-            await self._memory.store_on(connection, {}).adelete(self.namespace, key)
-        return existed
+            return await delete_memory(connection, self.user_id, key)
 
     async def history(self, key: str) -> list[Version]:
         """The memory's earlier texts, oldest first, each with the period it was current."""
         async with self._memory.connection() as connection:
-            return await versions_of(connection, self.prefix, key)
+            return await versions_of(connection, self.user_id, key)
 
     async def list_memories(self, limit: int = 100, offset: int = 0) -> list[Memory]:
-        items = await self._memory.store.asearch(self.namespace, limit=limit, offset=offset)
-        return [_memory_of(item) for item in items]
+        """The most recently written first."""
+        async with (
+            self._memory.connection() as connection,
+            connection.cursor(row_factory=dict_row) as cursor,
+        ):
+            await cursor.execute(_LIST, (self.user_id, limit, offset))
+            return [_memory_of(row) for row in await cursor.fetchall()]
 
     async def search(
         self,
@@ -221,7 +222,7 @@ class UserMemories:
         async with self._memory.connection() as connection:
             return await hybrid_search(
                 connection,
-                self.prefix,
+                self.user_id,
                 query,
                 vector,
                 limit=limit,
@@ -237,34 +238,49 @@ class UserMemories:
         return hits[0] if hits else None
 
 
-def memory_value(
-    content: str, metadata: dict[str, str] | None, learned_in: str = "public"
-) -> dict[str, object]:
-    """The stored value; ``learnedIn`` says where the memory was (last) told: a memory without
-    one counts as learned in a DM (migration 0012 gave every older memory one)."""
-    return {"content": content, "metadata": metadata or {}, "learnedIn": learned_in}
-
-
-def _memory_of(item: Item) -> Memory:
-    return Memory(
-        key=item.key,
-        content=item.value.get("content", ""),
-        metadata=item.value.get("metadata") or {},
-        created_at=item.created_at.isoformat(),
-        updated_at=item.updated_at.isoformat(),
-        learned_in="public" if item.value.get("learnedIn") == "public" else "dm",
+async def put_memory(
+    connection: AsyncConnection[Any],
+    user_id: str,
+    key: str,
+    content: str,
+    metadata: dict[str, str],
+    visibility: Visibility,
+    vector: list[float] | None,
+    at: datetime,
+) -> None:
+    """Write a memory in the caller's transaction, keeping the text it replaces as a version
+    (:mod:`llm_bot.memory.versions`). Without ``vector`` (embedding failed) it is found by its
+    words until ``llm-bot reembed`` gives it one."""
+    await retire_current(connection, user_id, key, content, at)
+    await connection.execute(
+        _PUT,
+        {
+            "user": user_id,
+            "key": key,
+            "content": content,
+            "metadata": Jsonb(metadata),
+            "visibility": visibility,
+            "vector": vector_param(vector),
+            "at": at,
+        },
     )
 
 
-def _embedded(
-    vectors: Mapping[str, list[float]],
-) -> Callable[[Sequence[str]], Awaitable[list[list[float]]]]:
-    """An embed function that only looks vectors up (see :meth:`MemoryStore.store_on`)."""
+async def delete_memory(connection: AsyncConnection[Any], user_id: str, key: str) -> bool:
+    """Forget a memory and its versions in the caller's transaction; whether it existed."""
+    await forget_versions(connection, user_id, key)
+    cursor = await connection.execute(
+        "DELETE FROM memories WHERE user_id = %s AND key = %s", (user_id, key)
+    )
+    return cursor.rowcount > 0
 
-    async def embed(texts: Sequence[str]) -> list[list[float]]:
-        missing = [text for text in texts if text not in vectors]
-        if missing:
-            raise LookupError(f"{len(missing)} text(s) were not embedded before the transaction")
-        return [vectors[text] for text in texts]
 
-    return embed
+def _memory_of(row: dict[str, Any]) -> Memory:
+    return Memory(
+        key=row["key"],
+        content=row["content"],
+        metadata=row["metadata"],
+        created_at=row["created_at"].isoformat(),
+        updated_at=row["updated_at"].isoformat(),
+        visibility=row["visibility"],
+    )

@@ -94,7 +94,7 @@ class UpsertMemoryTool:
         memories = self._store.for_user(run.user_id)
         if key is not None and not await _visible(memories, key, run):
             return f"error: memory not saved: no memory with key {key}; omit the key for a new one"
-        key, effect = await memories.resolve_key(content, key, run.learned_in)
+        key, effect = await memories.resolve_key(content, key, run.visibility)
         if effect == "merged" and key in run.memory_deletes:  # forgotten: not a twin any more
             key, effect = str(uuid.uuid4()), "created"
         if effect == "created" and await self._full(memories, run):
@@ -161,4 +161,4 @@ async def _visible(memories: UserMemories, key: str, run: RunWrites) -> bool:
     if run.puts_key(key):
         return True
     memory = await memories.get(key)
-    return memory is not None and memory.visible_in(run.learned_in)
+    return memory is not None and memory.visible_in(run.visibility)

@@ -1,12 +1,13 @@
 """Facts that change: the earlier texts of a memory, each with the period it was current.
 
-A memory is current in ``store``; rewriting it under its key (the model corrects "vegetarian"
-to "vegan" by passing the key it was shown, or a near-duplicate is merged into it) first copies
-the text it had into ``memory_versions`` with ``valid_from`` (when that text was written) and
-``valid_to`` (now). Context assembly reads only ``store``, so a retired text is never injected
-again, and ``llm-bot memories get --history`` shows how the fact changed. Forgetting a memory
-(``deleteMemory``, ``llm-bot memories delete``) removes its versions too: a user who asks us to
-forget something is not asking us to remember that they once said it.
+A memory is current in ``memories``; rewriting it under its key (the model corrects
+"vegetarian" to "vegan" by passing the key it was shown, or a near-duplicate is merged into it)
+first copies the text it had into ``memory_versions`` with ``valid_from`` (when that text was
+written) and ``valid_to`` (the rewrite's time). Context assembly reads only ``memories``, so a
+retired text is never injected again, and ``llm-bot memories get --history`` shows how the fact
+changed. Forgetting a memory (``deleteMemory``, ``llm-bot memories delete``) removes its
+versions too: a user who asks us to forget something is not asking us to remember that they
+once said it.
 """
 
 from __future__ import annotations
@@ -18,18 +19,18 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
+from llm_bot.memory.run_writes import Visibility
+
 # Only a change of text makes a version: the same fact said again is no new version.
 _RETIRE_CURRENT = """
-INSERT INTO memory_versions (prefix, key, version, content, metadata, learned_in, valid_from,
+INSERT INTO memory_versions (user_id, key, version, content, metadata, visibility, valid_from,
                              valid_to)
-SELECT s.prefix, s.key,
+SELECT m.user_id, m.key,
        coalesce((SELECT max(v.version) FROM memory_versions v
-                  WHERE v.prefix = s.prefix AND v.key = s.key), 0) + 1,
-       s.value->>'content', coalesce(s.value->'metadata', '{}'),
-       coalesce(s.value->>'learnedIn', 'dm'), least(s.updated_at, now()), now()
-  FROM store s
- WHERE s.prefix = %(prefix)s AND s.key = %(key)s
-   AND s.value->>'content' IS DISTINCT FROM %(content)s
+                  WHERE v.user_id = m.user_id AND v.key = m.key), 0) + 1,
+       m.content, m.metadata, m.visibility, least(m.updated_at, %(at)s), %(at)s
+  FROM memories m
+ WHERE m.user_id = %(user)s AND m.key = %(key)s AND m.content IS DISTINCT FROM %(content)s
 """
 
 
@@ -38,33 +39,33 @@ class Version:
     version: int
     content: str
     metadata: dict[str, str]
-    learned_in: str
+    visibility: Visibility
     valid_from: datetime
     valid_to: datetime
 
 
 async def retire_current(
-    connection: AsyncConnection[Any], prefix: str, key: str, new_content: str
+    connection: AsyncConnection[Any], user_id: str, key: str, new_content: str, at: datetime
 ) -> None:
     """Keep the memory's current text as a version, in the caller's transaction, before it is
-    overwritten with ``new_content``."""
+    overwritten with ``new_content`` at ``at``."""
     await connection.execute(
-        _RETIRE_CURRENT, {"prefix": prefix, "key": key, "content": new_content}
+        _RETIRE_CURRENT, {"user": user_id, "key": key, "content": new_content, "at": at}
     )
 
 
-async def forget_versions(connection: AsyncConnection[Any], prefix: str, key: str) -> None:
+async def forget_versions(connection: AsyncConnection[Any], user_id: str, key: str) -> None:
     await connection.execute(
-        "DELETE FROM memory_versions WHERE prefix = %s AND key = %s", (prefix, key)
+        "DELETE FROM memory_versions WHERE user_id = %s AND key = %s", (user_id, key)
     )
 
 
-async def versions_of(connection: AsyncConnection[Any], prefix: str, key: str) -> list[Version]:
+async def versions_of(connection: AsyncConnection[Any], user_id: str, key: str) -> list[Version]:
     """Earlier texts of the memory, oldest first."""
     async with connection.cursor(row_factory=dict_row) as cursor:
         await cursor.execute(
-            "SELECT version, content, metadata, learned_in, valid_from, valid_to"
-            " FROM memory_versions WHERE prefix = %s AND key = %s ORDER BY version",
-            (prefix, key),
+            "SELECT version, content, metadata, visibility, valid_from, valid_to"
+            " FROM memory_versions WHERE user_id = %s AND key = %s ORDER BY version",
+            (user_id, key),
         )
         return [Version(**row) for row in await cursor.fetchall()]

@@ -37,9 +37,8 @@ class MemoryServices:
 async def open_memory_store(
     settings: Settings, *, role: Literal["memory", "setup"] = "memory"
 ) -> AsyncIterator[MemoryStore]:
-    """On the ``memory`` pool each statement ends at ``MEMORY_STATEMENT_TIMEOUT_MS``; setting
-    the store up (``setup``) is not bounded: LangGraph's migrations may build a vector index
-    over a full table."""
+    """On the ``memory`` pool each statement ends at ``MEMORY_STATEMENT_TIMEOUT_MS``; the
+    ``setup`` pool's are not bounded, for work over whole tables (loading a benchmark's data)."""
     if settings.database_url is None:
         raise ValueError("DATABASE_URL is not set")
     embedder = embedder_from_settings(settings)
@@ -57,9 +56,10 @@ async def open_memory_store(
 
 
 async def set_up_memory_store(settings: Settings) -> int:
-    """Create the store's tables (``llm-bot migrate``); returns their vector size. The
-    embeddings endpoint is asked only when ``MEMORY_EMBEDDING_DIMENSIONS`` is unset."""
-    async with open_memory_store(settings, role="setup") as store:
+    """Record the embedding model of the stored vectors, or check it (``llm-bot migrate``);
+    returns their size. The embeddings endpoint is asked only when
+    ``MEMORY_EMBEDDING_DIMENSIONS`` is unset."""
+    async with open_memory_store(settings) as store:
         return store.dimensions
 
 

@@ -15,10 +15,10 @@ stopped and killed workers) is tested on the emulator: ``bus`` in
 
 :class:`MemoryBus` has the shape of :class:`~llm_bot_tools.devstack.worker_harness.Bus`
 (topics named after a prefix, taps, ``publish``, ``settings``), and :meth:`MemoryBus.serving`
-stands for ``running_worker``: deliveries run as concurrent tasks, at most ``LLM_BOT_MAX_IN_FLIGHT`` at a
-time; a nack delivers the message again with the next attempt number (after a stop, to the next
-handler that serves); the stop gives in-flight work ``LLM_BOT_SHUTDOWN_GRACE_S`` and cancels
-the rest, as the subscriber does.
+stands for ``running_worker``: deliveries run as concurrent tasks, at most
+``LLM_BOT_MAX_IN_FLIGHT`` at a time; a nack delivers the message again with the next attempt
+number (after a stop, to the next handler that serves); the stop gives in-flight work
+``LLM_BOT_SHUTDOWN_GRACE_S`` and cancels the rest, as the subscriber does.
 """
 
 from __future__ import annotations

@@ -48,6 +48,7 @@ def test_forget_user_prints_a_receipt_per_table(capsys: pytest.CaptureFixture[st
     counts = dict(line.split() for line in lines[1:])
     assert counts == {
         "memory_versions": "0",
+        "memories": "0",
         "conversation_turns": "2",
         "conversation_threads": "1",
         "agent_notes": "1",

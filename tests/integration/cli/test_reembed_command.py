@@ -50,10 +50,9 @@ def vector_sizes(url: str) -> tuple[object, ...]:
     with psycopg.connect(url) as connection:
         row = connection.execute(
             "SELECT (SELECT array_agg(DISTINCT vector_dims(embedding)) FROM conversation_turns),"
-            " (SELECT atttypmod FROM pg_attribute WHERE attrelid = 'store_vectors'::regclass"
-            "   AND attname = 'embedding'),"
-            " (SELECT count(*) FROM store_vectors),"
-            " to_regclass('store_vectors_embedding_idx') IS NOT NULL"
+            " (SELECT array_agg(DISTINCT vector_dims(embedding)) FROM memories),"
+            " (SELECT count(*) FROM memories WHERE embedding IS NOT NULL),"
+            " (SELECT count(*) FROM memories WHERE embedding_next IS NOT NULL)"
         ).fetchone()
     assert row is not None
     return tuple(row)
@@ -68,7 +67,7 @@ def test_reembed_moves_memories_and_history_and_resumes(
 ) -> None:
     migrate(fresh_database_url)
     asyncio.run(remember(fresh_database_url, embedding_server))
-    assert vector_sizes(fresh_database_url) == ([384], 384, 1, True)
+    assert vector_sizes(fresh_database_url) == ([384], [384], 1, 0)
     monkeypatch.setenv("MEMORY_EMBEDDING_MODEL", "embedder-b")
     monkeypatch.setenv("MEMORY_EMBEDDING_DIMENSIONS", "32")
 
@@ -89,7 +88,7 @@ def test_reembed_moves_memories_and_history_and_resumes(
     report = json.loads(captured.out)
     assert report["switched"] is True
     assert report["vectors"] == 3  # the memory and both messages of the pair
-    assert vector_sizes(fresh_database_url) == ([32], 32, 1, True)
+    assert vector_sizes(fresh_database_url) == ([32], [32], 1, 0)
 
     assert main(["memories", "search", "does rae speak welsh", "--user", "rae", "--json"]) == 0
     found = json.loads(capsys.readouterr().out)

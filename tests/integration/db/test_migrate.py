@@ -18,6 +18,8 @@ from llm_bot.events.codec import encode
 from llm_bot.events.identity import thread_id_of, user_id_of
 from llm_bot.events.models import InternalEventV2
 
+from .todays_form import create_langgraph_store, migrate_through
+
 pytestmark = pytest.mark.integration
 
 
@@ -39,8 +41,8 @@ def test_migrate_is_idempotent(
         versions = [row[0] for row in connection.execute("SELECT version FROM schema_migrations")]
     assert versions == [m.version for m in available_migrations()]
     with psycopg.connect(fresh_database_url) as connection:
-        tables = connection.execute("SELECT to_regclass('store_vectors')::text").fetchone()
-    assert tables == ("store_vectors",), "migrate creates the memory store's tables"
+        tables = connection.execute("SELECT to_regclass('memories')::text").fetchone()
+    assert tables == ("memories",), "migrate creates the memories' table"
 
 
 def test_thread_ids_written_before_escaping_are_rewritten_and_stay_reachable(
@@ -155,14 +157,13 @@ def test_migrate_gives_up_on_a_database_that_never_answers() -> None:
 
 
 def test_rows_that_do_not_say_where_they_were_learned_become_private(
-    fresh_database_url: str, monkeypatch: pytest.MonkeyPatch
+    fresh_database_url: str,
 ) -> None:
     """Migration 0012: notes last written before 0007 and memories without ``learnedIn`` were
     read as public; their origin is unknown, so they become private, and so does any row whose
     writer leaves the column out."""
-    monkeypatch.setenv("DATABASE_URL", fresh_database_url)
-    monkeypatch.setenv("MEMORY_EMBEDDING_PROVIDER", "local")
-    assert main(["migrate"]) == 0  # with the memory store's tables
+    migrate_through(fresh_database_url, 11)
+    create_langgraph_store(fresh_database_url, 384, 384)
     with psycopg.connect(fresh_database_url, autocommit=True) as connection:
         connection.execute(
             "INSERT INTO agent_notes (user_id, agent_name, content, learned_in, updated_at)"
@@ -178,8 +179,7 @@ def test_rows_that_do_not_say_where_they_were_learned_become_private(
             "INSERT INTO memory_versions (prefix, key, version, content, learned_in, valid_from,"
             " valid_to) VALUES ('memories.old', 'k1', 1, 'sad', 'public', now(), now())"
         )
-        connection.execute("DELETE FROM schema_migrations WHERE version = 12")
-    assert migrate(fresh_database_url) == ["0012_private_by_default.sql"]
+    assert migrate_through(fresh_database_url, 12) == ["0012_private_by_default.sql"]
     with psycopg.connect(fresh_database_url, autocommit=True) as connection:
         notes = dict(connection.execute("SELECT user_id, learned_in FROM agent_notes").fetchall())
         memories = dict(connection.execute("SELECT key, value->>'learnedIn' FROM store").fetchall())

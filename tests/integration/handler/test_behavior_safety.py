@@ -40,7 +40,7 @@ CRISIS = "I want to end it all tonight"
 def rows_of(url: str, user: str) -> dict[str, int]:
     """How many rows of ``user`` each memory table holds."""
     queries = {
-        "store": ("SELECT count(*) FROM store WHERE prefix = %s", f"memories.{user}"),
+        "memories": ("SELECT count(*) FROM memories WHERE user_id = %s", user),
         "conversation_turns": ("SELECT count(*) FROM conversation_turns WHERE user_id = %s", user),
         "agent_notes": ("SELECT count(*) FROM agent_notes WHERE user_id = %s", user),
     }
@@ -79,7 +79,7 @@ async def test_a_refusal_and_an_escalation_make_no_model_call_and_write_no_memor
     egress = bus.tap(bus.egress_topic)
     async with bus.serving(bus.settings()) as worker:
         published = await answers(bus, list(stopped.values()))
-        assert rows_of(url, user) == {"store": 0, "conversation_turns": 0, "agent_notes": 0}
+        assert rows_of(url, user) == {"memories": 0, "conversation_turns": 0, "agent_notes": 0}
         assert model_server.chat_requests() == []
         words = [json.dumps(e["message"]["text"])[1:-1] for e in stopped.values()]
         assert not [r for r in model_server.requests if any(w in json.dumps(r.body) for w in words)]

@@ -51,7 +51,7 @@ def occurrences(url: str, needles: list[str]) -> dict[str, int]:
             "SELECT table_name, column_name, udt_name FROM information_schema.columns"
             " WHERE table_schema = current_schema() AND udt_name <> 'vector'"
         ).fetchall()
-        assert {table for table, _, _ in columns} >= {"store", "processed_events", "agent_notes"}
+        assert {table for table, _, _ in columns} >= {"memories", "processed_events", "agent_notes"}
         for table, column, kind in columns:
             as_text = f"encode(\"{column}\", 'escape')" if kind == "bytea" else f'"{column}"::text'
             for needle in needles:
@@ -97,10 +97,11 @@ async def test_forget_user_leaves_nothing_of_them_and_everything_of_the_other(
     exported = json.dumps(export).lower()
     assert all(needle.lower() in exported for needle in alice_needles)
     assert not any(needle.lower() in exported for needle in bob_needles)
-    assert set(export["tables"]) >= {"store", "conversation_turns", "agent_notes"}
+    assert set(export["tables"]) >= {"memories", "conversation_turns", "agent_notes"}
+    assert [row["learned_in"] for row in export["tables"]["memories"]] == ["dm"]
 
     receipt = await cli_json(capsys, "forget-user", alice, "--json")
-    for table in ("store", "store_vectors", "conversation_turns", "conversation_threads"):
+    for table in ("memories", "conversation_turns", "conversation_threads"):
         assert receipt["deleted"][table] > 0, receipt
     assert receipt["deleted"]["agent_notes"] == 1
     assert receipt["deleted"]["processed_events"] == 3

@@ -35,7 +35,7 @@ def notes_cue(operation: str, content: str) -> str:
 def notes_of(url: str, user: str) -> tuple[str, str] | None:
     with psycopg.connect(url) as db:
         row = db.execute(
-            "SELECT content, learned_in FROM agent_notes WHERE user_id = %s", (user,)
+            "SELECT content, visibility FROM agent_notes WHERE user_id = %s", (user,)
         ).fetchone()
     return None if row is None else (row[0], row[1])
 

@@ -39,13 +39,12 @@ def cue(tool: str, **arguments: Any) -> str:
 
 
 def memories(url: str, user: str) -> dict[str, tuple[str, str]]:
-    """key -> (content, learnedIn) of ``user``'s memories."""
+    """key -> (content, visibility) of ``user``'s memories."""
     with psycopg.connect(url) as db:
         rows = db.execute(
-            "SELECT key, value->>'content', value->>'learnedIn' FROM store WHERE prefix = %s",
-            (f"memories.{user}",),
+            "SELECT key, content, visibility FROM memories WHERE user_id = %s", (user,)
         ).fetchall()
-    return {key: (content, learned_in) for key, content, learned_in in rows}
+    return {key: (content, visibility) for key, content, visibility in rows}
 
 
 def flood(model_server: LocalModelServer, rounds: int, calls: int) -> None:

@@ -1,5 +1,5 @@
 """Erasure finds exactly one user's (or one thread's) rows, also among ids made to collide:
-prefixes, dots and wildcards in namespaces, colons in user ids and channel names."""
+prefixes, dots and wildcards in user ids, colons in user ids and channel names."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from psycopg import AsyncConnection
 
 from llm_bot.db.migrate import migrate
 from llm_bot.lifecycle.erasure import forget_thread, forget_user
-from llm_bot.memory.namespaces import namespace_text, user_namespace
 
 pytestmark = pytest.mark.integration
 
@@ -22,19 +21,20 @@ SHARED = "cli:room"
 def fill(url: str) -> None:
     migrate(url)
     with psycopg.connect(url) as db:
-        db.execute("CREATE TABLE store (prefix text, key text, PRIMARY KEY (prefix, key))")
         db.execute(
             "INSERT INTO conversation_threads (thread_id) SELECT unnest(%s::text[])",
             ([SHARED, *(thread for threads in THREADS.values() for thread in threads)],),
         )
         for user in USERS:
             db.execute(
-                "INSERT INTO store VALUES (%s, 'k')", (namespace_text(user_namespace(user)),)
+                "INSERT INTO memories (user_id, key, content, created_at, updated_at)"
+                " VALUES (%s, 'k', 'now', now(), now())",
+                (user,),
             )
             db.execute(
-                "INSERT INTO memory_versions (prefix, key, version, content, valid_from,"
+                "INSERT INTO memory_versions (user_id, key, version, content, valid_from,"
                 " valid_to) VALUES (%s, 'k', 1, 'before', now(), now())",
-                (namespace_text(user_namespace(user)),),
+                (user,),
             )
             db.execute(
                 "INSERT INTO agent_notes (user_id, agent_name, content) VALUES (%s, 'bot', 'n')",
@@ -61,7 +61,8 @@ def owners(url: str) -> dict[str, set[str]]:
             "turns": {r[0] for r in db.execute("SELECT DISTINCT user_id FROM conversation_turns")},
             "notes": {r[0] for r in db.execute("SELECT user_id FROM agent_notes")},
             "events": {r[0] for r in db.execute("SELECT DISTINCT user_id FROM processed_events")},
-            "memories": {r[0] for r in db.execute("SELECT prefix FROM store")},
+            "memories": {r[0] for r in db.execute("SELECT user_id FROM memories")},
+            "versions": {r[0] for r in db.execute("SELECT user_id FROM memory_versions")},
         }
 
 
@@ -72,7 +73,7 @@ async def test_forget_user_takes_exactly_their_rows(fresh_database_url: str, gon
         receipt = await forget_user(db, gone)
     assert receipt.deleted == {
         "memory_versions": 1,
-        "store": 1,
+        "memories": 1,
         "conversation_turns": 3,
         "conversation_threads": 2,
         "agent_notes": 1,
@@ -84,7 +85,8 @@ async def test_forget_user_takes_exactly_their_rows(fresh_database_url: str, gon
         "turns": set(kept),
         "notes": set(kept),
         "events": set(kept),
-        "memories": {namespace_text(user_namespace(user)) for user in kept},
+        "memories": set(kept),
+        "versions": set(kept),
     }
 
 

@@ -37,10 +37,6 @@ def fill(url: str, copies: int) -> None:
     """``copies`` of each case: what must go and what must stay, by the policy above."""
     migrate(url)
     with psycopg.connect(url) as db:
-        db.execute(
-            "CREATE TABLE IF NOT EXISTS store (prefix text, key text, value jsonb,"
-            " created_at timestamptz, updated_at timestamptz, PRIMARY KEY (prefix, key))"
-        )
         for n in range(copies):
             events = [  # (step, claimed, published, lease until; None = live lease)
                 ("published-old", days_ago(9), days_ago(8), days_ago(9)),
@@ -77,16 +73,16 @@ def fill(url: str, copies: int) -> None:
             )
             for age in range(5):  # five memories; the cap keeps the three created first
                 db.execute(
-                    "INSERT INTO store (prefix, key, value, created_at, updated_at)"
-                    " VALUES (%s, %s, '{}', %s, %s)",
-                    (f"memories.user{n}", f"age{age}", days_ago(age), days_ago(age)),
+                    "INSERT INTO memories (user_id, key, content, created_at, updated_at)"
+                    " VALUES (%s, %s, 'fact', %s, %s)",
+                    (f"user{n}", f"age{age}", days_ago(age), days_ago(age)),
                 )
             # Earlier texts: one past the history's age, one of a capped memory, one recent.
             for key, ended in (("age0", days_ago(400)), ("age1", NOW), ("age4", NOW)):
                 db.execute(
-                    "INSERT INTO memory_versions (prefix, key, version, content, valid_from,"
+                    "INSERT INTO memory_versions (user_id, key, version, content, valid_from,"
                     " valid_to) VALUES (%s, %s, 1, 'before', %s, %s)",
-                    (f"memories.user{n}", key, days_ago(500), ended),
+                    (f"user{n}", key, days_ago(500), ended),
                 )
 
 
@@ -102,7 +98,7 @@ def survivors(url: str) -> dict[str, set[str]]:
                 f"{r[0].rstrip('0123456789')}:{r[1]}"
                 for r in db.execute("SELECT DISTINCT thread_id, seq FROM conversation_turns")
             },
-            "memories": {r[0] for r in db.execute("SELECT DISTINCT key FROM store")},
+            "memories": {r[0] for r in db.execute("SELECT DISTINCT key FROM memories")},
             "versions": {r[0] for r in db.execute("SELECT DISTINCT key FROM memory_versions")},
         }
 

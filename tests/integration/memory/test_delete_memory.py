@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from llm_bot.clock import utc_now
 from llm_bot.graph.process import process_event
@@ -87,7 +88,7 @@ async def test_an_unknown_key_or_another_users_key_is_an_answer_and_deletes_noth
     assert await memory_store.for_user("mira").get(mira_key) is not None
 
 
-async def test_a_commit_deletes_only_in_its_own_users_namespace(memory_store: MemoryStore) -> None:
+async def test_a_commit_deletes_only_its_own_users_memories(memory_store: MemoryStore) -> None:
     """Even a deletion recorded without the tool's check cannot reach another user."""
     otto_key, _ = await memory_store.for_user("otto").put("User is allergic to nuts")
     writes = RunWrites("mira")
@@ -135,7 +136,7 @@ async def test_within_one_run_the_later_call_on_a_key_wins(
 
 class DownAfter:
     """A new embedding model whose endpoint goes down after ``calls`` requests: a re-embedding
-    stops half way, with ``store_vectors_next`` partly built."""
+    stops half way, with the memories' ``embedding_next`` partly filled."""
 
     model = "next-embeddings"
 
@@ -153,9 +154,15 @@ class DownAfter:
         return await self._inner.embed(texts)
 
 
-def vector_rows(url: str, table: str, key: str) -> int:
+def vector_rows(url: str, column: str, key: str) -> int:
+    """Memories ``key`` with a vector in ``column``."""
     with psycopg.connect(url) as connection:
-        row = connection.execute(f"SELECT count(*) FROM {table} WHERE key = %s", (key,)).fetchone()
+        row = connection.execute(
+            sql.SQL("SELECT count(*) FROM memories WHERE key = %s AND {} IS NOT NULL").format(
+                sql.Identifier(column)
+            ),
+            (key,),
+        ).fetchone()
     assert row is not None
     return int(row[0])
 
@@ -172,7 +179,7 @@ async def test_a_deleted_memory_leaves_no_vector_in_a_reembedding_under_way(
     ) as connection:
         with pytest.raises(ConnectionError):
             await reembed(connection, new_model, batch=1, progress=lambda _: None)
-    assert vector_rows(fresh_database_url, "store_vectors_next", "a-forgotten") == 1
+    assert vector_rows(fresh_database_url, "embedding_next", "a-forgotten") == 1
 
     writes = RunWrites("mira")
     assert await DeleteMemoryTool(memory_store).run({"key": "a-forgotten"}, writes) == (
@@ -180,6 +187,6 @@ async def test_a_deleted_memory_leaves_no_vector_in_a_reembedding_under_way(
     )
     pair = Pair("event-1", "chat:room", "mira", "forget it", "done", utc_now(), writes)
     await MemoryCommit.from_settings(memory_store, load_settings()).commit_now(pair)
-    assert vector_rows(fresh_database_url, "store_vectors_next", "a-forgotten") == 0
-    assert vector_rows(fresh_database_url, "store_vectors", "a-forgotten") == 0
+    assert vector_rows(fresh_database_url, "embedding_next", "a-forgotten") == 0
+    assert vector_rows(fresh_database_url, "embedding", "a-forgotten") == 0
     assert await mira.get("b-kept") is not None

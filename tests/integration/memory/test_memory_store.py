@@ -1,11 +1,10 @@
-"""Per-user memories on the real PostgresStore: CRUD, upsert, dedup, search, isolation."""
+"""Per-user memories on a real Postgres: CRUD, upsert, dedup, search, isolation."""
 
 from __future__ import annotations
 
 import asyncio
 import string
 
-import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -92,7 +91,7 @@ def test_no_search_ever_returns_another_users_memory(
             settings_for(fresh_database_url), CachingEmbedder(embedder)
         ) as store:
             async with store.connection() as connection:
-                await connection.execute("TRUNCATE store CASCADE")
+                await connection.execute("TRUNCATE memories")
             owner = {}
             for user, fact in facts.items():
                 key, _ = await store.for_user(user).put(f"{fact} ({user})")
@@ -124,25 +123,3 @@ async def test_vectors_of_another_model_stop_start_up_with_instructions(
     ):
         async with MemoryStore.open(settings_for(fresh_database_url), smaller):
             pass
-
-
-async def test_ivfflat_index_is_an_option(
-    fresh_database_url: str, embedding_server: LocalModelServer
-) -> None:
-    migrate(fresh_database_url)
-    settings = settings_for(
-        fresh_database_url,
-        MEMORY_VECTOR_INDEX="ivfflat",
-        MEMORY_IVFFLAT_LISTS=4,
-        MEMORY_IVFFLAT_PROBES=2,
-    )
-    async with MemoryStore.open(settings, server_embedder(embedding_server)) as store:
-        await store.for_user("hank").put("Hank plays chess")
-        hits = await store.for_user("hank").search("chess", limit=3, threshold=0.0)
-        assert [hit.content for hit in hits] == ["Hank plays chess"]
-    with psycopg.connect(fresh_database_url) as connection:
-        definition = connection.execute(
-            "SELECT indexdef FROM pg_indexes WHERE indexname = 'store_vectors_embedding_idx'"
-        ).fetchone()
-    assert definition is not None
-    assert "ivfflat" in definition[0]

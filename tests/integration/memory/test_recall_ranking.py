@@ -26,7 +26,7 @@ async def add(
     turns: Sequence[tuple[str, str]],
     *,
     at: datetime = START,
-    learned_in: str = "public",
+    visibility: str = "public",
     vector: list[float] = FAR,
     first_seq: int = 1,
 ) -> None:
@@ -35,7 +35,7 @@ async def add(
         seq = first_seq + offset
         await connection.execute(
             "INSERT INTO conversation_turns (thread_id, seq, user_id, session_id, pair_index,"
-            " role, content, created_at, source_event, embedding, learned_in)"
+            " role, content, created_at, source_event, embedding, visibility)"
             " VALUES (%s, %s, %s, 1, %s, %s, %s, %s, %s, %s::vector, %s)",
             (
                 thread,
@@ -47,7 +47,7 @@ async def add(
                 at + timedelta(minutes=seq),
                 f"{thread}-{seq}",
                 vector_param(vector),
-                learned_in,
+                visibility,
             ),
         )
 
@@ -103,7 +103,7 @@ async def test_neighbours_are_only_the_users_own_and_only_public_ones_in_public(
     connection: Connection,
 ) -> None:
     await add(connection, "room", [("ana", "the Zanzibar ferry"), ("bo", "bo's own secret")])
-    await add(connection, "room", [("ana", "ana's private aside")], learned_in="dm", first_seq=3)
+    await add(connection, "room", [("ana", "ana's private aside")], visibility="dm", first_seq=3)
     modes: tuple[SearchMode, ...] = ("lexical", "hybrid", "dense")
     for mode in modes:
         public = await recalled(connection, "ana", "Zanzibar?", mode=mode, include_private=False)

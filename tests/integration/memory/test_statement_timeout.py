@@ -1,5 +1,5 @@
 """The memory pool's statement timeout: set on every connection the pool makes, whoever runs
-statements on it (our queries, LangGraph's store), and not on the pool that sets the store up."""
+statements on it, and none when it is 0."""
 
 from __future__ import annotations
 

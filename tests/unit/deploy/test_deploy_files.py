@@ -59,10 +59,6 @@ SCHEMA_HEADER = """\
 --
 -- CREATE EXTENSION vector needs a privileged role (on Cloud SQL, a cloudsqlsuperuser member
 -- such as the postgres user) the first time.
---
--- Not here: the long-term memory tables of LangGraph's PostgresStore (store, store_vectors and
--- their migrations table). The service creates them at start with PostgresStore.setup(), at
--- the embedding model's dimension (llm_bot/db/store_schema.py), so they are not fixed in SQL.
 
 CREATE TABLE IF NOT EXISTS schema_migrations (
     version integer PRIMARY KEY,

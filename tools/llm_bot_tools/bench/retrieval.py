@@ -31,7 +31,6 @@ from psycopg.types.json import Jsonb
 
 from llm_bot.db.migrate import migrate
 from llm_bot.db.schemas import scratch_schema
-from llm_bot.memory.namespaces import namespace_text, user_namespace
 from llm_bot.memory.recall import recall_turns
 from llm_bot.memory.search import SearchMode, hybrid_search
 from llm_bot.memory.store import MemoryStore
@@ -77,30 +76,26 @@ async def load_memories(
     progress: Callable[[str], None],
     owner: str = "user",
 ) -> None:
-    """Fill ``store`` and ``store_vectors`` of the current schema by binary COPY, round robin
-    over the users ``{owner}-0`` to ``{owner}-{users - 1}``."""
+    """Fill ``memories`` of the current schema by binary COPY, round robin over the users
+    ``{owner}-0`` to ``{owner}-{users - 1}``."""
     await register_vector_async(connection)
-    async with connection.cursor() as cursor:
-        async with cursor.copy(
-            "COPY store (prefix, key, value) FROM STDIN (FORMAT BINARY)"
-        ) as store_copy:
-            store_copy.set_types(["text", "text", "jsonb"])
-            keys: list[tuple[str, str]] = []
-            for index in range(memories):
-                prefix = namespace_text(user_namespace(f"{owner}-{index % users}"))
-                key = str(uuid.UUID(int=rng.getrandbits(128)))
-                text = f"likes {rng.choice(WORDS)} and {rng.choice(WORDS)}, fact {index}"
-                await store_copy.write_row((prefix, key, Jsonb({"content": text, "metadata": {}})))
-                keys.append((prefix, key))
-        async with cursor.copy(
-            "COPY store_vectors (prefix, key, field_name, embedding) FROM STDIN (FORMAT BINARY)"
-        ) as vector_copy:
-            vector_copy.set_types(["text", "text", "text", "vector"])
-            for done, (prefix, key) in enumerate(keys, start=1):
-                await vector_copy.write_row((prefix, key, "content", unit_vector(rng)))
-                if done % 10_000 == 0:
-                    progress(f"loaded {done}/{memories} memories")
-    await connection.execute("ANALYZE store")
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    columns = "user_id, key, content, metadata, visibility, embedding, created_at, updated_at"
+    async with (
+        connection.cursor() as cursor,
+        cursor.copy(f"COPY memories ({columns}) FROM STDIN (FORMAT BINARY)") as copy,
+    ):
+        copy.set_types(
+            ["text", "text", "text", "jsonb", "text", "vector", "timestamptz", "timestamptz"]
+        )
+        for index in range(memories):
+            user = f"{owner}-{index % users}"
+            key = str(uuid.UUID(int=rng.getrandbits(128)))
+            text = f"likes {rng.choice(WORDS)} and {rng.choice(WORDS)}, fact {index}"
+            await copy.write_row((user, key, text, Jsonb({}), "dm", unit_vector(rng), at, at))
+            if (index + 1) % 10_000 == 0:
+                progress(f"loaded {index + 1}/{memories} memories")
+    await connection.execute("ANALYZE memories")
 
 
 async def measure_search(
@@ -121,10 +116,9 @@ async def measure_search(
     for mode in modes:
 
         async def search(mode: SearchMode = mode) -> object:
-            prefix = namespace_text(user_namespace(pick()))
             text = f"does the user like {rng.choice(WORDS)}?"
             return await hybrid_search(
-                connection, prefix, text, unit_vector(rng), limit=10, threshold=-1.0, mode=mode
+                connection, pick(), text, unit_vector(rng), limit=10, threshold=-1.0, mode=mode
             )
 
         reports.append(_report(kind, memories, users, mode, await _timed(queries, search)))
@@ -173,7 +167,7 @@ async def indexes_built_after(
     connection: AsyncConnection[Any], table: str, progress: Callable[[str], None]
 ) -> AsyncIterator[None]:
     """Drop ``table``'s secondary indexes for the load and build them again afterwards: once
-    over the loaded rows is far cheaper than row by row (an HNSW graph above all)."""
+    over the loaded rows is far cheaper than row by row (a GIN index above all)."""
     async with connection.cursor(row_factory=tuple_row) as cursor:
         await cursor.execute(
             "SELECT i.indexname, i.indexdef FROM pg_indexes i"
@@ -217,7 +211,7 @@ async def run_retrieval_bench(
     progress: Callable[[str], None],
     seed: int = 7,
 ) -> list[LatencyReport]:
-    """Each size in its own fresh schema: load, rebuild the ANN index, measure every mode."""
+    """Each size in its own fresh schema: load, rebuild the indexes, measure every mode."""
     rng = random.Random(seed)  # noqa: S311 (synthetic data, reproducible on purpose)
     reports: list[LatencyReport] = []
     for size in sizes:
@@ -229,7 +223,7 @@ async def run_retrieval_bench(
             async with store_context as store, store.connection() as connection:
                 progress(f"loading {size} memories over {users} users")
                 began = time.perf_counter()
-                async with indexes_built_after(connection, "store_vectors", progress):
+                async with indexes_built_after(connection, "memories", progress):
                     await load_memories(connection, size, users, rng, progress)
                 progress(f"loaded and indexed in {time.perf_counter() - began:.1f} s; searching")
                 reports += await measure_search(connection, size, users, MODES, queries, rng)
@@ -366,7 +360,7 @@ async def run_depth_bench(
             )
             async with store_context as store, store.connection() as connection:
                 progress(f"loading {memories} memories of one user among {users} users")
-                async with indexes_built_after(connection, "store_vectors", progress):
+                async with indexes_built_after(connection, "memories", progress):
                     await load_memories(connection, TYPICAL_MEMORIES * users, users, rng, progress)
                     await load_memories(connection, memories, 1, rng, progress, owner="deep")
                 reports += await measure_search(
