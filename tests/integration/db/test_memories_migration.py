@@ -14,7 +14,6 @@ from typing import Any
 import openai
 import psycopg
 import pytest
-from llm_bot.local.openai_server import LocalModelServer
 from psycopg.rows import dict_row
 
 from llm_bot.db.migrate import migrate
@@ -22,6 +21,7 @@ from llm_bot.db.vectors import vector_param
 from llm_bot.lifecycle.reembed import reembed
 from llm_bot.llm.embeddings import OpenAIEmbedder
 from llm_bot.memory.store import MemoryStore, StoreOptions
+from llm_bot_tools.local.openai_server import LocalModelServer
 
 from ..conftest import server_embedder
 from .todays_form import create_langgraph_store, migrate_through, namespace
