@@ -20,9 +20,10 @@ from llm_bot.db.migrate import migrate
 from llm_bot.db.vectors import vector_param
 from llm_bot.lifecycle.reembed import reembed
 from llm_bot.llm.embeddings import OpenAIEmbedder
-from llm_bot.memory.store import MemoryStore, StoreOptions
+from llm_bot.memory.store import MemoryStore
 from llm_bot_tools.local.openai_server import LocalModelServer
 
+from ...from_settings import settings_for
 from ..conftest import server_embedder
 from .todays_form import create_langgraph_store, migrate_through, namespace
 
@@ -185,7 +186,7 @@ async def test_every_memory_vector_visibility_and_version_moves_and_is_found(
     assert gone == [(None,)] * 5
     assert (turn, notes) == (("dm",), ("public",))
 
-    async with MemoryStore.open(fresh_database_url, embedder, StoreOptions()) as store:
+    async with MemoryStore.open(settings_for(fresh_database_url), embedder) as store:
         for old in OLD:
             memories = store.for_user(old.user)
             lexical = await memories.search(old.word, limit=5, threshold=-1.0, mode="lexical")
