@@ -25,7 +25,11 @@ __all__ = ["DeadLetterError", "ForwardAsError", "RetryLaterError"]
 
 
 class DeadLetterError(Exception):
-    """No delivery of this message can succeed: dead-letter it with this error as the reason."""
+    """No delivery of this message can succeed: dead-letter it with this error as the reason.
+    ``kind`` names the class of reason for the dead-letter metric's ``reason`` label: a few
+    fixed values, never the message, which may carry anything."""
+
+    kind: ClassVar[str] = "dead_letter"
 
 
 class RetryLaterError(Exception):
@@ -36,7 +40,7 @@ class ForwardAsError(Exception):
     """The step fails: closed as ERROR with ``code`` and the event forwarded; while attempts
     remain, nacked instead when ``retryable``. ``message`` goes to the published step and the
     event's ``errors[]``: it never carries keys, URLs with credentials or traces. Each subclass
-    has a ``code`` of its own (``tests/unit/test_step_error_codes.py``)."""
+    has a ``code`` of its own (``tests/unit/transport/test_decision.py``)."""
 
     code: ClassVar[str]
     retryable: ClassVar[bool] = False

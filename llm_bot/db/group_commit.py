@@ -78,6 +78,8 @@ class RejectedWrite(DeadLetterError):
     """The database refused one event's write as such (its data, not the connection): no
     retry can succeed, and the event's batch-mates are not held back by it."""
 
+    kind = "rejected_write"
+
 
 def is_transient(error: BaseException) -> bool:
     """Whether the failure is the connection's or the server's (retry the whole batch) rather

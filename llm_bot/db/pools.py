@@ -9,9 +9,9 @@
   than retrieval may take (``MEMORY_RETRIEVAL_TIMEOUT_MS``), and the server ends any statement
   past ``MEMORY_STATEMENT_TIMEOUT_MS``. Not checked before use (a round trip per read, several
   per event): a read that meets a dropped connection fails, and retrieval goes without that
-  part. Rows come as dicts, as LangGraph's store reads them.
-- ``setup``: the memory store's pool for work that may run long (creating its tables and
-  vector index in ``llm-bot migrate``, loading a benchmark's data): no statement timeout.
+  part. Rows come as dicts.
+- ``setup``: the memory store's pool for work that may run long (loading a benchmark's data):
+  no statement timeout.
 
 Every connection attempt gives up after ``DATABASE_CONNECT_TIMEOUT_S``, and opening a pool
 waits that long for its first connection. Each instance holds up to both pools' sizes
@@ -29,6 +29,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
+from llm_bot.db.vectors import register_vectors
 from llm_bot.settings import Settings
 
 PoolRole = Literal["ledger", "memory", "setup"]
@@ -74,7 +75,7 @@ async def open_pool(settings: Settings, role: PoolRole) -> AsyncIterator[Pool]:
         max_size=shape.max_size,
         timeout=shape.wait_s,
         kwargs=kwargs,
-        configure=_statement_timeout(shape.statement_timeout_ms),
+        configure=_configure(shape.statement_timeout_ms),
         check=AsyncConnectionPool.check_connection if shape.checked else None,
         open=False,
     )
@@ -85,19 +86,18 @@ async def open_pool(settings: Settings, role: PoolRole) -> AsyncIterator[Pool]:
         await pool.close()
 
 
-def _statement_timeout(
-    timeout_ms: int,
-) -> Callable[[AsyncConnection[Any]], Awaitable[None]] | None:
-    """Set on each connection as the pool makes it, so the server itself ends a runaway
-    statement, whoever runs it (LangGraph's store included) and even if the process is gone.
-    Set by a statement, not by the URL's ``options``, which a URL may already carry (a search
-    path)."""
-    if not timeout_ms:
-        return None
+def _configure(timeout_ms: int) -> Callable[[AsyncConnection[Any]], Awaitable[None]]:
+    """Run on each connection as the pool makes it: pgvector's dumper
+    (:func:`~llm_bot.db.vectors.register_vectors`), and the statement timeout, so the server
+    itself ends a runaway statement, whoever runs it and even if the process is gone. The
+    timeout is set by a statement, not by the URL's ``options``, which a URL may already carry
+    (a search path)."""
 
     async def configure(connection: AsyncConnection[Any]) -> None:
-        await connection.execute(
-            "SELECT set_config('statement_timeout', %s, false)", (f"{timeout_ms}ms",)
-        )
+        register_vectors(connection)
+        if timeout_ms:
+            await connection.execute(
+                "SELECT set_config('statement_timeout', %s, false)", (f"{timeout_ms}ms",)
+            )
 
     return configure

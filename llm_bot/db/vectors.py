@@ -4,12 +4,20 @@ Written as text (``[0.0123, ...]``) a 384-dimension vector cost ~0.3 ms of the e
 time, and an event sends four (memory search, recall, the history pair's two); packed, it is
 ~15 µs. The dumper leaves the type to the server (oid 0), which takes it from the statement's
 ``::vector`` cast, so connections need no type lookup.
+
+The dumper is registered on each connection that writes or searches vectors
+(:func:`register_vectors`: every pool of :mod:`llm_bot.db.pools` does it as it makes a
+connection), not on psycopg's global adapters: importing this module changes no other
+connection of the process, and a connection without it refuses a vector instead of sending it
+in a form nobody chose.
 """
 
 from __future__ import annotations
 
-import psycopg
+from typing import Any
+
 from pgvector import Vector
+from psycopg import BaseConnection
 from psycopg.adapt import Dumper
 from psycopg.pq import Format
 
@@ -21,7 +29,9 @@ class _BinaryVectorDumper(Dumper):
         return bytes(obj.to_binary())
 
 
-psycopg.adapters.register_dumper(Vector, _BinaryVectorDumper)
+def register_vectors(connection: BaseConnection[Any]) -> None:
+    """Send :func:`vector_param` values on ``connection`` in pgvector's binary form."""
+    connection.adapters.register_dumper(Vector, _BinaryVectorDumper)
 
 
 def vector_param(vector: list[float] | None) -> Vector | None:

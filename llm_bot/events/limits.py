@@ -43,6 +43,8 @@ class InvalidEvent(DeadLetterError):
     """The message is not an ``InternalEventV2`` we can process: dead-lettered, never worth a
     retry."""
 
+    kind = "invalid_event"
+
 
 def parse_json(text: str) -> Any:
     """``json.loads`` that refuses, with :class:`InvalidEvent`, the numbers JSON readers

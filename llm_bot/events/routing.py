@@ -28,6 +28,8 @@ DEFAULT_EGRESS_TOPIC = "internal.egress.v1"
 class RoutingError(DeadLetterError):
     """The slip cannot be followed (e.g. a pending step names no topic): dead-lettered."""
 
+    kind = "unroutable"
+
 
 @dataclass(frozen=True)
 class NextHop:

@@ -1,4 +1,4 @@
-"""The LangGraph graph: ingest_prompt, retrieve_memory_context, call_model and tools,
+"""The LangGraph graph: ingest_prompt, retrieve_memories, call_model and tools,
 build_candidate."""
 
 from llm_bot.graph.assembly import context_from_settings, graph_from_settings

@@ -2,7 +2,7 @@
 
     ingest_prompt ─(no prompt)─► END
           │
-    retrieve_memory_context ─► call_model ⇄ tools
+    retrieve_memories ─► call_model ⇄ tools
                                     │
                              build_candidate ─► END
 
@@ -23,7 +23,7 @@ from llm_bot.graph.build_candidate import build_candidate
 from llm_bot.graph.call_model import call_model
 from llm_bot.graph.ingest_prompt import ingest_prompt
 from llm_bot.graph.reducer import MessageLimits
-from llm_bot.graph.retrieve_memory_context import retrieve_memory_context
+from llm_bot.graph.retrieve_memories import retrieve_memories
 from llm_bot.graph.run_tools import run_tools
 from llm_bot.graph.state import GraphContext, GraphState, bounded_state
 from llm_bot.telemetry.traces import traced_stage
@@ -35,14 +35,14 @@ def build_graph(limits: MessageLimits) -> StateGraph[GraphState, GraphContext, A
     graph = StateGraph(bounded_state(limits), context_schema=GraphContext)
     graph.add_node("ingest_prompt", traced_stage("ingest_prompt")(ingest_prompt))
     graph.add_node(
-        "retrieve_memory_context",
-        traced_stage("retrieve_memory_context")(retrieve_memory_context),
+        "retrieve_memories",
+        traced_stage("retrieve_memories")(retrieve_memories),
     )
     graph.add_node("call_model", traced_stage("call_model")(call_model))
     graph.add_node("tools", traced_stage("tools")(run_tools))
     graph.add_node("build_candidate", traced_stage("build_candidate")(build_candidate))
     graph.add_edge(START, "ingest_prompt")
-    graph.add_edge("retrieve_memory_context", "call_model")
+    graph.add_edge("retrieve_memories", "call_model")
     graph.add_edge("tools", "call_model")
     graph.add_edge("build_candidate", END)
     return graph

@@ -6,7 +6,7 @@ Personalities named by the event are looked up here, once per run
 (``GraphContext.personalities``).
 
 The gate (:mod:`llm_bot.graph.behavior`) is decided first, before any model call and before
-memory is read or written: an event it stops never reaches ``retrieve_memory_context``, so nothing
+memory is read or written: an event it stops never reaches ``retrieve_memories``, so nothing
 is recalled, embedded, offered as a tool or stored. A SAFE_REFUSAL ends with BitBrat's canned
 refusal as the candidate (OK); ESCALATE and NO_RESPONSE end without one (SKIP). Neither keeps
 a history pair: a message that was refused or escalated (a crisis message among them) is kept
@@ -37,7 +37,7 @@ from llm_bot.memory.run_writes import RunWrites
 
 async def ingest_prompt(
     state: GraphState, runtime: Runtime[GraphContext]
-) -> Command[Literal["retrieve_memory_context", "__end__"]]:
+) -> Command[Literal["retrieve_memories", "__end__"]]:
     event = state["event"]
     context = runtime.context
     profile = derive_profile(event.annotations, context.behavior.risk_response_mode)
@@ -70,7 +70,7 @@ async def ingest_prompt(
     }
     if identity.model:
         update["model_override"] = identity.model
-    return Command(update=update, goto="retrieve_memory_context")
+    return Command(update=update, goto="retrieve_memories")
 
 
 def _user_message(

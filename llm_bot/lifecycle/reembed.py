@@ -32,6 +32,7 @@ from llm_bot.db.embedding_space import (
     lock_for_switch,
     read_space,
 )
+from llm_bot.db.vectors import register_vectors
 from llm_bot.lifecycle.vector_slots import LIVE, SHADOW, TABLES, Slot, fill_pass
 from llm_bot.llm.embeddings import Embedder
 
@@ -58,6 +59,7 @@ async def reembed(
     connection: AsyncConnection[Any], embedder: Embedder, *, batch: int, progress: Progress
 ) -> ReembedReport:
     """Bring every stored vector to ``embedder``'s model; ``connection`` is in autocommit."""
+    register_vectors(connection)
     dimensions = await embedder.dimensions()
     space = await read_space(connection)
     if space is None:

@@ -1,6 +1,6 @@
 """The seam between the graph and the memory layers.
 
-``retrieve_memory_context`` asks a :class:`MemoryRetriever` for the memory context of one
+``retrieve_memories`` asks a :class:`MemoryRetriever` for the memory context of one
 event; the memory layers (semantic store, history, notes, recall) implement it. Without them
 the graph runs with :class:`NoMemory`, which knows nothing.
 """

@@ -25,7 +25,7 @@ from typing import Protocol
 
 import psycopg
 
-from llm_bot.errors import RetryLaterError
+from llm_bot.errors import DeadLetterError, RetryLaterError
 from llm_bot.events.models import SOURCE
 from llm_bot.transport.decision import Decision, decide
 from llm_bot.transport.stats import WorkerStats
@@ -61,7 +61,7 @@ class Delivery(Protocol):
 EXPECTED_RETRIES = (RetryLaterError, psycopg.OperationalError)
 
 
-DeadLetter = Callable[[Delivery, str], Awaitable[None]]
+DeadLetter = Callable[[Delivery, DeadLetterError], Awaitable[None]]
 
 
 def retry_delay_s(delivery_attempt: int, rng: random.Random | None = None) -> float:
@@ -104,8 +104,10 @@ async def settle(
         await delivery.nack()
         raise
     except Exception as error:
-        if decide(error, delivery.delivery_attempt, limit) is Decision.DEAD_LETTER:
-            await _dead_letter_or_retry(delivery, str(error), dead_letter, stats)
+        if isinstance(error, DeadLetterError) and (
+            decide(error, delivery.delivery_attempt, limit) is Decision.DEAD_LETTER
+        ):
+            await _dead_letter_or_retry(delivery, error, dead_letter, stats)
         else:
             _log_retry(delivery, error)
             await _nack_after_backoff(delivery, stats)
@@ -115,14 +117,18 @@ async def settle(
 
 
 async def _dead_letter_or_retry(
-    delivery: Delivery, reason: str, dead_letter: DeadLetter, stats: WorkerStats
+    delivery: Delivery, error: DeadLetterError, dead_letter: DeadLetter, stats: WorkerStats
 ) -> None:
     logger.warning(
-        "invalid event dead-lettered",
-        extra={"messageId": delivery.message_id, "reason": clipped(reason, MAX_ATTRIBUTE_BYTES)},
+        "event dead-lettered",
+        extra={
+            "messageId": delivery.message_id,
+            "kind": error.kind,
+            "reason": clipped(str(error), MAX_ATTRIBUTE_BYTES),
+        },
     )
     try:
-        await dead_letter(delivery, reason)
+        await dead_letter(delivery, error)
     except Exception as error:
         _log_retry(delivery, error)
         await _nack_after_backoff(delivery, stats)

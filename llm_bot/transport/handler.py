@@ -57,6 +57,8 @@ class AttemptsExhausted(DeadLetterError):
     """The event came back after its last attempt: each one failed past the point where the
     failure is recorded (a crash, a publish that never confirmed). Retrying would never end."""
 
+    kind = "attempts_exhausted"
+
 
 class RetryableFailure(RetryLaterError):
     """The answer failed in a way a later attempt may not (the model was unavailable), and
@@ -277,8 +279,9 @@ class EventHandler:
         except Exception as error:  # the lease expires by itself
             logger.warning("could not release a claim: %s", error)
 
-    async def _dead_letter(self, delivery: Delivery, reason: str) -> None:
-        metrics.deadletters.add(1, {"reason": "invalid_event"})
+    async def _dead_letter(self, delivery: Delivery, error: DeadLetterError) -> None:
+        metrics.deadletters.add(1, {"reason": error.kind})
+        reason = str(error)
         now = iso_timestamp(utc_now())
         attributes = dead_letter_attributes(delivery, reason, now)
         cause = Cause(clipped(reason, MAX_ATTRIBUTE_BYTES), reason, SOURCE, now)

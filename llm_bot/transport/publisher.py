@@ -35,6 +35,8 @@ class PublishRejected(DeadLetterError):
     """Pub/Sub refused the message or its topic (missing, forbidden, over a limit): sending it
     again cannot succeed, so the event is dead-lettered instead of retried forever."""
 
+    kind = "publish_rejected"
+
 
 # Refusals of the request itself, by the service or by the client's own checks.
 _REJECTIONS = (NotFound, PermissionDenied, InvalidArgument, ValueError, TypeError)

@@ -7,10 +7,10 @@ from contextlib import asynccontextmanager
 
 import openai
 import pytest
-from psycopg_pool import AsyncConnectionPool
 
 from llm_bot.db.group_commit import GroupCommitter
 from llm_bot.db.migrate import migrate
+from llm_bot.db.pools import open_pool
 from llm_bot.llm.client import ModelClient
 from llm_bot.llm.embeddings import CachingEmbedder, OpenAIEmbedder
 from llm_bot.memory.store import MemoryStore
@@ -70,9 +70,10 @@ async def model(chat_server: LocalModelServer) -> AsyncIterator[ModelClient]:
 async def running_committer(
     url: str, max_batch: int, max_delay_s: float
 ) -> AsyncIterator[GroupCommitter]:
-    """A group committer on a small pool of its own; on the way out it commits what is queued."""
+    """A group committer on a ledger pool of its own, as the worker's; on the way out it
+    commits what is queued."""
     async with (
-        AsyncConnectionPool(url, min_size=1, max_size=2, kwargs={"autocommit": True}) as pool,
+        open_pool(settings_for(url, LLM_BOT_DB_POOL_MAX=2), "ledger") as pool,
         GroupCommitter(pool, max_batch=max_batch, max_delay_s=max_delay_s) as committer,
     ):
         yield committer

@@ -17,7 +17,7 @@ import pytest
 from psycopg.rows import dict_row
 
 from llm_bot.db.migrate import migrate
-from llm_bot.db.vectors import vector_param
+from llm_bot.db.vectors import register_vectors, vector_param
 from llm_bot.lifecycle.reembed import reembed
 from llm_bot.llm.embeddings import OpenAIEmbedder
 from llm_bot.memory.store import MemoryStore
@@ -86,6 +86,7 @@ def fill(url: str, live: dict[str, list[float]], shadow: dict[str, list[float]])
     migrate_through(url, 12)
     create_langgraph_store(url, LIVE, NEXT)
     with psycopg.connect(url, autocommit=True) as db:
+        register_vectors(db)
         db.execute(
             "INSERT INTO embedding_space (model, dimensions, next_model, next_dimensions)"
             " VALUES ('local-embeddings', %s, 'next-embeddings', %s)",

@@ -3,9 +3,12 @@ statement timeout come from settings, and every connection attempt is bounded.""
 
 from __future__ import annotations
 
+import psycopg
 import pytest
 
+from llm_bot.db.migrate import migrate
 from llm_bot.db.pools import PoolRole, open_pool
+from llm_bot.db.vectors import vector_param
 
 from ...from_settings import settings_for
 
@@ -48,3 +51,20 @@ async def test_without_a_database_url_no_pool_opens() -> None:
     with pytest.raises(ValueError, match="DATABASE_URL is not set"):
         async with open_pool(settings, "memory"):
             pass
+
+
+async def test_vectors_are_sent_by_the_pools_connections_alone(fresh_database_url: str) -> None:
+    """pgvector's dumper is registered per pool connection, never on psycopg's global
+    adapters: a connection the service did not make refuses a vector."""
+    migrate(fresh_database_url)
+    vector = vector_param([0.6, 0.8])
+    async with (
+        open_pool(settings_for(fresh_database_url), "memory") as pool,
+        pool.connection() as connection,
+    ):
+        cursor = await connection.execute("SELECT %s::vector::text AS v", (vector,))
+        row = await cursor.fetchone()
+    assert row == {"v": "[0.6,0.8]"}
+    async with await psycopg.AsyncConnection.connect(fresh_database_url) as bare:
+        with pytest.raises(psycopg.ProgrammingError, match="cannot adapt"):
+            await bare.execute("SELECT %s::vector", (vector,))

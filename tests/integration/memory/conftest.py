@@ -10,6 +10,7 @@ import pytest
 from psycopg.rows import dict_row
 
 from llm_bot.db.migrate import migrate
+from llm_bot.db.vectors import register_vectors
 from llm_bot_tools.local.openai_server import LocalModelServer
 
 Connection = psycopg.AsyncConnection[Any]
@@ -17,11 +18,13 @@ Connection = psycopg.AsyncConnection[Any]
 
 @pytest.fixture
 async def connection(fresh_database_url: str) -> AsyncIterator[Connection]:
-    """An autocommit connection, rows as dicts, to a fresh database with the schema."""
+    """An autocommit connection, rows as dicts and vectors sent as the pools send them, to a
+    fresh database with the schema."""
     migrate(fresh_database_url)
     async with await psycopg.AsyncConnection.connect(
         fresh_database_url, autocommit=True, row_factory=dict_row
     ) as connection:
+        register_vectors(connection)
         yield connection
 
 

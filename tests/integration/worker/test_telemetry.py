@@ -87,7 +87,7 @@ async def test_one_event_is_one_span_tree_in_the_publishers_trace_and_metrics_fo
 
     in_trace = [s for s in finished if s.context.trace_id == consumer.context.trace_id]
     names = {s.name for s in in_trace}
-    for node in ("ingest_prompt", "retrieve_memory_context", "call_model", "build_candidate"):
+    for node in ("ingest_prompt", "retrieve_memories", "call_model", "build_candidate"):
         assert f"graph.node {node}" in names
     assert {"memory.window", "memory.notes", "memory.memories", "memory.recall"} <= names
     (model_call,) = [s for s in in_trace if s.name.startswith("chat ")]

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from llm_bot.db.processed_events import NO_STEP, key_of
+from llm_bot.errors import DeadLetterError
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.limits import InvalidEvent
 from llm_bot.events.models import InternalEventV2
@@ -65,21 +66,21 @@ async def test_settle_acks_a_clean_block() -> None:
 
 async def test_settle_dead_letters_invalid_input_then_acks() -> None:
     delivery, stats = RecordedDelivery(), WorkerStats()
-    reasons: list[str] = []
+    reasons: list[tuple[str, str]] = []
 
-    async def dead_letter(_: Any, reason: str) -> None:
-        reasons.append(reason)
+    async def dead_letter(_: Any, error: DeadLetterError) -> None:
+        reasons.append((error.kind, str(error)))
 
     async with settle(delivery, dead_letter, stats, LIMIT):
         raise InvalidEvent("message body is not JSON")
-    assert (delivery.settled, reasons) == (["ack"], ["message body is not JSON"])
+    assert (delivery.settled, reasons) == (["ack"], [("invalid_event", "message body is not JSON")])
     assert stats.dead_lettered == 1
 
 
 async def test_a_failed_dead_letter_publish_nacks_instead_of_losing_the_message() -> None:
     delivery = RecordedDelivery(attempt=0)
 
-    async def dead_letter(_: Any, reason: str) -> None:
+    async def dead_letter(_: Any, error: DeadLetterError) -> None:
         raise PublishFailed("dead-letter topic unreachable")
 
     async with settle(delivery, dead_letter, WorkerStats(), LIMIT):

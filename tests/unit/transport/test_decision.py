@@ -4,7 +4,7 @@ new row here, and the failure taxonomy is checked against what the worker does w
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import psycopg
 import pytest
@@ -12,7 +12,7 @@ import pytest
 from llm_bot.answer.unit import Answer, DeadlineExceeded, InternalFailure
 from llm_bot.db.group_commit import RejectedWrite
 from llm_bot.db.processed_events import ClaimBusy, ClaimLost
-from llm_bot.errors import ForwardAsError
+from llm_bot.errors import DeadLetterError, ForwardAsError
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.limits import InvalidEvent
 from llm_bot.events.models import Outcome as StepOutcome
@@ -24,6 +24,8 @@ from llm_bot.llm import errors as model_errors
 from llm_bot.transport.decision import Decision, Mark, Outcome, decide
 from llm_bot.transport.handler import AttemptsExhausted, RetryableFailure
 from llm_bot.transport.publisher import PublishFailed, PublishRejected
+
+E = TypeVar("E", bound=Exception)
 
 ACK, NACK, FORWARD, DEAD_LETTER = (
     Decision.ACK,
@@ -122,7 +124,22 @@ def test_every_step_failure_has_a_code_of_its_own() -> None:
     assert (model_errors.ModelTimeout.code, DeadlineExceeded.code) == ("LLM_TIMEOUT", "TIMEOUT")
 
 
-def all_subclasses(cls: type[ForwardAsError]) -> set[type[ForwardAsError]]:
+def test_every_dead_letter_class_has_a_kind_of_its_own() -> None:
+    """The dead-letter metric's ``reason`` label tells an invalid event from a rejected write
+    or exhausted attempts: an operator acts differently on each."""
+    classes = all_subclasses(DeadLetterError)
+    kinds = [cls.kind for cls in classes]
+    assert sorted(kinds) == sorted(set(kinds))
+    assert {cls.__name__: cls.kind for cls in classes} == {
+        "InvalidEvent": "invalid_event",
+        "RoutingError": "unroutable",
+        "PublishRejected": "publish_rejected",
+        "RejectedWrite": "rejected_write",
+        "AttemptsExhausted": "attempts_exhausted",
+    }
+
+
+def all_subclasses(cls: type[E]) -> set[type[E]]:
     found = set(cls.__subclasses__())
     for sub in list(found):
         found |= all_subclasses(sub)

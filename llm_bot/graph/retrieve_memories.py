@@ -1,4 +1,4 @@
-"""Node ``retrieve_memory_context``: what the memory layers know, or nothing, never fail.
+"""Node ``retrieve_memories``: what the memory layers know, or nothing, never fail.
 
 Memory makes answers better but is not needed for an answer, so a slow or broken memory layer
 costs the event its memories (logged with the user and the cause), not its reply.
@@ -18,9 +18,7 @@ from llm_bot.memory.retrieval import MemoryContext
 logger = logging.getLogger(__name__)
 
 
-async def retrieve_memory_context(
-    state: GraphState, runtime: Runtime[GraphContext]
-) -> dict[str, Any]:
+async def retrieve_memories(state: GraphState, runtime: Runtime[GraphContext]) -> dict[str, Any]:
     context = runtime.context
     try:
         async with asyncio.timeout(context.retrieval_timeout_s):
