@@ -4,14 +4,3 @@ measurements.
 
 The modules are the public API; none is imported here, so that importing one module (or the
 command line) loads only what that module needs."""
-
-__all__ = [
-    "embedding_space",
-    "group_commit",
-    "leases",
-    "migrate",
-    "pools",
-    "processed_events",
-    "schemas",
-    "vectors",
-]

@@ -2,5 +2,3 @@
 
 The modules are the public API; none is imported here, so that importing one module (or the
 command line) loads only what that module needs."""
-
-__all__ = ["builder", "codec", "deadletter", "identity", "limits", "models", "routing"]

@@ -2,5 +2,3 @@
 
 The modules are the public API; none is imported here, so that importing one module (or the
 command line) loads only what that module needs."""
-
-__all__ = ["client", "embedding_batch", "embeddings", "errors", "http", "messages", "openai_format"]

@@ -2,24 +2,3 @@
 
 The modules are the public API; none is imported here, so that importing one module (or the
 command line) loads only what that module needs."""
-
-__all__ = [
-    "commit",
-    "context",
-    "dates",
-    "fusion",
-    "history",
-    "long_term",
-    "notes",
-    "notes_store",
-    "personalities",
-    "recall",
-    "retrieval",
-    "run_writes",
-    "search",
-    "store",
-    "tools",
-    "validation",
-    "versions",
-    "wiring",
-]
