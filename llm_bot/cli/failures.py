@@ -12,10 +12,6 @@ import sys
 import traceback
 from collections.abc import Iterable
 
-import psycopg
-from psycopg.conninfo import conninfo_to_dict
-from psycopg_pool import PoolTimeout
-
 from llm_bot.settings import Settings
 
 EXIT_FAILED = 1
@@ -34,6 +30,9 @@ def secrets_of(settings: Settings) -> list[str]:
 
 
 def _passwords(url: str) -> list[str]:
+    import psycopg  # here, not at the top: a command that does not fail does not need it
+    from psycopg.conninfo import conninfo_to_dict
+
     written = url.partition("://")[2].partition("@")[0].partition(":")[2] if "@" in url else ""
     try:
         decoded = str(conninfo_to_dict(url).get("password") or "")
@@ -60,6 +59,9 @@ def report_failure(error: Exception, settings: Settings) -> int:
 
 def describe(error: Exception) -> str:
     """The first line of the error's message, and what kind of failure it is."""
+    import psycopg
+    from psycopg_pool import PoolTimeout
+
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     first = lines[0] if lines else type(error).__name__
     if isinstance(error, psycopg.OperationalError | PoolTimeout):

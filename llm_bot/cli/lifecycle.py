@@ -9,18 +9,18 @@ import json
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
-
-from psycopg import AsyncConnection
+from typing import TYPE_CHECKING, Any
 
 from llm_bot.cli.support import UsageError, non_empty, print_result, require_database_url
 from llm_bot.clock import iso_timestamp, utc_now
-from llm_bot.lifecycle.erasure import Receipt, forget_thread, forget_user
-from llm_bot.lifecycle.export import export_user
-from llm_bot.lifecycle.retention import RetentionPolicy, maintain
 from llm_bot.settings import Settings
 
-Action = Callable[[AsyncConnection[Any], argparse.Namespace, Settings], Awaitable[Any]]
+if TYPE_CHECKING:  # the jobs are imported when a command runs, not for parsing its arguments
+    from psycopg import AsyncConnection
+
+    from llm_bot.lifecycle.erasure import Receipt
+
+    Action = Callable[[AsyncConnection[Any], argparse.Namespace, Settings], Awaitable[Any]]
 
 
 def add_lifecycle_commands(commands: Any) -> None:
@@ -44,6 +44,8 @@ def add_lifecycle_commands(commands: Any) -> None:
 
 
 def run_lifecycle_action(args: argparse.Namespace, settings: Settings) -> int:
+    from psycopg import AsyncConnection
+
     database_url = require_database_url(settings)
     action: Action = args.lifecycle_action
 
@@ -57,6 +59,8 @@ def run_lifecycle_action(args: argparse.Namespace, settings: Settings) -> int:
 async def run_maintain(
     connection: AsyncConnection[Any], args: argparse.Namespace, settings: Settings
 ) -> dict[str, Any]:
+    from llm_bot.lifecycle.retention import RetentionPolicy, maintain
+
     now = utc_now()
     policy = RetentionPolicy.from_settings(settings)
     deleted = await maintain(connection, policy, now, _progress)
@@ -66,17 +70,25 @@ async def run_maintain(
 async def run_forget_user(
     connection: AsyncConnection[Any], args: argparse.Namespace, settings: Settings
 ) -> dict[str, Any]:
+    from llm_bot.lifecycle.erasure import forget_user
+
     return _receipt(await forget_user(connection, args.user))
 
 
 async def run_forget_thread(
     connection: AsyncConnection[Any], args: argparse.Namespace, settings: Settings
 ) -> dict[str, Any]:
+    from llm_bot.lifecycle.erasure import forget_thread
+
     return _receipt(await forget_thread(connection, args.thread))
 
 
 def command_export_user(args: argparse.Namespace, settings: Settings) -> int:
     """The document goes to ``--output`` or standard output; how many rows, to standard error."""
+    from psycopg import AsyncConnection
+
+    from llm_bot.lifecycle.export import export_user
+
     database_url = require_database_url(settings)
     if args.output is not None and not args.output.parent.is_dir():
         raise UsageError(f"--output: no directory {args.output.parent}")

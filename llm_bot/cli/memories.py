@@ -11,17 +11,17 @@ import argparse
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llm_bot.cli.support import UsageError, non_empty, print_result, require_database_url
-from llm_bot.db.embedding_space import EmbeddingModelMismatch
-from llm_bot.memory.store import Memory, MemoryStore
 from llm_bot.memory.validation import InvalidMemory, validate_memory
-from llm_bot.memory.versions import Version
-from llm_bot.memory.wiring import open_memory_store
 from llm_bot.settings import Settings
 
-Action = Callable[[MemoryStore, argparse.Namespace, Settings], Awaitable[Any]]
+if TYPE_CHECKING:  # the store is imported when a command runs, not for parsing its arguments
+    from llm_bot.memory.store import Memory, MemoryStore
+    from llm_bot.memory.versions import Version
+
+    Action = Callable[[MemoryStore, argparse.Namespace, Settings], Awaitable[Any]]
 
 
 def add_memory_commands(commands: Any, parser_class: type[argparse.ArgumentParser]) -> None:
@@ -53,6 +53,9 @@ def add_memory_commands(commands: Any, parser_class: type[argparse.ArgumentParse
 
 
 def run_memory_action(args: argparse.Namespace, settings: Settings) -> int:
+    from llm_bot.db.embedding_space import EmbeddingModelMismatch
+    from llm_bot.memory.wiring import open_memory_store
+
     require_database_url(settings)  # one line, not a traceback, when it is missing
     handler: Action = args.memory_action
 

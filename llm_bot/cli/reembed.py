@@ -8,12 +8,7 @@ import sys
 from dataclasses import asdict
 from typing import Any
 
-from psycopg import AsyncConnection
-
 from llm_bot.cli.support import positive, print_result, require_database_url
-from llm_bot.db.embedding_space import EmbeddingModelMismatch
-from llm_bot.lifecycle.reembed import ReembedReport, reembed
-from llm_bot.llm.embeddings import EmbeddingError, embedder_from_settings
 from llm_bot.settings import Settings
 
 
@@ -30,6 +25,13 @@ def add_reembed_command(commands: Any) -> None:
 
 
 def command_reembed(args: argparse.Namespace, settings: Settings) -> int:
+    # Imported here, not for parsing: the embedder's client and the job are the heavy part.
+    from psycopg import AsyncConnection
+
+    from llm_bot.db.embedding_space import EmbeddingModelMismatch
+    from llm_bot.lifecycle.reembed import reembed
+    from llm_bot.llm.embeddings import EmbeddingError, embedder_from_settings
+
     database_url = require_database_url(settings)
 
     async def run() -> dict[str, Any]:
@@ -55,6 +57,8 @@ def _progress(line: str) -> None:
 
 
 def _human(result: dict[str, Any]) -> str:
+    from llm_bot.lifecycle.reembed import ReembedReport
+
     report = ReembedReport(**result)
     done = "switched to" if report.switched else "filled vectors for"
     return (

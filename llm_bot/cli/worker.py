@@ -13,22 +13,21 @@ import asyncio
 import http.client
 import json
 from collections.abc import Callable
-from typing import Any
-
-from opentelemetry.sdk.trace import TracerProvider
+from typing import TYPE_CHECKING, Any
 
 from llm_bot.cli.failures import secrets_of
 from llm_bot.cli.support import require_database_url
 from llm_bot.settings import Settings
-from llm_bot.telemetry.logs import configure_json_logging
-from llm_bot.telemetry.metrics import setup_metrics
-from llm_bot.telemetry.traces import setup_tracing
+
+if TYPE_CHECKING:  # telemetry is imported by the worker's start, not for parsing arguments
+    from opentelemetry.sdk.trace import TracerProvider
 
 EXIT_NOT_READY = 1
 
 
 def command_run(args: argparse.Namespace, settings: Settings) -> int:
     """Pull, process and publish until SIGTERM/SIGINT; exit 0 after a clean drain."""
+    from llm_bot.telemetry.metrics import setup_metrics
     from llm_bot.worker import run_worker
 
     require_database_url(settings)
@@ -58,6 +57,9 @@ def event_loop_factory(kind: str) -> Callable[[], asyncio.AbstractEventLoop] | N
 def start_telemetry(settings: Settings) -> TracerProvider | None:
     """JSON logs on stdout (secrets masked), traces to OTLP when ``OTEL_*`` says so (the
     provider to flush at exit; None when traces go nowhere)."""
+    from llm_bot.telemetry.logs import configure_json_logging
+    from llm_bot.telemetry.traces import setup_tracing
+
     configure_json_logging(settings.log_level, settings.google_cloud_project, secrets_of(settings))
     return setup_tracing()
 

@@ -38,18 +38,20 @@ async def open_memory_store(
     settings: Settings, *, role: Literal["memory", "setup"] = "memory"
 ) -> AsyncIterator[MemoryStore]:
     """On the ``memory`` pool each statement ends at ``MEMORY_STATEMENT_TIMEOUT_MS``; the
-    ``setup`` pool's are not bounded, for work over whole tables (loading a benchmark's data)."""
+    ``setup`` pool's are not bounded, for work over whole tables (loading a benchmark's data).
+    The local model is loaded once the database answers: a database that cannot be reached
+    fails the command without seconds of loading first."""
     if settings.database_url is None:
         raise ValueError("DATABASE_URL is not set")
     embedder = embedder_from_settings(settings)
     try:
-        if isinstance(embedder, LocalEmbedder):
-            await embedder.warm()
         async with MemoryStore.open(
             settings,
             CachingEmbedder(BatchingEmbedder(embedder, settings.embedding_batch_wait_ms / 1000)),
             role=role,
         ) as store:
+            if isinstance(embedder, LocalEmbedder):
+                await embedder.warm()
             yield store
     finally:
         await embedder.close()

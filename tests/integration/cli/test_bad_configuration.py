@@ -35,8 +35,9 @@ COMMANDS = {
     "send": ["send", "hi", "--user", "u", "--thread", "t", "--timeout", "1"],
     "dev": ["dev", "--services-only"],
 }
-# Commands that connect to DATABASE_URL at once.
-DATABASE_COMMANDS = ("run", "migrate", "memories", "personalities", "maintain", "export-user")
+# Commands that connect to DATABASE_URL at once (and "memories", which loads the local model
+# too: test_a_database_that_refuses_fails_before_the_local_model_loads).
+DATABASE_COMMANDS = ("run", "migrate", "personalities", "maintain", "export-user")
 
 
 def llm_bot(argv: list[str], cwd: Path, **environment: str) -> subprocess.CompletedProcess[str]:
@@ -131,3 +132,34 @@ def test_a_library_failing_on_a_bad_value_costs_one_line(tmp_path: Path) -> None
     line = one_line(result)
     assert result.returncode == 1, line
     assert line == "llm-bot: InvalidURL: Relative URLs cannot have a path starting with ':'"
+
+
+def test_a_database_that_refuses_fails_before_the_local_model_loads(
+    refusing_port: int, tmp_path: Path
+) -> None:
+    """Loading the local embedding model takes seconds: a command whose database cannot be
+    reached fails without paying them, in one line, exit 1 (asserted in the probe)."""
+    probe = (
+        "import sys\n"
+        "from llm_bot.cli import main\n"
+        "assert main(['memories', 'list', '--user', 'u']) == 1\n"
+        "print('transformers' in sys.modules)"
+    )
+    url = f"postgresql://bot:{PASSWORD}@127.0.0.1:{refusing_port}/llm_bot"
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        env={
+            "PATH": os.environ["PATH"],
+            "HOME": str(tmp_path),
+            "PYTHONPATH": str(ROOT),
+            "MEMORY_EMBEDDING_PROVIDER": "local",
+            "DATABASE_CONNECT_TIMEOUT_S": "2",
+            "DATABASE_URL": url,
+        },
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert one_line(result).startswith("llm-bot: database unreachable: ")
+    assert result.stdout.strip() == "False"

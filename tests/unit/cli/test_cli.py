@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from llm_bot.cli import main
 from llm_bot.cli.failures import masked, secrets_of
 from llm_bot.settings import load_settings
+
+ROOT = str(Path(__file__).resolve().parents[3])
 
 
 @pytest.mark.parametrize(
@@ -75,3 +81,21 @@ def test_the_database_password_is_masked_as_written_and_decoded() -> None:
     assert masked(line, secrets_of(settings)) == (
         "connect with [REDACTED]; the server saw '[REDACTED]'; key [REDACTED]"
     )
+
+
+def test_a_bad_setting_is_answered_without_loading_the_service() -> None:
+    """Operators and platforms run ``llm-bot`` often (a health command, a typo): parsing and
+    checking the settings must not pay for the model client, LangGraph or the memory store."""
+    probe = (
+        "import sys\n"
+        "from llm_bot.cli import main\n"
+        "assert main(['memories', 'list', '--user', 'u']) == 2\n"
+        "heavy = ('openai', 'langgraph', 'llm_bot.memory.store')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))"
+    )
+    environment = {**os.environ, "DATABASE_URL": "mysql://bot@db/llm_bot", "PYTHONPATH": ROOT}
+    result = subprocess.run(
+        [sys.executable, "-c", probe], env=environment, capture_output=True, text=True, timeout=60
+    )
+    assert "configuration error: DATABASE_URL" in result.stderr, result.stderr
+    assert result.stdout.strip() == "[]"
