@@ -20,10 +20,8 @@ from __future__ import annotations
 import ast
 import importlib
 import json
-import math
 import pkgutil
 import re
-import resource
 import signal
 import subprocess
 import sys
@@ -40,7 +38,7 @@ PACKAGE = ROOT / "llm_bot"
 SIZE = 10_000
 # CPU seconds for all inputs of one pattern together (a linear one needs under a second).
 BOUND_S = 2.0
-# Only for a child that hangs some other way: the bound is kept by the kernel (RLIMIT_CPU).
+# Only for a child that hangs some other way: the bound is kept by the kernel (ITIMER_PROF).
 WALL_TIMEOUT_S = 120
 RE_FUNCTIONS = frozenset(
     {"compile", "search", "match", "fullmatch", "findall", "finditer", "sub", "subn", "split"}
@@ -273,13 +271,12 @@ def adversarial_inputs(pattern: str, flags: int) -> Iterator[tuple[str, str]]:
 def probe(pattern: str, flags: int) -> None:
     """The child's work: every input through search, match and fullmatch, each announced on
     stdout before it runs (so the parent can name the one the child died in) and timed in CPU
-    seconds (other processes on the machine do not count). Past the bound and a second (the
-    kernel counts whole seconds), the kernel ends the child with SIGXCPU, even inside C."""
+    seconds (other processes on the machine do not count). At the bound of CPU time the
+    kernel ends the child with SIGPROF (a profiling timer, whose default action ends the
+    process), even inside C."""
     compiled = re.compile(pattern, flags)
     inputs = list(adversarial_inputs(pattern, flags))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    limit = math.ceil(time.process_time() + BOUND_S) + 1
-    resource.setrlimit(resource.RLIMIT_CPU, (limit, resource.getrlimit(resource.RLIMIT_CPU)[1]))
+    signal.setitimer(signal.ITIMER_PROF, BOUND_S)
     for built, text in inputs:
         print(json.dumps({"trying": built}), flush=True)
         started = time.process_time()
@@ -299,7 +296,7 @@ def run_probe(found: Found) -> str | None:
         check=False,
     )
     lines = [json.loads(line) for line in child.stdout.splitlines()]
-    if child.returncode == -signal.SIGXCPU:
+    if child.returncode == -signal.SIGPROF:
         running = next((line["trying"] for line in reversed(lines) if "trying" in line), "")
         return f"ended by the kernel past {BOUND_S:g} CPU seconds, in {running or 'its start'}"
     assert child.returncode == 0, f"{found.where}: the probe failed: {child.stderr}"
