@@ -149,11 +149,13 @@ def test_message_nacked_max_attempts_times_lands_in_dead_letter_tap(
         )
 
     # The emulator moves the message only when the source subscription is pulled once more.
+    # That pull finds nothing and waits out the emulator's long poll (its timeout less about
+    # a second), so a short timeout keeps the round short.
     dead: list[ReceivedMessage] = []
     deadline = time.monotonic() + 30.0
     while not dead and time.monotonic() < deadline:
         again = clients.subscriber.pull(
-            subscription=topology.input_subscription, max_messages=1, timeout=10.0
+            subscription=topology.input_subscription, max_messages=1, timeout=2.0
         )
         assert not again.received_messages
         dead = list(
