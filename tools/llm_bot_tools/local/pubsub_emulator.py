@@ -98,11 +98,29 @@ def _wait_until(condition: Callable[[], bool], timeout_s: float, interval_s: flo
 
 
 def _group_alive(pgid: int) -> bool:
+    """Whether a process of the group still runs. A killed Java child is orphaned (its parent,
+    the wrapper, dies with it) and stays a zombie until init reaps it, which some inits do
+    only every second or two; a zombie holds no port, memory or file, so it does not count.
+    Without /proc, any process of the group counts."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
-    return True
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return True
+    pids = (entry for entry in proc.iterdir() if entry.name.isdigit())
+    return any(_running_in_group(entry / "stat", pgid) for entry in pids)
+
+
+def _running_in_group(stat_path: Path, pgid: int) -> bool:
+    try:
+        stat = stat_path.read_text()
+    except OSError:  # it just ended
+        return False
+    # Fields after the parenthesised command: state, ppid, pgrp, ...
+    state, _, group = stat.rsplit(")", 1)[1].split()[:3]
+    return int(group) == pgid and state != "Z"
 
 
 class PubSubEmulator(LocalService):
