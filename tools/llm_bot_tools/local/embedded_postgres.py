@@ -25,6 +25,7 @@ from pgserver.utils import PostmasterInfo
 from psycopg import sql
 
 from llm_bot_tools.local.lifecycle import LocalService
+from llm_bot_tools.local.processes import running
 
 _log = logging.getLogger(__name__)
 
@@ -37,19 +38,9 @@ class EmbeddedPostgresError(RuntimeError):
     """The embedded server is not in the state a caller needs."""
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _wait_for_exit(pid: int, timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
-    while _pid_alive(pid):
+    while running(pid):
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.05)
@@ -165,7 +156,7 @@ class EmbeddedPostgres(LocalService):
         if others:
             _log.info("embedded postgres left running for processes %s", others)
             return
-        if _pid_alive(info.pid):
+        if running(info.pid):
             self._pg_ctl_stop(server)
         if not _wait_for_exit(info.pid, _STOP_TIMEOUT_S):
             raise EmbeddedPostgresError(f"postgres (pid {info.pid}) did not stop")
@@ -175,7 +166,7 @@ class EmbeddedPostgres(LocalService):
         """A crashed process leaves its pid in pgserver's handle list, which blocks any stop."""
         with PostgresServer._lock:
             handles = server.global_process_id_list
-            handles.put([pid for pid in handles.get() if _pid_alive(pid)])
+            handles.put([pid for pid in handles.get() if running(pid)])
 
     def _pg_ctl_stop(self, server: PostgresServer) -> None:
         command = [str(POSTGRES_BIN_PATH / "pg_ctl"), "-D", str(self._data_dir), "-w", "stop"]

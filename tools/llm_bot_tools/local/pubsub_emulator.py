@@ -26,6 +26,7 @@ from google.cloud import pubsub_v1
 
 from llm_bot.transport.clients import publisher_client, subscriber_client
 from llm_bot_tools.local.lifecycle import LocalService
+from llm_bot_tools.local.processes import group_running
 
 _log = logging.getLogger(__name__)
 
@@ -95,32 +96,6 @@ def _wait_until(condition: Callable[[], bool], timeout_s: float, interval_s: flo
         if time.monotonic() >= deadline:
             return False
         time.sleep(interval_s)
-
-
-def _group_alive(pgid: int) -> bool:
-    """Whether a process of the group still runs. A killed Java child is orphaned (its parent,
-    the wrapper, dies with it) and stays a zombie until init reaps it, which some inits do
-    only every second or two; a zombie holds no port, memory or file, so it does not count.
-    Without /proc, any process of the group counts."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return True
-    pids = (entry for entry in proc.iterdir() if entry.name.isdigit())
-    return any(_running_in_group(entry / "stat", pgid) for entry in pids)
-
-
-def _running_in_group(stat_path: Path, pgid: int) -> bool:
-    try:
-        stat = stat_path.read_text()
-    except OSError:  # it just ended
-        return False
-    # Fields after the parenthesised command: state, ppid, pgrp, ...
-    state, _, group = stat.rsplit(")", 1)[1].split()[:3]
-    return int(group) == pgid and state != "Z"
 
 
 class PubSubEmulator(LocalService):
@@ -243,13 +218,13 @@ class PubSubEmulator(LocalService):
 
         def group_gone() -> bool:
             # poll() reaps the wrapper; an unreaped zombie would keep the group alive.
-            return process.poll() is not None and not _group_alive(pgid)
+            return process.poll() is not None and not group_running(pgid)
 
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pgid, signal.SIGKILL)
             _wait_until(group_gone, timeout_s, 0.05)
         process.poll()
-        if _group_alive(pgid):
+        if group_running(pgid):
             raise EmulatorError(f"pubsub emulator group {pgid} survived SIGKILL")
         _log.info("pubsub emulator on %s stopped", self.host)
 

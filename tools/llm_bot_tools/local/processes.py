@@ -1,0 +1,50 @@
+"""Whether a process, or a process group, still runs, counting a zombie as ended.
+
+The local stack's servers (the emulator's Java child, the postmaster) are orphans once their
+parents exit, so init reaps them, and some inits do that only every second or two. A zombie
+holds no port, memory or file: waiting for init to reap it only costs time. Where there is no
+/proc (not Linux), a process counts as running until it is gone.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+_PROC = Path("/proc")
+
+
+def running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        pass
+    stat = _stat(_PROC / str(pid))
+    return stat is None or stat[0] != "Z"
+
+
+def group_running(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    if not _PROC.is_dir():
+        return True
+    for entry in _PROC.iterdir():
+        stat = _stat(entry) if entry.name.isdigit() else None
+        if stat is not None and stat[1] == pgid and stat[0] != "Z":
+            return True
+    return False
+
+
+def _stat(process: Path) -> tuple[str, int] | None:
+    """(state, process group), or None without /proc or when the process just ended."""
+    try:
+        stat = (process / "stat").read_text()
+    except OSError:
+        return None
+    # Fields after the parenthesised command: state, ppid, pgrp, ...
+    state, _, group = stat.rsplit(")", 1)[1].split()[:3]
+    return state, int(group)
