@@ -32,8 +32,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-import yaml
-
 ACCOUNT_LAG = 2
 PROJECT_NUMBER = "123456789012"
 API_OF = {
@@ -295,6 +293,8 @@ def build(cloud: Cloud, flags: dict[str, str]) -> None:
             " Compute Engine default account builds run as) has no role to read the source,"
             " write logs or push images"
         )
+    import yaml  # not at the top: each gcloud call is a process, and most read no YAML
+
     email = flags["service-account"].rsplit("/", 1)[-1]
     cloud.require_member(f"serviceAccount:{email}")
     config = yaml.safe_load(Path(flags["config"]).read_text())
@@ -357,6 +357,8 @@ def schedule(cloud: Cloud, words: list[str], flags: dict[str, str]) -> str:
 
 
 def deploy_revision(cloud: Cloud, kind: str, verb: str, target: str, flags: dict[str, str]) -> str:
+    import yaml  # not at the top: each gcloud call is a process, and most read no YAML
+
     deployed = cloud.state["services" if kind == "services" else "worker_pools"]
     if verb == "replace":
         manifest = yaml.safe_load(Path(target).read_text())
