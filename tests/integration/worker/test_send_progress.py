@@ -20,7 +20,7 @@ from .conftest import BusFactory
 
 pytestmark = pytest.mark.integration
 
-SLOW_S = 2.0  # ten times the progress delay: the timer fires well inside the model call
+SLOW_S = 1.0  # five times the progress delay: the timer fires well inside the model call
 THINKING = "🤔 Thinking about your request..."
 
 
