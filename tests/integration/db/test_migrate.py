@@ -27,7 +27,9 @@ def test_migrate_is_idempotent(
     fresh_database_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("DATABASE_URL", fresh_database_url)
-    monkeypatch.setenv("MEMORY_EMBEDDING_PROVIDER", "local")  # its size is known without a call
+    # The size is given, so neither a model call nor a model load is needed.
+    monkeypatch.setenv("MEMORY_EMBEDDING_DIMENSIONS", "384")
+    monkeypatch.setenv("OPENAI_API_KEY", "unused")
     assert main(["migrate"]) == 0
     first = capsys.readouterr().out
     assert main(["migrate"]) == 0
