@@ -95,8 +95,9 @@ def test_a_missing_reply_subscription_is_one_line_and_nothing_is_sent(
 
     clients = pubsub_emulator.clients()
     try:
+        # A message would come at once; an empty pull waits until a second before the deadline.
         pulled = clients.subscriber.pull(
-            subscription=topology.input_subscription, max_messages=1, timeout=2
+            subscription=topology.input_subscription, max_messages=1, timeout=1.5
         )
     except DeadlineExceeded:
         pulled = None
