@@ -15,6 +15,7 @@ from google.cloud import pubsub_v1
 from google.pubsub_v1.types import ReceivedMessage
 
 from llm_bot_tools.local.embedded_postgres import EmbeddedPostgres
+from llm_bot_tools.local.processes import group_members, running
 from llm_bot_tools.local.pubsub_emulator import (
     EmulatorError,
     PubSubClients,
@@ -51,33 +52,6 @@ def pull_until(
         received.extend(response.received_messages)
     assert len(received) >= count, f"got {len(received)} of {count} messages from {subscription}"
     return received
-
-
-def state_and_group(process: Path) -> tuple[str, int] | None:
-    """From /proc/PID/stat; None once the process is gone."""
-    try:
-        stat = (process / "stat").read_text()
-    except OSError:
-        return None
-    # Fields after the parenthesised command: state, ppid, pgrp, ...
-    state, _, group = stat.rsplit(")", 1)[1].split()[:3]
-    return state, int(group)
-
-
-def group_members(pgid: int) -> dict[int, str]:
-    """pid -> state (``Z`` for a zombie) of every process in the group."""
-    members = {}
-    for entry in Path("/proc").iterdir():
-        found = state_and_group(entry) if entry.name.isdigit() else None
-        if found is not None and found[1] == pgid:
-            members[int(entry.name)] = found[0]
-    return members
-
-
-def ended(pid: int) -> bool:
-    """Gone, or a zombie: an orphan is init's to reap, not ours."""
-    found = state_and_group(Path(f"/proc/{pid}"))
-    return found is None or found[0] == "Z"
 
 
 def test_publish_then_pull_returns_data_and_attributes(
@@ -189,7 +163,7 @@ def test_stop_ends_the_whole_process_group(tmp_path: Path) -> None:
     emulator.stop()
     emulator.stop()
 
-    assert all(ended(pid) for pid in group_members(pgid))
+    assert not any(running(pid) for pid in group_members(pgid))
 
 
 def test_start_failure_reports_the_log(tmp_path: Path) -> None:
@@ -254,9 +228,9 @@ def test_stop_ends_postgres_and_the_same_dir_starts_again(tmp_path: Path) -> Non
         handles.write_text(json.dumps([*json.loads(handles.read_text()), crashed.pid]))
         with psycopg.connect(first.url) as conn:
             conn.execute("CREATE TABLE kept (id int)")
-    assert ended(first_pid)
+    assert not running(first_pid)
 
     with EmbeddedPostgres(data_dir) as second, psycopg.connect(second.url) as conn:
         assert conn.execute("SELECT to_regclass('kept')").fetchone() == ("kept",)
         second_pid = second.postmaster_pid
-    assert ended(second_pid)
+    assert not running(second_pid)

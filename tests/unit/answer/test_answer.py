@@ -3,7 +3,7 @@ the real model client and the local model server, with no database (no memory wr
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -21,16 +21,7 @@ from llm_bot.memory.tools import Tool
 from llm_bot.settings import Settings
 from llm_bot_tools.local.openai_server import LocalModelServer
 
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[LocalModelServer]:
-    with LocalModelServer() as running:
-        yield running
-
-
-@pytest.fixture(autouse=True)
-def fresh_server(server: LocalModelServer) -> None:
-    server.reset()
+pytestmark = pytest.mark.usefixtures("fresh_server")
 
 
 @pytest.fixture

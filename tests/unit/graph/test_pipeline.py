@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,15 +39,7 @@ SYSTEM = (
 )
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[LocalModelServer]:
-    with LocalModelServer() as running:
-        yield running
-
-
-@pytest.fixture(autouse=True)
-def fresh_server(server: LocalModelServer) -> None:
-    server.reset()
+pytestmark = pytest.mark.usefixtures("fresh_server")
 
 
 def model_client(

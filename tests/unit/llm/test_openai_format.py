@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import json
 import struct
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -91,12 +90,6 @@ def test_a_refusal_is_refused() -> None:
 def test_a_reply_that_is_not_a_chat_completion_is_an_invalid_request(raw: bytes) -> None:
     with pytest.raises(errors.ModelRequestInvalid):
         parse_chat_reply(raw)
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[LocalModelServer]:
-    with LocalModelServer() as running:
-        yield running
 
 
 @pytest.mark.parametrize(

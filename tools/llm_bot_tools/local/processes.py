@@ -32,11 +32,17 @@ def group_running(pgid: int) -> bool:
         return False
     if not _PROC.is_dir():
         return True
+    return any(state != "Z" for state in group_members(pgid).values())
+
+
+def group_members(pgid: int) -> dict[int, str]:
+    """pid -> state (``Z`` for a zombie) of every process in the group, read from /proc."""
+    members = {}
     for entry in _PROC.iterdir():
         stat = _stat(entry) if entry.name.isdigit() else None
-        if stat is not None and stat[1] == pgid and stat[0] != "Z":
-            return True
-    return False
+        if stat is not None and stat[1] == pgid:
+            members[int(entry.name)] = stat[0]
+    return members
 
 
 def _stat(process: Path) -> tuple[str, int] | None:
