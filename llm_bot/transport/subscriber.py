@@ -166,14 +166,7 @@ class StreamingSubscriber:
         the grace would have them redelivered to us at once, burning delivery attempts.
         """
         self.accepting = False
-        finished = cancelled = 0
-        pending = set(self._tasks)
-        if pending:
-            _, unfinished = await asyncio.wait(pending, timeout=grace_s)
-            for task in unfinished:
-                task.cancel()
-            await asyncio.gather(*unfinished, return_exceptions=True)
-            finished, cancelled = len(pending) - len(unfinished), len(unfinished)
+        finished, cancelled = await finish_within(set(self._tasks), grace_s)
         parked, self._parked = self._parked, []
         for message in parked:
             message.nack()
@@ -219,3 +212,15 @@ class StreamingSubscriber:
     def close(self) -> None:
         """Drop the connection; blocks, so call it off the loop."""
         self._client.close()
+
+
+async def finish_within(tasks: set[asyncio.Task[Any]], grace_s: float) -> tuple[int, int]:
+    """Give ``tasks`` ``grace_s`` to finish, cancel the rest and wait for them to end; returns
+    (finished, cancelled). A cancelled handler hands its message back (``settle``)."""
+    if not tasks:
+        return 0, 0
+    _, unfinished = await asyncio.wait(tasks, timeout=grace_s)
+    for task in unfinished:
+        task.cancel()
+    await asyncio.gather(*unfinished, return_exceptions=True)
+    return len(tasks) - len(unfinished), len(unfinished)

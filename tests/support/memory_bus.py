@@ -39,6 +39,7 @@ from llm_bot.transport.ack import MAX_ATTRIBUTE_BYTES, MAX_ATTRIBUTES
 from llm_bot.transport.handler import EventHandler
 from llm_bot.transport.publisher import PublishRejected
 from llm_bot.transport.stats import WorkerStats
+from llm_bot.transport.subscriber import finish_within
 from llm_bot.worker.service import open_database, open_handler
 from llm_bot_tools.local.pubsub_emulator import free_loopback_port
 
@@ -207,12 +208,7 @@ class Serving:
         delivery the handler let an exception escape from, or did not settle exactly once,
         fails the test."""
         self.accepting = False
-        pending = set(self._tasks)
-        if pending:
-            _, unfinished = await asyncio.wait(pending, timeout=grace_s)
-            for task in unfinished:
-                task.cancel()
-            await asyncio.gather(*unfinished, return_exceptions=True)
+        await finish_within(set(self._tasks), grace_s)
         assert not self.escaped, f"the handler raised: {self.escaped!r}"
         unsettled = [d.message_id for d in self._handed if len(d.settlements) != 1]
         assert not unsettled, f"not settled exactly once: {unsettled}"
