@@ -113,7 +113,7 @@ class McpClient:
         while True:
             retrying = AsyncRetrying(
                 wait=wait_exponential_jitter(
-                    initial=self._base_s, max=self._max_s, jitter=self._base_s * 0.2
+                    multiplier=self._base_s, max=self._max_s, jitter=self._base_s * 0.2
                 ),
                 retry=retry_if_exception_type(Exception),
                 before_sleep=self._log_retry,
