@@ -28,6 +28,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type
 from tenacity.wait import wait_exponential_jitter
 
 from llm_bot.settings import Settings
+from llm_bot.telemetry import metrics
 from llm_bot.tools.servers import ServerConfig, gateway_config
 
 logger = logging.getLogger(__name__)
@@ -68,6 +69,10 @@ class McpClient:
     def connects(self) -> int:
         """Connections made so far: a reconnect makes it grow."""
         return self._connects
+
+    def status(self) -> dict[str, object]:
+        """What ``/ready``'s detail says of this server: the worker is ready either way."""
+        return {"connected": self.connected, "tools": len(self._tools)}
 
     @property
     def tools(self) -> Mapping[str, types.Tool]:
@@ -199,6 +204,8 @@ class McpClient:
                 await self._notify()
 
     async def _attach(self, session: ClientSession | None) -> None:
+        if (session is None) != (self._session is None):
+            metrics.mcp_connected.add(1 if session else -1, {"server": self.config.name})
         if session is not None:
             self._connects += 1
             logger.info(

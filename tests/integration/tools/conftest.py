@@ -29,7 +29,8 @@ class Call:
 
 @dataclass
 class ToolServer:
-    """An MCP server with an `echo` tool and a `grow` tool that adds one and says so."""
+    """An MCP server with an `echo` tool, a `hang` tool that never answers, and a `grow` tool
+    that adds one and says so."""
 
     transport: Transport
     token: str | None = None
@@ -82,6 +83,13 @@ class ToolServer:
             mcp.add_tool(lambda: "grown", name=name, description="added at run time")
             await ctx.session.send_tool_list_changed()
             return "ok"
+
+        @mcp.tool()
+        async def hang(ctx: Context) -> str:
+            """Never answer (a platform tool stuck on its own dependency)."""
+            self._record("hang", {}, ctx)
+            await asyncio.Event().wait()
+            return "never"
 
         if self.transport == "sse":
             return _TokenCheck(mcp.sse_app(), self)
