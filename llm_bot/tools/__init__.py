@@ -6,8 +6,9 @@ any server over Streamable HTTP.
 
 Where it stands: the client connects, lists, re-lists on ``notifications/tools/list_changed``,
 reconnects with backoff and calls a tool with ``_meta`` and a timeout
-(tests/integration/tools/test_mcp_client.py, against a real SDK server). Nothing uses it yet:
-the graph offers no MCP tool, the worker starts no client, and ``/ready`` and the metrics do
-not report the gateway. Offering (filters, allowlist, roles at call time), the built-in tools,
-the circuit breaker, the once-only ledger of calls and their telemetry are still to come.
+(tests/integration/tools/test_mcp_client.py, against a real SDK server). The worker keeps the
+gateway's connection and reports it in ``/ready``'s detail and ``llmbot_mcp_connected``
+(tests/integration/worker/test_tool_gateway.py), but the graph offers no MCP tool yet.
+Offering (filters, allowlist, roles at call time), the built-in tools, the circuit breaker, the
+once-only ledger of calls and their telemetry are still to come.
 """
