@@ -23,9 +23,15 @@ What BitBrat does (cnavta/BitBrat at the mirrored HEAD):
   ``platform:id`` (e.g. ``twitch:123``), from ``identity.user`` or ``identity.external``
   (``processor.ts:747-748``). The gateway prefers ``_meta`` over ``x-roles``/``x-user-id``
   headers and checks the roles again at call time (``tool-gateway.ts:1111-1116,1234-1265``).
-- The model sees a tool's id with every character outside ``[a-zA-Z0-9_-]`` replaced by ``_``
-  (``src/services/llm-bot/tools/registry.ts:101``), mapped back by that sanitised name
-  (``registry.ts:108-114``).
+- A listed tool's id is ``mcp:<name>``, or ``mcp:<server>/<name>`` for the platform tools
+  every service has (``bit`` and ``bit.*``), a name already starting ``mcp:`` or ``internal:``
+  kept (``src/common/mcp/bridge.ts:23-35``). The model sees that id with every character
+  outside ``[a-zA-Z0-9_-]`` replaced by ``_`` (``src/services/llm-bot/tools/registry.ts:101``),
+  e.g. ``mcp_create_schedule``, mapped back by that sanitised name (``registry.ts:108-114``).
+- Roles: llm-bot's gateway connection names no ``requiredRoles`` (``mcp-client-profile.ts:61-69``),
+  so every gateway tool passes llm-bot's role filter (``processor.ts:763-765``) and the roles are
+  checked only by the gateway at call time (``tool-gateway.ts:1116``); its listing carries no
+  roles. ``scopes`` is a field outside the MCP schema, which the Python SDK's ``Tool`` drops.
 - On ``notifications/tools/list_changed`` (the gateway broadcasts it to every session when a
   service registers or leaves, ``tool-gateway.ts:687-725``) llm-bot re-lists after a 500 ms
   debounce (``client-manager.ts:465-521``, ``MCP_NOTIFICATION_DEBOUNCE_MS``).
@@ -82,6 +88,15 @@ def call_meta(user_id: str | None, roles: Sequence[str]) -> dict[str, Any]:
 
 
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+def tool_id(server: str, name: str) -> str:
+    """BitBrat's id of a listed tool (bridge.ts:23-35); ``errors[]`` names it as its source."""
+    if name.startswith(("mcp:", "internal:")):
+        return name
+    if name == "bit" or name.startswith("bit."):
+        return f"mcp:{server}/{name}"
+    return f"mcp:{name}"
 
 
 def model_name(tool_id: str) -> str:
