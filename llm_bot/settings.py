@@ -24,7 +24,15 @@ Similarity = Annotated[float, Field(ge=-1.0, le=1.0)]
 CALIBRATED_THRESHOLDS = {"openai": 0.7, "local": 0.2}
 
 _SECRET_VARIABLES = frozenset(
-    {"OPENAI_API_KEY", "LLM_API_KEY", "DATABASE_URL", "openai_api_key", "database_url"}
+    {
+        "OPENAI_API_KEY",
+        "LLM_API_KEY",
+        "DATABASE_URL",
+        "MCP_AUTH_TOKEN",
+        "openai_api_key",
+        "database_url",
+        "mcp_auth_token",
+    }
 )
 
 
@@ -105,6 +113,20 @@ class Settings(BaseSettings):
     # llm_bot/transport/progress.py).
     progress_after_ms: NonNegative = Field(2000, alias="LLM_BOT_PROGRESS_AFTER_MS")
     agent_name: str = Field("llm-bot", alias="LLM_BOT_AGENT_NAME")
+
+    # --- tools over MCP (BitBrat's names; llm_bot/tools/) ----------------------------------
+    # The tool-gateway's SSE endpoint (BitBrat: http://tool-gateway:3000/sse); unset, no gateway
+    # and the worker offers its built-in tools only.
+    mcp_gateway_url: str | None = Field(None, alias="MCP_GATEWAY_URL")
+    # Sent as x-mcp-token, the header the gateway checks against its own MCP_AUTH_TOKEN.
+    mcp_auth_token: SecretStr | None = Field(None, alias="MCP_AUTH_TOKEN")
+    # Reconnect backoff: base * 2^(attempt-1), at most max, +-20% jitter (BitBrat's defaults).
+    mcp_reconnect_base_ms: Millis = Field(1000, alias="MCP_RECONNECT_BASE_MS")
+    mcp_reconnect_max_ms: Millis = Field(15_000, alias="MCP_RECONNECT_MAX_MS")
+    # A ping this often: a gateway that went away unnoticed is found and reconnected.
+    mcp_reconnect_monitor_ms: Millis = Field(5000, alias="MCP_RECONNECT_MONITOR_MS")
+    # One tool call's limit (BitBrat's 60 s is half our event deadline; a chat reply cannot wait).
+    tool_timeout_ms: Millis = Field(15_000, alias="LLM_BOT_TOOL_TIMEOUT_MS")
 
     # --- personalities (BitBrat's names and defaults) ----------------------------------------
     # False: personality annotations are ignored (no identity, no constraints, no model).

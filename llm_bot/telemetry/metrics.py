@@ -58,6 +58,9 @@ context_tokens = _meter.create_histogram(
     "llmbot_context_tokens", description="tokens of each context part per event"
 )
 commit_duration = _seconds_histogram("llmbot_commit_duration", "one group-commit transaction")
+mcp_connected = _meter.create_up_down_counter(
+    "llmbot_mcp_connected", description="1 while the MCP server (label server) is connected"
+)
 commit_batch_size = _meter.create_histogram(
     "llmbot_commit_batch_size",
     description="events' writes sharing one transaction",

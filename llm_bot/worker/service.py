@@ -32,6 +32,7 @@ from llm_bot.memory.wiring import memory_services
 from llm_bot.settings import Settings
 from llm_bot.telemetry.loop_lag import watch_loop_lag
 from llm_bot.telemetry.metrics import CountsCollector
+from llm_bot.tools.client import McpClient, gateway_client
 from llm_bot.transport.clients import subscriber_client
 from llm_bot.transport.handler import EventHandler
 from llm_bot.transport.publisher import EventPublisher, Publisher
@@ -65,6 +66,8 @@ class Worker:
         self._resources = contextlib.AsyncExitStack()
         self._pool: AsyncConnectionPool[Any] | None = None
         self._subscriber: StreamingSubscriber | None = None
+        # The tool-gateway's connection (MCP_GATEWAY_URL), or None: it never holds up readiness.
+        self.gateway: McpClient | None = gateway_client(settings)
         self.stats = WorkerStats()
 
     async def __aenter__(self) -> Self:
@@ -92,6 +95,9 @@ class Worker:
             settings, self._pool, publisher, self.stats, resources
         )
         self._export_counts(committer)
+        if self.gateway is not None:
+            self.gateway.start()
+            resources.push_async_callback(self.gateway.aclose)
         health = HealthServer(self.readiness, settings.port, registry=self._metrics_registry)
         await health.start()
         resources.push_async_callback(health.close)
@@ -175,7 +181,16 @@ class Worker:
                 await connection.execute("SELECT 1")
         except Exception as error:
             return False, f"database unreachable: {type(error).__name__}"
-        return True, "subscribed, database reachable"
+        return True, "subscribed, database reachable" + self._gateway_detail()
+
+    def _gateway_detail(self) -> str:
+        """Without its gateway the worker answers with its built-in tools, and says so."""
+        if self.gateway is None:
+            return ""
+        status = self.gateway.status()
+        if status["connected"]:
+            return f"; tool-gateway connected ({status['tools']} tools)"
+        return "; tool-gateway not connected (built-in tools only)"
 
     def _require_subscriber(self) -> StreamingSubscriber:
         if self._subscriber is None:

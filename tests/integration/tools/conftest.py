@@ -1,0 +1,137 @@
+"""A real MCP server built with the same SDK, on a free loopback port, in the test's event loop:
+over HTTP + SSE with the token check BitBrat's gateway makes, or over Streamable HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import uvicorn
+from mcp.server.mcpserver import Context, MCPServer
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from llm_bot.tools.servers import Transport
+
+
+@dataclass
+class Call:
+    """What one tool call brought to the server."""
+
+    tool: str
+    arguments: dict[str, Any]
+    meta: Mapping[str, Any] | None
+    agent_name: str | None
+
+
+@dataclass
+class ToolServer:
+    """An MCP server with an `echo` tool, a `hang` tool that never answers, and a `grow` tool
+    that adds one and says so."""
+
+    transport: Transport
+    token: str | None = None
+    calls: list[Call] = field(default_factory=list)
+    refused: int = 0
+    port: int = 0
+    _server: uvicorn.Server | None = None
+    _task: asyncio.Task[None] | None = None
+
+    @property
+    def url(self) -> str:
+        path = "/sse" if self.transport == "sse" else "/mcp"
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    async def start(self) -> None:
+        """Serve (again on the same port after `stop`)."""
+        if not self.port:
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", 0))
+                self.port = probe.getsockname()[1]
+        app = self._app()
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
+        self._server = uvicorn.Server(config)
+        self._task = asyncio.create_task(self._server.serve())
+        while not self._server.started:
+            if self._task.done():
+                self._task.result()
+            await asyncio.sleep(0.01)
+
+    async def stop(self) -> None:
+        """Stop at once, open streams included: the clients see the server die."""
+        if self._server is not None and self._task is not None:
+            self._server.should_exit = self._server.force_exit = True
+            await asyncio.wait_for(self._task, 10)
+            self._server = self._task = None
+
+    def _app(self) -> ASGIApp:
+        mcp = MCPServer("test-tools")
+
+        @mcp.tool()
+        async def echo(text: str, ctx: Context) -> str:
+            """Answer the text (a stand-in for any platform tool)."""
+            self._record("echo", {"text": text}, ctx)
+            return f"echo: {text}"
+
+        @mcp.tool()
+        async def grow(name: str, ctx: Context) -> str:
+            """Add a tool and notify the clients, as the gateway does when a service registers."""
+            self._record("grow", {"name": name}, ctx)
+            mcp.add_tool(lambda: "grown", name=name, description="added at run time")
+            await ctx.session.send_tool_list_changed()
+            return "ok"
+
+        @mcp.tool()
+        async def hang(ctx: Context) -> str:
+            """Never answer (a platform tool stuck on its own dependency)."""
+            self._record("hang", {}, ctx)
+            await asyncio.Event().wait()
+            return "never"
+
+        if self.transport == "sse":
+            return _TokenCheck(mcp.sse_app(), self)
+        return mcp.streamable_http_app()
+
+    def _record(self, tool: str, arguments: dict[str, Any], ctx: Context) -> None:
+        headers = ctx.headers or {}
+        meta = ctx.request_context.meta
+        self.calls.append(
+            Call(tool, arguments, dict(meta) if meta else None, headers.get("x-agent-name"))
+        )
+
+
+class _TokenCheck:
+    """The gateway's check (BitBrat src/common/base-server.ts:2096-2112): with a token set,
+    a request without the same x-mcp-token gets 401."""
+
+    def __init__(self, app: ASGIApp, server: ToolServer) -> None:
+        self.app, self.server = app, server
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and self.server.token is not None:
+            headers = dict(scope["headers"])
+            if headers.get(b"x-mcp-token", b"").decode() != self.server.token:
+                self.server.refused += 1
+                await send({"type": "http.response.start", "status": 401, "headers": []})
+                await send({"type": "http.response.body", "body": b"Unauthorized"})
+                return
+        await self.app(scope, receive, send)
+
+
+@pytest.fixture
+async def sse_server() -> AsyncIterator[ToolServer]:
+    server = ToolServer("sse", token="gateway-token")
+    await server.start()
+    yield server
+    await server.stop()
+
+
+@pytest.fixture
+async def http_server() -> AsyncIterator[ToolServer]:
+    server = ToolServer("streamable-http")
+    await server.start()
+    yield server
+    await server.stop()

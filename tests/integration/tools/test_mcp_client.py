@@ -1,0 +1,143 @@
+"""The MCP client against a real SDK server: the gateway's SSE transport with its token and
+agent name, Streamable HTTP, `_meta` on calls, list_changed, reconnect, and no server at all."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import pytest
+from mcp import types
+
+from llm_bot.settings import load_settings
+from llm_bot.tools.client import McpClient, ToolUnavailable, gateway_client
+from llm_bot.tools.servers import ServerConfig, call_meta
+
+from .conftest import ToolServer
+
+pytestmark = pytest.mark.integration
+
+WAIT_S = 10.0
+FAST = {"reconnect_base_s": 0.05, "reconnect_max_s": 0.2, "monitor_s": 0.2}
+
+
+@asynccontextmanager
+async def running(client: McpClient) -> AsyncIterator[McpClient]:
+    client.start()
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
+def connected(client: McpClient) -> bool:
+    return client.connected
+
+
+def text_of(result: types.CallToolResult) -> str:
+    return "".join(part.text for part in result.content if isinstance(part, types.TextContent))
+
+
+def gateway_for(server: ToolServer, token: str) -> McpClient:
+    settings = load_settings(
+        MCP_GATEWAY_URL=server.url,
+        MCP_AUTH_TOKEN=token,
+        MCP_RECONNECT_BASE_MS=50,
+        MCP_RECONNECT_MAX_MS=200,
+        MCP_RECONNECT_MONITOR_MS=200,
+    )
+    client = gateway_client(settings)
+    assert client is not None
+    return client
+
+
+async def test_the_gateway_lists_its_tools_and_a_call_carries_the_user(
+    sse_server: ToolServer,
+) -> None:
+    async with running(gateway_for(sse_server, "gateway-token")) as client:
+        await client.wait_until(connected, WAIT_S)
+        assert set(client.tools) == {"echo", "grow", "hang"}
+        assert client.tools["echo"].input_schema["properties"]["text"]["type"] == "string"
+
+        meta = call_meta("twitch:4711", ["moderator", "subscriber"])
+        result = await client.call("echo", {"text": "hi"}, meta=meta, timeout_s=WAIT_S)
+
+    assert not result.is_error
+    assert text_of(result) == "echo: hi"
+    [call] = sse_server.calls
+    assert call.meta == {"userId": "twitch:4711", "userRoles": ["moderator", "subscriber"]}
+    assert call.agent_name == "llm-bot"
+
+
+async def test_a_wrong_token_is_refused_and_the_client_keeps_trying_without_a_session(
+    sse_server: ToolServer,
+) -> None:
+    async with running(gateway_for(sse_server, "not-the-token")) as client:
+        await client.wait_until(lambda _: sse_server.refused >= 2, WAIT_S)
+        assert not client.connected
+        assert client.tools == {}
+        with pytest.raises(ToolUnavailable):
+            await client.call("echo", {"text": "hi"}, meta=call_meta(None, []), timeout_s=1)
+    assert sse_server.calls == []
+
+
+async def test_streamable_http_lists_and_calls(http_server: ToolServer) -> None:
+    config = ServerConfig("other", http_server.url, "streamable-http", {"x-agent-name": "llm-bot"})
+    async with running(McpClient(config, **FAST)) as client:
+        await client.wait_until(connected, WAIT_S)
+        assert set(client.tools) == {"echo", "grow", "hang"}
+        meta = call_meta("discord:42", ["viewer"])
+        result = await client.call("echo", {"text": "over http"}, meta=meta, timeout_s=WAIT_S)
+
+    assert text_of(result) == "echo: over http"
+    assert http_server.calls[0].meta == {"userId": "discord:42", "userRoles": ["viewer"]}
+
+
+async def test_a_tool_added_on_the_server_is_listed_after_list_changed(
+    sse_server: ToolServer,
+) -> None:
+    async with running(gateway_for(sse_server, "gateway-token")) as client:
+        await client.wait_until(connected, WAIT_S)
+        assert "schedule_stream" not in client.tools
+        await client.call("grow", {"name": "schedule_stream"}, meta={}, timeout_s=WAIT_S)
+        await client.wait_until(lambda c: "schedule_stream" in c.tools, WAIT_S)
+        assert client.connects == 1
+
+
+@pytest.mark.parametrize("transport", ["sse", "streamable-http"])
+async def test_a_restarted_server_is_reconnected_and_called_again(transport: str) -> None:
+    server = ToolServer(transport)  # type: ignore[arg-type]
+    await server.start()
+    try:
+        config = ServerConfig("restarting", server.url, server.transport)
+        async with running(McpClient(config, **FAST)) as client:
+            await client.wait_until(connected, WAIT_S)
+            await server.stop()
+            await client.wait_until(lambda c: not c.connected, WAIT_S)
+            with pytest.raises(ToolUnavailable):
+                await client.call("echo", {"text": "away"}, meta={}, timeout_s=1)
+
+            await server.start()
+            await client.wait_until(lambda c: c.connected and c.connects == 2, WAIT_S)
+            result = await client.call("echo", {"text": "back"}, meta={}, timeout_s=WAIT_S)
+        assert text_of(result) == "echo: back"
+    finally:
+        await server.stop()
+
+
+async def test_a_hanging_tool_times_out_and_the_connection_still_serves(
+    sse_server: ToolServer,
+) -> None:
+    async with running(gateway_for(sse_server, "gateway-token")) as client:
+        await client.wait_until(connected, WAIT_S)
+        with pytest.raises(TimeoutError):
+            await client.call("hang", {}, meta={}, timeout_s=0.3)
+        result = await client.call("echo", {"text": "after"}, meta={}, timeout_s=WAIT_S)
+        assert client.status() == {"connected": True, "tools": 3}
+    assert text_of(result) == "echo: after"
+    assert [call.tool for call in sse_server.calls] == ["hang", "echo"]
+
+
+def test_no_gateway_url_means_no_gateway_client() -> None:
+    assert gateway_client(load_settings()) is None
+    assert gateway_client(load_settings(MCP_GATEWAY_URL="  ")) is None
