@@ -1,6 +1,6 @@
 """`llm-bot maintain`'s rules on a real database, with the clock set by the test: expired rows
-go (tool calls with their event records), recent rows stay, a live claim is never touched, and two runs at once split the work
-without failing or counting a row twice."""
+go (tool calls with their event records), recent rows stay, a live claim is never touched, and
+two runs at once split the work without failing or counting a row twice."""
 
 from __future__ import annotations
 
