@@ -26,7 +26,10 @@ cancelled at its deadline) after writing the call's ``started`` row and before w
 outcome: that is, while the request was in flight or between the server's answer and the
 record. A server that keeps the idempotency key turns that repeat into a refusal, so for it
 the side effect happens once. A call whose outcome was recorded is never sent again; a call
-that could not be recorded as started is not sent at all (the failure is raised).
+that could not be recorded as started is not sent at all (the failure is raised); an outcome
+that could not be recorded (the database went away meanwhile) is still answered, and the call
+stays started, within the one repeat. ``call`` answers its failures as outcomes; one that
+raises leaves the call started, as a crash would.
 
 **A different call at a recorded index is never sent.** A retried model may ask for other
 arguments, or another tool, at call index *i* (sampling, or a conversation that moved on).
@@ -193,7 +196,7 @@ class PostgresToolLedger:
         try:
             async with self._pool.connection() as connection:
                 await connection.execute(_DONE, done)
-        except (psycopg.Error, TimeoutError) as error:
+        except psycopg.Error as error:  # PoolTimeout too
             # The call was made and its outcome is here: answering it beats failing the event,
             # whose retry would repeat the call. The started row allows that one repeat anyway.
             logger.warning(

@@ -246,6 +246,24 @@ async def test_another_call_at_a_started_index_is_not_sent(pool: Pool, clock: Cl
     assert await row(pool) == ("started", 1, None, None)
 
 
+async def test_an_outcome_that_cannot_be_recorded_is_still_answered(
+    pool: Pool, clock: Clock
+) -> None:
+    """The database goes away between the call and its record: the call was made, so its
+    outcome is answered; the row stays started (within the one repeat)."""
+
+    async def call_then_lose_the_table() -> ToolOutcome:
+        async with pool.connection() as connection:
+            await connection.execute("ALTER TABLE tool_calls RENAME TO tool_calls_away")
+        return ToolOutcome("banned")
+
+    outcome = await worker(pool, clock).once(KEY, "mcp:ban_user", ARGS, call_then_lose_the_table)
+    async with pool.connection() as connection:
+        await connection.execute("ALTER TABLE tool_calls_away RENAME TO tool_calls")
+    assert outcome == ToolOutcome("banned")
+    assert await row(pool) == ("started", 1, None, None)
+
+
 async def test_the_table_comes_to_a_database_migrated_to_0013(fresh_database_url: str) -> None:
     assert migrate_through(fresh_database_url, 13)
     with psycopg.connect(fresh_database_url) as db:
