@@ -127,6 +127,11 @@ class Settings(BaseSettings):
     mcp_reconnect_monitor_ms: Millis = Field(5000, alias="MCP_RECONNECT_MONITOR_MS")
     # One tool call's limit (BitBrat's 60 s is half our event deadline; a chat reply cannot wait).
     tool_timeout_ms: Millis = Field(15_000, alias="LLM_BOT_TOOL_TIMEOUT_MS")
+    # A server's circuit opens after this many calls in a row got no answer (timed out or lost
+    # their connection), and its calls then fail at once for the reset timeout, after which one
+    # call tries it (BitBrat's 2 and 120 s; llm_bot/tools/breaker.py).
+    mcp_circuit_failure_threshold: Count = Field(2, alias="MCP_CIRCUIT_FAILURE_THRESHOLD")
+    mcp_circuit_reset_timeout_ms: Millis = Field(120_000, alias="MCP_CIRCUIT_RESET_TIMEOUT_MS")
 
     # --- personalities (BitBrat's names and defaults) ----------------------------------------
     # False: personality annotations are ignored (no identity, no constraints, no model).

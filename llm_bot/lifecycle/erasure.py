@@ -2,10 +2,10 @@
 table we own, deleted in one transaction, and how many rows went from each table.
 
 A user's rows are found by what names them: ``user_id`` (memories and their versions, turns,
-notes, processed-event records) and the thread id of each of the user's direct-message threads
-(:func:`llm_bot.events.identity.thread_id_of` ends a DM thread with ``":" + user id`` after a
-base of exactly one unescaped colon). A shared thread's row names only its room, so it stays,
-with the other speakers' turns.
+notes, processed-event records, tool calls) and the thread id of each of the user's
+direct-message threads (:func:`llm_bot.events.identity.thread_id_of` ends a DM thread with
+``":" + user id`` after a base of exactly one unescaped colon). A shared thread's row names
+only its room, so it stays, with the other speakers' turns.
 
 A table added later must be added to :data:`USER_ROWS`: the erasure test scans every column of
 every table in the schema, from the catalog, and fails when a user's data survives anywhere.
@@ -36,11 +36,18 @@ USER_ROWS: tuple[tuple[str, str], ...] = (
     ("conversation_threads", _IS_USERS_DM),
     ("agent_notes", "user_id = %(user)s"),
     ("processed_events", "user_id = %(user)s"),
+    ("tool_calls", "user_id = %(user)s"),
 )
+
+# A thread's tool calls are those of its event records (a tool call names its user and event,
+# not its thread), so they go before the records.
+_OF_THREADS_EVENTS = """(correlation_id, step_key) IN (
+    SELECT correlation_id, step_key FROM processed_events WHERE thread_id = %(thread)s)"""
 
 THREAD_ROWS: tuple[tuple[str, str], ...] = (
     ("conversation_turns", "thread_id = %(thread)s"),
     ("conversation_threads", "thread_id = %(thread)s"),
+    ("tool_calls", _OF_THREADS_EVENTS),
     ("processed_events", "thread_id = %(thread)s"),
 )
 
@@ -69,8 +76,9 @@ def user_params(user_id: str) -> dict[str, str]:
 
 
 async def forget_thread(connection: AsyncConnection[Any], thread_id: str) -> Receipt:
-    """Delete one conversation: its turns (every speaker's), its row and its event records.
-    Memories and notes are the users' own and stay; forget those per memory or per user."""
+    """Delete one conversation: its turns (every speaker's), its row, its event records and
+    their tool calls. Memories and notes are the users' own and stay; forget those per memory
+    or per user."""
     params = {"thread": thread_id}
     return Receipt(f"thread {thread_id}", await _delete_all(connection, THREAD_ROWS, params))
 

@@ -4,7 +4,9 @@ The rows exported are exactly the rows :func:`llm_bot.lifecycle.erasure.forget_u
 (the same table list and conditions), read in one snapshot, so what a user is shown and what
 an erasure removes can never drift apart. Vectors and full-text columns are left out: they are
 derived from the texts that are exported, and mean nothing to a person. A stored event (the
-bytes llm-bot published) is exported as the JSON it is.
+bytes llm-bot published) is exported as the JSON it is. Tool calls are exported with their
+arguments and outcomes: they are what the user's messages had done on the platform in their
+name (a schedule made, a user banned), which an access request is owed as much as the words.
 """
 
 from __future__ import annotations

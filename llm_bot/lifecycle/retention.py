@@ -40,6 +40,22 @@ DELETE FROM processed_events p USING (
  WHERE p.correlation_id = old.correlation_id AND p.step_key = old.step_key
 """
 
+# Tool calls go with the event records they belong to: a call is kept as long as its event's
+# record may still meet a redelivery (the record is what makes the redelivery replay it), and
+# goes once the record has gone. A call can only be made under its event's claim, so every
+# call of a run had a record; "started before the cutoff" reads by index and leaves alone the
+# calls of an event whose record is being claimed right now.
+_TOOL_CALLS = """
+DELETE FROM tool_calls t USING (
+    SELECT user_id, correlation_id, step_key, call_index FROM tool_calls c
+     WHERE c.started_at < %(cutoff)s
+       AND NOT EXISTS (SELECT 1 FROM processed_events p
+                        WHERE p.correlation_id = c.correlation_id AND p.step_key = c.step_key)
+     LIMIT %(batch)s FOR UPDATE SKIP LOCKED) old
+ WHERE t.user_id = old.user_id AND t.correlation_id = old.correlation_id
+   AND t.step_key = old.step_key AND t.call_index = old.call_index
+"""
+
 _OLD_TURNS = """
 DELETE FROM conversation_turns t USING (
     SELECT thread_id, seq FROM conversation_turns WHERE created_at < %(cutoff)s
@@ -127,6 +143,9 @@ async def maintain(
         cutoff = now - timedelta(days=policy.processed_events_days)
         deleted["processed_events"] = await _sweep(
             connection, "processed_events", _PROCESSED_EVENTS, {**batch, "cutoff": cutoff}, progress
+        )
+        deleted["tool_calls"] = await _sweep(
+            connection, "tool_calls", _TOOL_CALLS, {**batch, "cutoff": cutoff}, progress
         )
     if policy.history_days:
         cutoff = now - timedelta(days=policy.history_days)

@@ -61,6 +61,15 @@ commit_duration = _seconds_histogram("llmbot_commit_duration", "one group-commit
 mcp_connected = _meter.create_up_down_counter(
     "llmbot_mcp_connected", description="1 while the MCP server (label server) is connected"
 )
+mcp_circuit_open = _meter.create_up_down_counter(
+    "llmbot_mcp_circuit_open",
+    description="1 while the MCP server's (label server) circuit is open: its calls fail at once",
+)
+tool_ledger = _meter.create_counter(
+    "llmbot_tool_ledger",
+    description="platform-tool calls by what the once-only ledger did (label result: sent,"
+    " replayed, repeated, not_repeated, unknown)",
+)
 commit_batch_size = _meter.create_histogram(
     "llmbot_commit_batch_size",
     description="events' writes sharing one transaction",

@@ -4,7 +4,9 @@ The worker never waits for a tool server: `McpClient.start` returns at once and 
 connection comes and goes behind it (connect, list tools, re-list on
 ``notifications/tools/list_changed``, ping every ``monitor_s``, reconnect with exponential
 backoff). A call made while the server is away fails at once with `ToolUnavailable`, so an
-event is answered with the built-in tools instead of waiting for a gateway that may not come.
+event is answered with the built-in tools instead of waiting for a gateway that may not come;
+so does a call while the server's circuit is open (`CircuitOpen`, ``breaker.py``): calls to a
+server that stopped answering fail at once instead of each waiting for its timeout.
 
 The backoff follows BitBrat's (``src/common/mcp/client-manager.ts:81-87``, see
 ``llm_bot/tools/servers.py``): base, doubling per failed attempt, at most max, plus up to 20 %
@@ -29,6 +31,7 @@ from tenacity.wait import wait_exponential_jitter
 
 from llm_bot.settings import Settings
 from llm_bot.telemetry import metrics
+from llm_bot.tools.breaker import CircuitBreaker, Refused
 from llm_bot.tools.servers import ServerConfig, gateway_config
 
 logger = logging.getLogger(__name__)
@@ -42,6 +45,17 @@ class ToolUnavailable(Exception):
     """The tool's server is not connected (or never was): the call was not sent."""
 
 
+class CircuitOpen(ToolUnavailable):
+    """The server's circuit is open (it stopped answering): the call was not sent. Its text is
+    written for the model."""
+
+    def __init__(self, server: str, retry_in_s: float) -> None:
+        super().__init__(
+            f"The tool server {server!r} stopped answering; its tools are unavailable for now."
+        )
+        self.server, self.retry_in_s = server, retry_in_s
+
+
 class McpClient:
     """The live connection to one MCP server and the tools it lists."""
 
@@ -52,8 +66,10 @@ class McpClient:
         reconnect_base_s: float,
         reconnect_max_s: float,
         monitor_s: float,
+        breaker: CircuitBreaker | None = None,
     ) -> None:
         self.config = config
+        self.breaker = breaker or CircuitBreaker(config.name)
         self._base_s, self._max_s, self._monitor_s = reconnect_base_s, reconnect_max_s, monitor_s
         self._session: ClientSession | None = None
         self._tools: dict[str, types.Tool] = {}
@@ -105,14 +121,19 @@ class McpClient:
         timeout_s: float,
     ) -> types.CallToolResult:
         """Call a tool with ``_meta``; TimeoutError after ``timeout_s``, ToolUnavailable when the
-        server is not connected. A result with ``is_error`` is returned, not raised."""
+        server is not connected, CircuitOpen at once while its circuit is open. A result with
+        ``is_error`` is returned, not raised."""
         session = self._session
         if session is None:
             raise ToolUnavailable(self.config.name)
-        async with asyncio.timeout(timeout_s):
-            # _meta is an open map (userRoles, userId); the SDK types only its reserved keys.
-            wire_meta = cast(types.RequestParamsMeta, dict(meta))
-            return await session.call_tool(name, dict(arguments), meta=wire_meta)
+        # _meta is an open map (userRoles, userId); the SDK types only its reserved keys.
+        wire_meta = cast(types.RequestParamsMeta, dict(meta))
+        try:
+            with self.breaker.attempt():
+                async with asyncio.timeout(timeout_s):
+                    return await session.call_tool(name, dict(arguments), meta=wire_meta)
+        except Refused as refused:
+            raise CircuitOpen(refused.server, refused.retry_in_s) from None
 
     async def _run(self) -> None:
         while True:
@@ -232,6 +253,7 @@ def gateway_client(settings: Settings) -> McpClient | None:
         reconnect_base_s=settings.mcp_reconnect_base_ms / 1000,
         reconnect_max_s=settings.mcp_reconnect_max_ms / 1000,
         monitor_s=settings.mcp_reconnect_monitor_ms / 1000,
+        breaker=CircuitBreaker.from_settings(config.name, settings),
     )
 
 

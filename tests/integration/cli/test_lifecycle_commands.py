@@ -53,6 +53,7 @@ def test_forget_user_prints_a_receipt_per_table(capsys: pytest.CaptureFixture[st
         "conversation_threads": "1",
         "agent_notes": "1",
         "processed_events": "0",
+        "tool_calls": "0",
     }
 
 

@@ -9,6 +9,7 @@ from psycopg import AsyncConnection
 
 from llm_bot.db.migrate import migrate
 from llm_bot.lifecycle.erasure import forget_thread, forget_user
+from llm_bot.lifecycle.export import export_user
 
 pytestmark = pytest.mark.integration
 
@@ -52,6 +53,14 @@ def fill(url: str) -> None:
                     " user_id, thread_id) VALUES (%s, '0:llm-bot', now(), %s, %s)",
                     (f"{user}/{thread}", user, thread),
                 )
+                for index in range(2):  # two tool calls per event
+                    db.execute(
+                        "INSERT INTO tool_calls (user_id, correlation_id, step_key, call_index,"
+                        " tool_id, arguments, state, attempts, started_at, hold_until)"
+                        " VALUES (%s, %s, '0:llm-bot', %s, 'mcp:echo', '{}', 'started', 1,"
+                        " now(), now())",
+                        (user, f"{user}/{thread}", index),
+                    )
 
 
 def owners(url: str) -> dict[str, set[str]]:
@@ -63,6 +72,7 @@ def owners(url: str) -> dict[str, set[str]]:
             "events": {r[0] for r in db.execute("SELECT DISTINCT user_id FROM processed_events")},
             "memories": {r[0] for r in db.execute("SELECT user_id FROM memories")},
             "versions": {r[0] for r in db.execute("SELECT user_id FROM memory_versions")},
+            "tool calls": {r[0] for r in db.execute("SELECT DISTINCT user_id FROM tool_calls")},
         }
 
 
@@ -78,6 +88,7 @@ async def test_forget_user_takes_exactly_their_rows(fresh_database_url: str, gon
         "conversation_threads": 2,
         "agent_notes": 1,
         "processed_events": 3,
+        "tool_calls": 6,
     }
     kept = [user for user in USERS if user != gone]
     assert owners(fresh_database_url) == {
@@ -87,6 +98,7 @@ async def test_forget_user_takes_exactly_their_rows(fresh_database_url: str, gon
         "events": set(kept),
         "memories": set(kept),
         "versions": set(kept),
+        "tool calls": set(kept),
     }
 
 
@@ -98,6 +110,7 @@ async def test_forget_thread_takes_every_speakers_turns_there_only(fresh_databas
     assert receipt.deleted == {
         "conversation_turns": everyone,
         "conversation_threads": 1,
+        "tool_calls": 2 * everyone,
         "processed_events": everyone,
     }
     assert SHARED not in owners(fresh_database_url)["threads"]
@@ -105,3 +118,19 @@ async def test_forget_thread_takes_every_speakers_turns_there_only(fresh_databas
         row = db.execute("SELECT count(*) FROM conversation_turns").fetchone()
     assert row is not None
     assert row[0] == 2 * everyone  # every DM turn stays
+    with psycopg.connect(fresh_database_url) as db:
+        calls = db.execute("SELECT count(*) FROM tool_calls").fetchone()
+    assert calls == (2 * 2 * everyone,)  # the DMs' events' calls stay
+
+
+async def test_an_export_holds_the_users_tool_calls_as_the_erasure_takes_them(
+    fresh_database_url: str,
+) -> None:
+    fill(fresh_database_url)
+    async with await AsyncConnection.connect(fresh_database_url, autocommit=True) as db:
+        document = await export_user(db, "a.b")
+    calls = document["tables"]["tool_calls"]
+    assert {(call["user_id"], call["tool_id"], call["state"]) for call in calls} == {
+        ("a.b", "mcp:echo", "started")
+    }
+    assert len(calls) == 6

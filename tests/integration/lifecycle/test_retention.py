@@ -1,6 +1,6 @@
 """`llm-bot maintain`'s rules on a real database, with the clock set by the test: expired rows
-go, recent rows stay, a live claim is never touched, and two runs at once split the work
-without failing or counting a row twice."""
+go (tool calls with their event records), recent rows stay, a live claim is never touched, and
+two runs at once split the work without failing or counting a row twice."""
 
 from __future__ import annotations
 
@@ -52,6 +52,16 @@ def fill(url: str, copies: int) -> None:
                     " %s, %s, %s, 'OK', 'x')",
                     (f"c{n}", step, lease, claimed, published is not None, published),
                 )
+            # A tool call of each event, and of events whose records are gone: long ago, lately.
+            calls = [(f"c{n}", step, claimed) for step, claimed, _, _ in events]
+            calls += [(f"x{n}", "gone-old", days_ago(30)), (f"x{n}", "gone-recent", days_ago(1))]
+            for correlation_id, step, started in calls:
+                db.execute(
+                    "INSERT INTO tool_calls (user_id, correlation_id, step_key, call_index,"
+                    " tool_id, arguments, state, attempts, started_at, hold_until)"
+                    " VALUES ('u', %s, %s, 0, 'mcp:echo', '{}', 'started', 1, %s, %s)",
+                    (correlation_id, step, started, started),
+                )
             # An old thread (all turns expire), a long one (beyond the cap), an empty one.
             for thread, turns, at in ((f"old{n}", 4, days_ago(400)), (f"long{n}", 30, NOW)):
                 db.execute(
@@ -90,6 +100,7 @@ def survivors(url: str) -> dict[str, set[str]]:
     with psycopg.connect(url) as db:
         return {
             "events": {r[0] for r in db.execute("SELECT DISTINCT step_key FROM processed_events")},
+            "tool calls": {r[0] for r in db.execute("SELECT DISTINCT step_key FROM tool_calls")},
             "threads": {
                 r[0].rstrip("0123456789")
                 for r in db.execute("SELECT thread_id FROM conversation_threads")
@@ -105,6 +116,7 @@ def survivors(url: str) -> dict[str, set[str]]:
 
 EXPECTED_SURVIVORS = {
     "events": {"published-recent", "live-claim"},
+    "tool calls": {"published-recent", "live-claim", "gone-recent"},
     "threads": {"long"},
     "turns": {f"long:{seq}" for seq in range(21, 31)},
     "memories": {"age2", "age3", "age4"},
@@ -122,6 +134,7 @@ async def test_expired_rows_go_and_recent_rows_stay(fresh_database_url: str) -> 
     deleted = await run_maintain(fresh_database_url)
     assert deleted == {
         "processed_events": 2 * 2,
+        "tool_calls": 2 * 3,
         "turns_expired": 2 * 4,
         "threads_empty": 2 * 2,
         "turns_beyond_cap": 2 * 20,
@@ -141,6 +154,7 @@ async def test_two_runs_at_once_split_the_work(fresh_database_url: str) -> None:
     together = {rule: first[rule] + second[rule] for rule in first}
     assert together == {
         "processed_events": copies * 2,
+        "tool_calls": copies * 3,
         "turns_expired": copies * 4,
         "threads_empty": copies * 2,
         "turns_beyond_cap": copies * 20,

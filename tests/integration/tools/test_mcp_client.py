@@ -1,5 +1,6 @@
 """The MCP client against a real SDK server: the gateway's SSE transport with its token and
-agent name, Streamable HTTP, `_meta` on calls, list_changed, reconnect, and no server at all."""
+agent name, Streamable HTTP, `_meta` on calls, list_changed, reconnect, no server at all, and
+the circuit breaker."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import pytest
 from mcp import types
 
 from llm_bot.settings import load_settings
-from llm_bot.tools.client import McpClient, ToolUnavailable, gateway_client
+from llm_bot.tools.breaker import CircuitBreaker
+from llm_bot.tools.client import CircuitOpen, McpClient, ToolUnavailable, gateway_client
 from llm_bot.tools.servers import ServerConfig, call_meta
 
 from .conftest import ToolServer
@@ -141,3 +143,48 @@ async def test_a_hanging_tool_times_out_and_the_connection_still_serves(
 def test_no_gateway_url_means_no_gateway_client() -> None:
     assert gateway_client(load_settings()) is None
     assert gateway_client(load_settings(MCP_GATEWAY_URL="  ")) is None
+
+
+async def test_a_server_that_stops_answering_fails_at_once_until_its_cool_down_is_over(
+    sse_server: ToolServer,
+) -> None:
+    clock = FakeTicks()
+    config = ServerConfig("gw", sse_server.url, "sse", {"x-mcp-token": "gateway-token"})
+    breaker = CircuitBreaker("gw", threshold=2, reset_timeout_s=120, clock=clock)
+    async with running(McpClient(config, **FAST, breaker=breaker)) as client:
+        await client.wait_until(connected, WAIT_S)
+        for _ in range(2):
+            with pytest.raises(TimeoutError):
+                await client.call("hang", {}, meta={}, timeout_s=0.2)
+        with pytest.raises(CircuitOpen) as refused:
+            await client.call("echo", {"text": "refused"}, meta={}, timeout_s=WAIT_S)
+        assert isinstance(refused.value, ToolUnavailable)  # what a caller answers as an error
+        assert "stopped answering" in str(refused.value)
+        assert [call.tool for call in sse_server.calls] == ["hang", "hang"]  # never sent
+        clock.now += 120
+        result = await client.call("echo", {"text": "back"}, meta={}, timeout_s=WAIT_S)
+        assert breaker.state == "closed"
+    assert text_of(result) == "echo: back"
+
+
+async def test_error_answers_leave_the_circuit_closed(http_server: ToolServer) -> None:
+    """Bad arguments (a user can cause them at will) are answered: the server is healthy."""
+    config = ServerConfig("tools", http_server.url, "streamable-http")
+    async with running(McpClient(config, **FAST)) as client:
+        await client.wait_until(connected, WAIT_S)
+        for _ in range(3):
+            result = await client.call("echo", {}, meta={}, timeout_s=WAIT_S)
+            assert result.is_error
+        assert client.breaker.state == "closed"
+        result = await client.call("echo", {"text": "still"}, meta={}, timeout_s=WAIT_S)
+    assert text_of(result) == "echo: still"
+
+
+class FakeTicks:
+    """The breaker's clock, moved by the test instead of waiting two minutes."""
+
+    def __init__(self) -> None:
+        self.now = 50.0
+
+    def __call__(self) -> float:
+        return self.now
