@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from psycopg import AsyncConnection
 
-from llm_bot.db.group_commit import LockKey, Work
+from llm_bot.db.embedding_space import EmbeddingSpace
+from llm_bot.db.group_commit import LockKey
 from llm_bot.db.processed_events import source_of
 from llm_bot.errors import ForwardAsError
 from llm_bot.events.identity import thread_id_of, user_id_of
@@ -55,16 +57,21 @@ class Answer:
     pair: Pair | None
 
 
+# Writes inside the caller's transaction, given the embedding space read under its write
+# guard earlier in that transaction (:func:`llm_bot.db.processed_events.store_output`).
+ApplyWrites = Callable[[AsyncConnection[Any], EmbeddingSpace | None], Awaitable[None]]
+
+
 @dataclass(frozen=True)
 class Writes:
     """An answer's memory writes with their embeddings made: ``apply`` runs inside the caller's
     transaction and touches what ``keys`` name (the group committer orders works by them)."""
 
-    apply: Work
+    apply: ApplyWrites
     keys: tuple[LockKey, ...] = ()
 
 
-async def _nothing(connection: AsyncConnection[Any]) -> None:
+async def _nothing(connection: AsyncConnection[Any], space: EmbeddingSpace | None) -> None:
     """The writes of an answer that adds no pair."""
 
 
@@ -122,8 +129,8 @@ class Answerer:
             return NO_WRITES
         prepared = await memory.prepare(pair)
 
-        async def apply(connection: AsyncConnection[Any]) -> None:
-            await memory.apply(connection, pair, prepared)
+        async def apply(connection: AsyncConnection[Any], space: EmbeddingSpace | None) -> None:
+            await memory.apply(connection, pair, prepared, space)
 
         return Writes(apply, memory.lock_keys(pair))
 

@@ -7,10 +7,12 @@ memories and history alike. Start-up refuses a model that is not that one, with 
 that moves the vectors (:func:`settle_space`).
 
 ``llm-bot reembed`` changes the row while workers run. Each write transaction that stores
-vectors holds a shared advisory lock and reads the row (:func:`space_for_write`); the switch
+vectors holds a shared advisory lock and reads the row (:data:`SPACE_FOR_WRITE`); the switch
 takes the lock exclusively (:func:`lock_for_switch`), so a transaction writes either before the
 switch with the old model's vectors, or after it knowing the model changed — never old vectors
-into the new space.
+into the new space. The switch alters ``memories`` and ``conversation_turns`` while it holds
+the lock, so a transaction takes the lock before it touches either (else each would wait for
+the other).
 """
 
 from __future__ import annotations
@@ -101,16 +103,27 @@ async def _legacy_dimensions(connection: AsyncConnection[Any]) -> list[int]:
         return [int(row[0]) for row in await cursor.fetchall()]
 
 
-async def space_for_write(connection: AsyncConnection[Any]) -> EmbeddingSpace:
-    """The live space, read inside the caller's transaction under the shared lock that
-    :func:`lock_for_switch` excludes: it cannot change before the transaction ends.
+# The live space under the shared lock that :func:`lock_for_switch` excludes, read with a
+# snapshot taken after the lock was granted (migration 0016), so it cannot change before the
+# transaction ends. A query of its own, or a CTE of the first statement of a transaction that
+# touches neither table the switch alters (the stored output's: one statement for both).
+SPACE_FOR_WRITE = f"SELECT * FROM embedding_space_for_write({SPACE_LOCK_ID})"  # noqa: S608
 
-    Two statements: the row is read with a snapshot taken after the lock was granted."""
-    await connection.execute("SELECT pg_advisory_xact_lock_shared(%s)", (SPACE_LOCK_ID,))
-    space = await read_space(connection)
-    if space is None:
+
+def space_of(row: tuple[Any, ...] | None) -> EmbeddingSpace:
+    """The space from :data:`SPACE_FOR_WRITE`'s columns (model, dimensions, next model, next
+    dimensions), which are null when no model is recorded."""
+    if row is None or row[0] is None:
         raise EmbeddingModelMismatch("no embedding model is recorded: run `llm-bot migrate`")
-    return space
+    return EmbeddingSpace(*row)
+
+
+async def space_for_write(connection: AsyncConnection[Any]) -> EmbeddingSpace:
+    """The live space, read inside the caller's transaction under the switch's shared lock
+    (:data:`SPACE_FOR_WRITE`): it cannot change before the transaction ends."""
+    async with connection.cursor(row_factory=tuple_row) as cursor:
+        await cursor.execute(SPACE_FOR_WRITE)
+        return space_of(await cursor.fetchone())
 
 
 async def lock_for_switch(connection: AsyncConnection[Any]) -> None:

@@ -17,6 +17,10 @@ so an event that keeps failing is given up instead of claimed forever. Every cla
 fresh token and the store names it, so a holder whose lease expired and was taken over cannot
 write over the new holder's result. :func:`store_output` takes a
 connection (the caller's transaction) so the event's other writes can commit with it.
+
+Each statement here is one an event would otherwise spend a round trip and a parse on: a claim
+carries the "published" marks gathered since the last one (:class:`PublishedMarks`), and the
+store takes the embedding space's write guard for the memory writes of its transaction.
 """
 
 from __future__ import annotations
@@ -29,8 +33,11 @@ from typing import Any
 from uuid import UUID, uuid4
 
 from psycopg import AsyncConnection
+from psycopg.rows import tuple_row
 from psycopg.types.json import Jsonb
 
+from llm_bot.clock import utc_now
+from llm_bot.db.embedding_space import SPACE_FOR_WRITE, EmbeddingSpace, space_of
 from llm_bot.db.group_commit import Work
 from llm_bot.errors import RetryLaterError
 from llm_bot.events.models import InternalEventV2, Outcome
@@ -129,23 +136,34 @@ SELECT published, greatest(0, extract(epoch FROM lease_until - clock_timestamp()
   FROM processed_events WHERE correlation_id = %(correlation_id)s AND step_key = %(step)s
 """
 
-_STORE = """
-UPDATE processed_events
-   SET outcome = %(outcome)s, output_topic = %(topic)s, output_data = %(data)s,
-       output_attributes = %(attributes)s, ordering_key = %(ordering_key)s,
-       user_id = %(user_id)s, thread_id = %(thread_id)s, stored_at = clock_timestamp()
- WHERE correlation_id = %(correlation_id)s AND step_key = %(step)s AND claim_token = %(token)s
-RETURNING 1
-"""
+# The output, and the embedding space under its write guard, read after the lock (a table
+# the re-embedding's switch does not alter, so the guard comes first in the transaction).
+_STORE = f"""
+WITH space AS ({SPACE_FOR_WRITE}),
+stored AS (
+    UPDATE processed_events
+       SET outcome = %(outcome)s, output_topic = %(topic)s, output_data = %(data)s,
+           output_attributes = %(attributes)s, ordering_key = %(ordering_key)s,
+           user_id = %(user_id)s, thread_id = %(thread_id)s, stored_at = clock_timestamp()
+     WHERE correlation_id = %(correlation_id)s AND step_key = %(step)s
+       AND claim_token = %(token)s
+    RETURNING 1
+)
+SELECT EXISTS (SELECT FROM stored), space.*
+  FROM (VALUES (1)) AS one LEFT JOIN space ON true
+"""  # noqa: S608 (constants only)
 
 # Whoever confirmed a publish may record it, even if its lease was taken over meanwhile.
 _MARK_PUBLISHED = """
 UPDATE processed_events AS p
-   SET published = true, published_at = clock_timestamp(), claim_token = NULL
+   SET published = true, published_at = %(published_at)s, claim_token = NULL
   FROM unnest(%(correlation_ids)s::text[], %(steps)s::text[]) AS k(correlation_id, step_key)
  WHERE p.correlation_id = k.correlation_id AND p.step_key = k.step_key
    AND p.output_data IS NOT NULL
 """
+
+# A claim that also marks other events published: one statement where there were two.
+_MARK_AND_CLAIM = f"WITH marked AS ({_MARK_PUBLISHED}) {_CLAIM}"
 
 # The row stays (its attempt count with it); only the lease ends, so a redelivery claims at once.
 _RELEASE = """
@@ -163,11 +181,29 @@ def _key_params(key: EventKey) -> dict[str, Any]:
     return {"correlation_id": key.correlation_id, "step": key.step}
 
 
-async def try_claim(connection: AnyConnection, key: EventKey, lease_s: float) -> Claim | Held:
-    """Claim ``key`` for ``lease_s`` inside the caller's transaction, or say who holds it."""
+def _marks_params(keys: Collection[EventKey]) -> dict[str, Any]:
+    return {
+        "correlation_ids": [key.correlation_id for key in keys],
+        "steps": [key.step for key in keys],
+        "published_at": utc_now(),
+    }
+
+
+async def try_claim(
+    connection: AnyConnection, key: EventKey, lease_s: float, marks: Collection[EventKey] = ()
+) -> Claim | Held:
+    """Claim ``key`` for ``lease_s`` inside the caller's transaction, or say who holds it;
+    the same statement marks the events ``marks`` names published (never ``key``: a statement
+    cannot change one row twice)."""
     token = uuid4()
     params = {**_key_params(key), "token": token, "lease_s": lease_s}
-    row = await (await connection.execute(_CLAIM, params)).fetchone()
+    sql = _CLAIM
+    if marks:
+        if key in marks:
+            raise ValueError("a claim cannot mark its own event published")
+        params |= _marks_params(marks)
+        sql = _MARK_AND_CLAIM
+    row = await (await connection.execute(sql, params)).fetchone()
     if row is not None:
         outcome, topic, data, attributes, ordering_key, attempt = row
         stored = None
@@ -181,10 +217,15 @@ async def try_claim(connection: AnyConnection, key: EventKey, lease_s: float) ->
 
 
 async def claim_or_wait(
-    transact: Transact, key: EventKey, *, lease_s: float, wait_s: float
+    transact: Transact,
+    key: EventKey,
+    *,
+    lease_s: float,
+    wait_s: float,
+    marks: PublishedMarks | None = None,
 ) -> Claim | Published:
     """Claim ``key`` for ``lease_s``, waiting up to ``wait_s`` while another holder's lease is
-    live.
+    live; each attempt carries the marks gathered by ``marks`` (:meth:`PublishedMarks.take`).
 
     ``transact`` runs each attempt in a transaction that has committed when it returns: the
     worker's group committer, so that claims of events arriving together share one.
@@ -196,7 +237,8 @@ async def claim_or_wait(
     """
     give_up_at = time.monotonic() + wait_s + POLL_INTERVAL_S
     while True:
-        state = await _claim_once(transact, key, lease_s)
+        marked = marks.take(but=key) if marks is not None else []
+        state = await _claim_once(transact, key, lease_s, marked)
         if isinstance(state, Claim):
             return state
         if state.published:
@@ -206,18 +248,27 @@ async def claim_or_wait(
         await asyncio.sleep(min(POLL_INTERVAL_S, state.lease_left_s))
 
 
-async def _claim_once(transact: Transact, key: EventKey, lease_s: float) -> Claim | Held:
+async def _claim_once(
+    transact: Transact, key: EventKey, lease_s: float, marks: list[EventKey]
+) -> Claim | Held:
     claimed: list[Claim | Held] = []
 
     async def attempt(connection: AnyConnection) -> None:
-        claimed[:] = [await try_claim(connection, key, lease_s)]  # a retried batch redoes it
+        # A retried batch redoes it, with the same marks.
+        claimed[:] = [await try_claim(connection, key, lease_s, marks)]
 
     await transact(attempt, (row_key(key),))
     return claimed[0]
 
 
-async def store_output(connection: AnyConnection, claim: Claim, output: StoredOutput) -> None:
-    """Record the event's output inside the caller's transaction; raises :class:`ClaimLost`."""
+async def store_output(
+    connection: AnyConnection, claim: Claim, output: StoredOutput
+) -> EmbeddingSpace | None:
+    """Record the event's output inside the caller's transaction; raises :class:`ClaimLost`.
+
+    The same statement takes the embedding space's write guard and returns the space (None
+    when no model is recorded: a ledger without memory), which the event's memory writes in
+    this transaction need (:mod:`llm_bot.db.embedding_space`)."""
     params = {
         **_key_params(claim.key),
         "token": claim.token,
@@ -231,14 +282,16 @@ async def store_output(connection: AnyConnection, claim: Claim, output: StoredOu
     }
     # A fetched row, not ``rowcount``: in pipeline mode (the group commit) that is only known
     # once the result has been fetched.
-    if await (await connection.execute(_STORE, params)).fetchone() is None:
+    async with connection.cursor(row_factory=tuple_row) as cursor:
+        await cursor.execute(_STORE, params)
+        row = await cursor.fetchone()
+    if row is None or not row[0]:
         raise ClaimLost(f"event {claim.key.correlation_id} was taken over by another instance")
+    return None if row[1] is None else space_of(row[1:])
 
 
 async def mark_published(connection: AnyConnection, keys: Collection[EventKey]) -> None:
-    correlation_ids = [key.correlation_id for key in keys]
-    steps = [key.step for key in keys]
-    await connection.execute(_MARK_PUBLISHED, {"correlation_ids": correlation_ids, "steps": steps})
+    await connection.execute(_MARK_PUBLISHED, _marks_params(keys))
 
 
 class PublishedMarks:
@@ -246,9 +299,11 @@ class PublishedMarks:
 
     Nothing waits for a mark (see the handler), so it is deferred to a coming transaction, and
     the keys confirmed until that transaction runs share its one statement, instead of a
-    statement per event. A mark names no keys for the committer's ordering: a copy of the
-    event claimed in the same transaction ends as a duplicate whether it runs before the mark
-    (it then waits a poll interval) or after it."""
+    statement per event; a claim made meanwhile takes them into its own statement
+    (:meth:`take`), and the deferred write marks what is left, if anything. A mark names no
+    keys for the committer's ordering: a copy of the event claimed in the same transaction
+    ends as a duplicate whether it runs before the mark (it then waits a poll interval) or
+    after it."""
 
     def __init__(self, defer: Callable[[Work, Collection[str]], None]) -> None:
         self._defer = defer
@@ -262,10 +317,21 @@ class PublishedMarks:
             async def write(connection: AnyConnection) -> None:
                 if self._gathering is keys:  # keys confirmed from now on go to the next write
                     self._gathering = None
-                await mark_published(connection, keys)  # the same keys if the batch is rerun
+                if keys:  # the same keys if the batch is rerun
+                    await mark_published(connection, keys)
 
             self._defer(write, ())
         self._gathering.append(key)
+
+    def take(self, but: EventKey) -> list[EventKey]:
+        """The keys gathered for the deferred write that has not run yet, but ``but``, for a
+        claim's statement to mark instead; the write keeps the rest."""
+        gathering = self._gathering
+        if gathering is None:
+            return []
+        taken = [key for key in gathering if key != but]
+        gathering[:] = [key for key in gathering if key == but]
+        return taken
 
 
 async def release(connection: AnyConnection, claim: Claim) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.rows import tuple_row
 
-from llm_bot.db.embedding_space import EmbeddingSpace, space_for_write
+from llm_bot.db.embedding_space import EmbeddingModelMismatch, EmbeddingSpace, space_for_write
 from llm_bot.memory.history import PairRows, write_pair
 from llm_bot.memory.notes_store import apply_notes_edits
 from llm_bot.memory.run_writes import RunWrites
@@ -135,9 +135,16 @@ class MemoryCommit:
         return ThreadKey(pair.thread_id), UserKey(pair.user_id)
 
     async def apply(
-        self, connection: AsyncConnection[Any], pair: Pair, prepared: PreparedPair
+        self,
+        connection: AsyncConnection[Any],
+        pair: Pair,
+        prepared: PreparedPair,
+        space: EmbeddingSpace | None,
     ) -> None:
-        space = await space_for_write(connection)
+        """``space`` is the embedding space as read under its write guard earlier in this
+        transaction (:mod:`llm_bot.db.embedding_space`): vectors of another model are left out."""
+        if space is None:
+            raise EmbeddingModelMismatch("no embedding model is recorded: run `llm-bot migrate`")
         if not space.made_by(self._store.embedder.model, self._store.dimensions):
             prepared = self._without_vectors(prepared, space)
         writes = pair.writes
@@ -218,4 +225,4 @@ class MemoryCommit:
         """Prepare and apply in a transaction of its own (``send --local``, tests)."""
         prepared = await self.prepare(pair)
         async with self._store.connection() as connection, connection.transaction():
-            await self.apply(connection, pair, prepared)
+            await self.apply(connection, pair, prepared, await space_for_write(connection))

@@ -15,7 +15,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from psycopg import AsyncConnection
-from psycopg.rows import dict_row
 
 from llm_bot.db.vectors import vector_param
 from llm_bot.memory.run_writes import Visibility
@@ -48,58 +47,52 @@ class PairRows:
     visibility: Visibility = "public"  # a DM's turns are recalled only in DMs
 
 
-# Creates the thread on its first pair and locks its row either way, for the transaction.
-_LOCK_THREAD = """
-INSERT INTO conversation_threads AS th (thread_id) VALUES (%(thread_id)s)
-ON CONFLICT (thread_id) DO UPDATE SET thread_id = th.thread_id
-RETURNING th.last_seq, th.session_id, th.last_turn_at
-"""
-
-# A separate statement, so its snapshot is taken after the lock: a pair that the previous
-# holder of the lock wrote for the same event is seen, and this one is not written twice.
+# One statement: the thread's row is created on its first pair, else locked and moved on by
+# two seqs (ON CONFLICT updates the newest version of the row, whatever the statement's
+# snapshot), and the pair takes the two seqs it made room for; a thread silent for longer than
+# ``idle`` starts a new session. A pair already written for the event (a batch rerun after a
+# commit whose acknowledgement was lost) moves nothing. A concurrent write of the same event
+# cannot get this far: its transaction stored the event's output first, under the claim's
+# token (:mod:`llm_bot.db.processed_events`), and (source_event, role) is unique besides.
 _APPEND_PAIR = """
-WITH turns AS (
-    INSERT INTO conversation_turns (thread_id, seq, user_id, session_id, pair_index, role,
-                                    content, created_at, source_event, embedding, visibility)
-    SELECT %(thread_id)s, t.seq, %(user_id)s, %(session_id)s, %(pair_index)s, t.role,
-           t.content, %(at)s, %(source_event)s, t.embedding, %(visibility)s
-      FROM (VALUES (%(user_seq)s::bigint, 'user', %(user_text)s, %(user_vector)s::vector),
-                   (%(user_seq)s + 1, 'assistant', %(assistant_text)s, %(assistant_vector)s::vector)
-           ) AS t (seq, role, content, embedding)
+WITH thread AS (
+    INSERT INTO conversation_threads AS th (thread_id, last_seq, session_id, last_turn_at)
+    SELECT %(thread_id)s, 2, 1, %(at)s
      WHERE NOT EXISTS (SELECT 1 FROM conversation_turns WHERE source_event = %(source_event)s)
-    RETURNING 1
+    ON CONFLICT (thread_id) DO UPDATE
+       SET last_seq = th.last_seq + 2,
+           session_id = th.session_id + CASE
+               WHEN th.last_turn_at IS NULL OR EXCLUDED.last_turn_at - th.last_turn_at > %(idle)s
+               THEN 1 ELSE 0 END,
+           last_turn_at = EXCLUDED.last_turn_at
+    RETURNING th.last_seq, th.session_id
 )
-UPDATE conversation_threads
-   SET last_seq = %(user_seq)s + 1, session_id = %(session_id)s, last_turn_at = %(at)s
- WHERE thread_id = %(thread_id)s AND EXISTS (SELECT 1 FROM turns)
+INSERT INTO conversation_turns (thread_id, seq, user_id, session_id, pair_index, role, content,
+                                created_at, source_event, embedding, visibility)
+SELECT %(thread_id)s, thread.last_seq - 2 + t.step, %(user_id)s, thread.session_id,
+       thread.last_seq / 2, t.role, t.content, %(at)s, %(source_event)s, t.embedding,
+       %(visibility)s
+  FROM thread,
+       (VALUES (1, 'user', %(user_text)s, %(user_vector)s::vector),
+               (2, 'assistant', %(assistant_text)s, %(assistant_vector)s::vector)
+       ) AS t (step, role, content, embedding)
 """
 
 
 async def write_pair(connection: AsyncConnection[Any], pair: PairRows, idle: timedelta) -> None:
     """Append ``pair`` to its thread inside the caller's transaction, unless it is there.
 
-    Two statements (lock the thread, then append if new), since every round trip of a write
-    is spent inside the group commit that other events wait on; the append's result is not
-    read, so in the group commit's pipeline it goes out with the event's next statement."""
-    async with connection.cursor(row_factory=dict_row) as cursor:
-        await cursor.execute(_LOCK_THREAD, {"thread_id": pair.thread_id})
-        thread = await cursor.fetchone()
-    if thread is None:
-        raise RuntimeError(f"locking thread {pair.thread_id!r} returned no row")
-    session = thread["session_id"]
-    if thread["last_turn_at"] is None or pair.at - thread["last_turn_at"] > idle:
-        session += 1
-    seq = thread["last_seq"]
+    One statement, since every statement of a write is spent inside the group commit that
+    other events wait on; its result is not read, so in the group commit's pipeline it goes
+    out with the transaction's commit."""
     await connection.execute(
         _APPEND_PAIR,
         {
             "thread_id": pair.thread_id,
             "user_id": pair.user_id,
-            "session_id": session,
-            "pair_index": seq // 2 + 1,
             "at": pair.at,
+            "idle": idle,
             "source_event": pair.source_event,
-            "user_seq": seq + 1,
             "user_text": pair.user_text,
             "assistant_text": pair.assistant_text,
             "user_vector": vector_param(pair.user_vector),
@@ -109,20 +102,22 @@ async def write_pair(connection: AsyncConnection[Any], pair: PairRows, idle: tim
     )
 
 
-async def read_window(
-    connection: AsyncConnection[Any], thread_id: str, pairs: int, now: datetime, idle: timedelta
-) -> list[Turn]:
-    """The last ``pairs`` pairs of the thread's current session, oldest first; none after idling."""
-    if pairs == 0:
-        return []
-    async with connection.cursor(row_factory=dict_row) as cursor:
-        await cursor.execute(
-            "SELECT t.thread_id, t.seq, t.user_id, t.session_id, t.role, t.content, t.created_at"
-            " FROM conversation_threads th JOIN conversation_turns t"
-            "   ON t.thread_id = th.thread_id AND t.session_id = th.session_id"
-            " WHERE th.thread_id = %s AND th.last_turn_at >= %s"
-            " ORDER BY t.seq DESC LIMIT %s",
-            (thread_id, now - idle, pairs * 2),
-        )
-        rows = await cursor.fetchall()
-    return [Turn(**row) for row in reversed(rows)]
+# The newest turns of the thread's current session (newest first), unless it idled: a query a
+# caller may also compose with others into one statement (context assembly does).
+WINDOW_SQL = """
+SELECT t.thread_id, t.seq, t.user_id, t.session_id, t.role, t.content, t.created_at
+  FROM conversation_threads th JOIN conversation_turns t
+    ON t.thread_id = th.thread_id AND t.session_id = th.session_id
+ WHERE th.thread_id = %(thread_id)s AND th.last_turn_at >= %(since)s
+ ORDER BY t.seq DESC LIMIT %(turns)s
+"""
+
+
+def window_params(thread_id: str, pairs: int, now: datetime, idle: timedelta) -> dict[str, Any]:
+    """:data:`WINDOW_SQL`'s parameters for the last ``pairs`` pairs as of ``now``."""
+    return {"thread_id": thread_id, "since": now - idle, "turns": pairs * 2}
+
+
+def window_of(rows: list[dict[str, Any]]) -> list[Turn]:
+    """:data:`WINDOW_SQL`'s rows as the window, oldest first."""
+    return sorted((Turn(**row) for row in rows), key=lambda turn: turn.seq)

@@ -32,14 +32,24 @@ class Notes:
     visibility: Visibility
 
 
+# The user's notes row (none before the first edit): a query a caller may also compose with
+# others into one statement (context assembly does).
+NOTES_SQL = (
+    "SELECT content, visibility FROM agent_notes"
+    " WHERE user_id = %(user_id)s AND agent_name = %(agent)s"
+)
+
+
+def notes_of(content: str | None, visibility: str | None) -> Notes:
+    """:data:`NOTES_SQL`'s columns as the notes; no row (nulls) is no notes yet."""
+    return Notes("", "public") if content is None else Notes(*_columns((content, visibility)))
+
+
 async def read_notes(connection: AsyncConnection[Any], user_id: str, agent: str) -> Notes:
     async with connection.cursor(row_factory=tuple_row) as cursor:
-        await cursor.execute(
-            "SELECT content, visibility FROM agent_notes WHERE user_id = %s AND agent_name = %s",
-            (user_id, agent),
-        )
+        await cursor.execute(NOTES_SQL, {"user_id": user_id, "agent": agent})
         row = await cursor.fetchone()
-    return Notes("", "public") if row is None else Notes(*_columns(row))
+    return notes_of(*row) if row is not None else notes_of(None, None)
 
 
 async def apply_notes_edits(

@@ -174,6 +174,7 @@ class EventHandler:
                 processed_events.key_of(event),
                 lease_s=settings.claim_lease_s,
                 wait_s=limit_s + settings.claim_lease_s,
+                marks=self._marks,
             )
         if isinstance(claimed, processed_events.Published):
             self._stats.duplicates += 1
@@ -254,10 +255,10 @@ class EventHandler:
         writes = await self._answerer.prepare(answer)
 
         async def work(connection: AsyncConnection[Any]) -> None:
-            # The memory writes first: the history pair's append then goes out in one round
-            # trip with the output's store, whose row is read (see GroupCommitter).
-            await writes.apply(connection)
-            await processed_events.store_output(connection, claim, output)
+            # The store first: its statement also takes the embedding space's guard, which
+            # must come before the memory writes touch a table the re-embedding alters.
+            space = await processed_events.store_output(connection, claim, output)
+            await writes.apply(connection, space)
 
         await self._group.commit(work, [processed_events.row_key(claim.key), *writes.keys])
 

@@ -8,12 +8,16 @@ import json
 import logging
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
+from psycopg import AsyncConnection
 
-from llm_bot.answer.unit import Answerer
+from llm_bot.answer.unit import Answerer, Writes
 from llm_bot.clock import utc_now
+from llm_bot.db.embedding_space import space_for_write
+from llm_bot.db.group_commit import Work
 from llm_bot.db.migrate import migrate
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.models import InternalEventV2
@@ -113,8 +117,17 @@ async def test_events_committed_together_keep_every_memory_note_and_turn(
             await answerer.answer(said(user, thread, f"remember [[tool:upsertMemory {save}]]"))
         )
     writes = [await answerer.prepare(answer) for answer in answers]
+
+    def work(writes: Writes) -> Work:
+        """The writes after the embedding space's guard, as the worker's store takes it."""
+
+        async def apply(connection: AsyncConnection[Any]) -> None:
+            await writes.apply(connection, await space_for_write(connection))
+
+        return apply
+
     async with running_committer(fresh_database_url, max_batch=8, max_delay_s=0.05) as committer:
-        await asyncio.gather(*(committer.commit(w.apply, w.keys) for w in writes))
+        await asyncio.gather(*(committer.commit(work(w), w.keys) for w in writes))
     assert committer.transactions == 1
     for user, _, instrument in told:
         hits = await memory_store.for_user(user).search(
