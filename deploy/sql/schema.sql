@@ -382,6 +382,24 @@ ALTER TABLE agent_notes
     RENAME CONSTRAINT agent_notes_learned_in_check TO agent_notes_visibility_check;
 INSERT INTO schema_migrations (version, name) VALUES (13, '0013_memories.sql') ON CONFLICT DO NOTHING;
 
+-- ==== 0016_embedding_space_for_write.sql ====
+-- The embedding space as a write transaction must see it, in one statement: the shared lock that
+-- `llm-bot reembed`'s switch takes exclusively, then the row, read with a snapshot taken after
+-- the lock was granted (a VOLATILE PL/pgSQL function takes a fresh snapshot for each query it
+-- runs; the calling statement's own snapshot is older than the lock). The lock's id is the
+-- caller's (llm_bot/db/embedding_space.py), so it is defined in one place.
+CREATE OR REPLACE FUNCTION embedding_space_for_write(lock_id bigint)
+RETURNS TABLE (model text, dimensions integer, next_model text, next_dimensions integer)
+LANGUAGE plpgsql VOLATILE AS
+$$
+BEGIN
+    PERFORM pg_advisory_xact_lock_shared(lock_id);
+    RETURN QUERY SELECT s.model, s.dimensions, s.next_model, s.next_dimensions
+                   FROM embedding_space s;
+END
+$$;
+INSERT INTO schema_migrations (version, name) VALUES (16, '0016_embedding_space_for_write.sql') ON CONFLICT DO NOTHING;
+
 -- ==== 0017_tool_calls.sql ====
 -- The once-only ledger of platform-tool calls (llm_bot/tools/ledger.py): one row per call of
 -- an event's run, written before the call is sent ('started') and again with its outcome
