@@ -29,7 +29,7 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from psycopg.rows import dict_row
 
@@ -160,13 +160,7 @@ class PostgresMemoryRetriever:
         embedding, then memories and recall (outside the window)."""
         vector, (notes, window) = await asyncio.gather(
             _degrade("embedding", self._embed(query), None, user_id, failed),
-            _degrade(
-                "notes and window",
-                self._notes_and_window(user_id, thread_id),
-                (NO_NOTES, []),
-                user_id,
-                failed,
-            ),
+            self._notes_and_window_or_window(user_id, thread_id, failed),
         )
         shown = notes.content if include_private or notes.visibility == "public" else ""
         if vector is None:
@@ -192,19 +186,38 @@ class PostgresMemoryRetriever:
     async def _embed(self, query: str) -> list[float]:
         return (await self._store.embedder.embed([query]))[0]
 
-    async def _notes_and_window(self, user_id: str, thread_id: str) -> tuple[Notes, list[Turn]]:
+    async def _notes_and_window_or_window(
+        self, user_id: str, thread_id: str, failed: list[str]
+    ) -> tuple[Notes, list[Turn]]:
+        """The notes and the window in one statement; when it fails (a locked table, a
+        statement timeout on either side), the window alone, so a fault in the notes does not
+        cost the thread its window."""
+        read = await _degrade(
+            "notes and window", self._notes_and_window(user_id, thread_id), None, user_id, failed
+        )
+        if read is not None:
+            return read
+        window = await _degrade("window", self._window(thread_id), [], user_id, failed)
+        return NO_NOTES, window
+
+    def _window_params(self, thread_id: str) -> dict[str, Any]:
         limits = self._limits
-        params = {
-            "user_id": user_id,
-            "agent": self._agent,
-            **window_params(thread_id, limits.context_pairs, self._clock(), limits.session_idle),
-        }
+        return window_params(thread_id, limits.context_pairs, self._clock(), limits.session_idle)
+
+    async def _window(self, thread_id: str) -> list[Turn]:
+        return window_of(await self._rows(WINDOW_SQL, self._window_params(thread_id)))
+
+    async def _rows(self, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         async with (
             self._store.connection() as connection,
             connection.cursor(row_factory=dict_row) as cursor,
         ):
-            await cursor.execute(_NOTES_AND_WINDOW, params)
-            rows = await cursor.fetchall()
+            await cursor.execute(sql, params)
+            return await cursor.fetchall()
+
+    async def _notes_and_window(self, user_id: str, thread_id: str) -> tuple[Notes, list[Turn]]:
+        params = {"user_id": user_id, "agent": self._agent, **self._window_params(thread_id)}
+        rows = await self._rows(_NOTES_AND_WINDOW, params)
         notes = NO_NOTES
         turns = []
         for row in rows:

@@ -1,7 +1,7 @@
 """A retrieval statement that meets MEMORY_STATEMENT_TIMEOUT_MS costs the event that part of
 its context and nothing else, through the handler: the notes table is locked by another
-session, so the worker's read of the notes waits until the server ends it; the answer comes,
-and the thread's window still reaches the model. (Without the timeout, the read waited out the
+session, so the worker's read of the notes (with the window, in one statement) waits until the server ends
+it; the window is then read alone, the answer comes, and the thread's window reaches the model. (Without the timeout, the read waited out the
 whole retrieval's deadline, and the event lost every part of its context.)"""
 
 from __future__ import annotations
@@ -51,4 +51,4 @@ async def test_a_timed_out_statement_costs_its_part_of_the_context_only(
     failed = [r for r in caplog.records if r.getMessage().startswith("memory retrieval failed")]
     assert [
         (r.__dict__.get("part"), "QueryCanceled" in r.__dict__.get("cause", "")) for r in failed
-    ] == [("notes", True)]
+    ] == [("notes and window", True)]  # the window then read alone
