@@ -1,8 +1,9 @@
 """A retrieval statement that meets MEMORY_STATEMENT_TIMEOUT_MS costs the event that part of
 its context and nothing else, through the handler: the notes table is locked by another
-session, so the worker's read of the notes (with the window, in one statement) waits until the server ends
-it; the window is then read alone, the answer comes, and the thread's window reaches the model. (Without the timeout, the read waited out the
-whole retrieval's deadline, and the event lost every part of its context.)"""
+session, so the worker's read of the notes (with the window, in one statement) waits until the
+server ends it; the window is then read alone, the answer comes, and the thread's window reaches
+the model. Without the timeout, the read would wait out the whole retrieval's deadline, and the
+event would lose every part of its context."""
 
 from __future__ import annotations
 
