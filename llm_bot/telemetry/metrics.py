@@ -61,6 +61,9 @@ commit_duration = _seconds_histogram("llmbot_commit_duration", "one group-commit
 mcp_connected = _meter.create_up_down_counter(
     "llmbot_mcp_connected", description="1 while the MCP server (label server) is connected"
 )
+tool_calls = _meter.create_counter(
+    "llmbot_tool_calls", description="platform-tool calls by tool id and outcome (ok, error)"
+)
 commit_batch_size = _meter.create_histogram(
     "llmbot_commit_batch_size",
     description="events' writes sharing one transaction",
