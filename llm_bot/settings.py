@@ -102,7 +102,10 @@ class Settings(BaseSettings):
     openai_timeout_ms: Millis = Field(30_000, alias="OPENAI_TIMEOUT_MS")
     openai_max_tokens: Count | None = Field(None, alias="OPENAI_MAX_TOKENS")
     model_deadline_ms: Millis = Field(60_000, alias="LLM_BOT_MODEL_DEADLINE_MS")
-    max_tool_rounds: Annotated[int, Field(ge=0)] = Field(3, alias="LLM_BOT_MAX_TOOL_ROUNDS")
+    # Rounds of tool calls; the model is called once more without tools, so it answers in text.
+    # 4 makes BitBrat's bound of 5 model steps (processor.ts: stopWhen: stepCountIs(5)), where
+    # BitBrat's 5th step may still call tools and end the run with no text.
+    max_tool_rounds: Annotated[int, Field(ge=0)] = Field(4, alias="LLM_BOT_MAX_TOOL_ROUNDS")
     # A chat turn calls a tool or two; a steered model may emit hundreds. Calls beyond these
     # are not run (per model turn) or refused with the reason (memory writes per event).
     max_tool_calls_per_turn: Count = Field(10, alias="LLM_BOT_MAX_TOOL_CALLS_PER_TURN")
@@ -132,6 +135,23 @@ class Settings(BaseSettings):
     # call tries it (BitBrat's 2 and 120 s; llm_bot/tools/breaker.py).
     mcp_circuit_failure_threshold: Count = Field(2, alias="MCP_CIRCUIT_FAILURE_THRESHOLD")
     mcp_circuit_reset_timeout_ms: Millis = Field(120_000, alias="MCP_CIRCUIT_RESET_TIMEOUT_MS")
+    # The gateway's tools the model may be offered: comma-separated glob patterns over BitBrat's
+    # tool ids (fnmatch; "mcp:*" offers every one, as BitBrat's llm-bot does; empty: none). The
+    # default is the read-only and user-level tools of BitBrat's services (0.33.3): reading
+    # schedules, the story engine (a user's own adventure), image generation, stream summaries
+    # and state, and progress messages to the requester. Left out: moderation and accounts
+    # (ban_user, update_user, create_api_token), operator tools (writing schedules, which
+    # publish any event; routing rules; reflexes; state mutations such as OBS scenes; event
+    # stream observers; EventSub; every service's bit.* tools: config, flags, log level,
+    # shutdown, restart) and any tool not named here (OBS, new services). The built-in tools
+    # are not filtered by it.
+    tools_allow: str = Field(
+        "mcp:list_schedules,mcp:get_schedule,"
+        "mcp:start_story,mcp:get_current_scene,mcp:process_action,mcp:commit_scene,"
+        "mcp:update_world_state,mcp:generate_image,mcp:summarize_stream,"
+        "mcp:get_state,mcp:get_state_prefix,mcp:agent.sendProgressUpdate",
+        alias="LLM_BOT_TOOLS_ALLOW",
+    )
 
     # --- personalities (BitBrat's names and defaults) ----------------------------------------
     # False: personality annotations are ignored (no identity, no constraints, no model).

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -107,6 +107,8 @@ class Answerer:
         self, event: InternalEventV2, context: GraphContext, deadline_s: float | None
     ) -> ProcessResult:
         scope = asyncio.timeout(deadline_s)
+        if deadline_s is not None:  # the graph's tool calls keep within it (GraphContext.deadline)
+            context = replace(context, deadline=asyncio.get_running_loop().time() + deadline_s)
         failure: ForwardAsError
         try:
             async with scope:

@@ -1,7 +1,10 @@
 """Build the compiled graph and its run context from settings, in one place.
 
 The worker, ``llm-bot send --local`` and the benchmarks all run the same graph with the same
-dependencies; only the memory services and tools they pass in differ.
+dependencies; only the memory services and tools they pass in differ. The platform tools are
+the built-ins and, when the worker has one, the tool-gateway's allowed tools
+(``LLM_BOT_TOOLS_ALLOW``); without a gateway (``send --local``, the dev stack) the built-ins
+alone.
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ from llm_bot.memory.personalities import Personalities
 from llm_bot.memory.retrieval import MemoryRetriever, NoMemory
 from llm_bot.memory.tools import Tool
 from llm_bot.settings import Settings
+from llm_bot.tools.calls import NoLedger, ToolLedger
+from llm_bot.tools.catalog import ToolCatalog, allowlist
+from llm_bot.tools.client import McpClient
 
 
 def graph_from_settings(settings: Settings) -> LlmBotGraph:
@@ -30,11 +36,17 @@ def context_from_settings(
     retriever: MemoryRetriever | None = None,
     tools: Sequence[Tool] = (),
     personalities: Personalities | None = None,
+    gateway: McpClient | None = None,
+    ledger: ToolLedger | None = None,
 ) -> GraphContext:
+    catalog = ToolCatalog(gateway, allowlist(settings.tools_allow))
     return GraphContext(
         model=model,
         retriever=retriever or NoMemory(),
         tools=tools,
+        platform_tools=catalog.tools,
+        ledger=ledger or NoLedger(),
+        tool_timeout_s=settings.tool_timeout_ms / 1000,
         system_prompt=resolve_system_prompt(settings),
         max_tool_rounds=settings.max_tool_rounds,
         max_tool_calls_per_turn=settings.max_tool_calls_per_turn,

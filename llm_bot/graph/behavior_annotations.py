@@ -6,8 +6,9 @@ payload: :func:`summary`). An event the gate stops gains ``response-strategy`` (
 "disabled"`` and the gate) and ``safety-decision`` (label and ``reason``: the gate in lower case:
 ``safe_refusal``, ``no_response``, ``escalate``); one that goes to the model gains
 ``response-strategy`` with ``toolUse``: whether filtering is on, how many tools were offered,
-and each suppressed tool with BitBrat's reason (``scopeSuppressed`` is always empty: our tools
-have no scopes). Candidates carry the summary as ``metadata.behaviorProfile``.
+each tool the profile suppressed with BitBrat's reason, and each held back by the event's
+``metadata.scope`` (:mod:`llm_bot.graph.offering`). Candidates carry the summary as
+``metadata.behaviorProfile``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from uuid import uuid4
 from llm_bot.events.models import SOURCE, AnnotationV1
 from llm_bot.graph.behavior import DANGEROUS_RISK_TYPES, Gate, Profile
 
-# The only tools BitBrat lets a meta question use; none of ours is one of them.
+# The only tools BitBrat lets a meta question use: two of the built-ins (llm_bot.tools.builtins).
 META_TOOL_ALLOWLIST = frozenset({"internal:get_bot_status", "internal:list_available_tools"})
 
 
@@ -31,9 +32,17 @@ class ToolUse:
     enabled: bool  # LLM_BOT_BEHAVIORAL_TOOL_FILTER_ENABLED
     allowed: tuple[str, ...]
     suppressed: tuple[tuple[str, str], ...]  # (tool, reason)
+    scope_suppressed: tuple[tuple[str, str], ...] = ()  # (tool, reason)
 
 
-def tool_use(profile: Profile, tools: Iterable[str], enabled: bool = True) -> ToolUse:
+def tool_use(
+    profile: Profile,
+    tools: Iterable[str],
+    enabled: bool = True,
+    scope_suppressed: tuple[tuple[str, str], ...] = (),
+) -> ToolUse:
+    """The profile's filter over tool ids (a memory tool's id is its name), after the role and
+    scope filters, which ``scope_suppressed`` reports."""
     allowed: list[str] = []
     suppressed: list[tuple[str, str]] = []
     for name in tools:
@@ -42,7 +51,7 @@ def tool_use(profile: Profile, tools: Iterable[str], enabled: bool = True) -> To
             allowed.append(name)
         else:
             suppressed.append((name, reason))
-    return ToolUse(enabled, tuple(allowed), tuple(suppressed))
+    return ToolUse(enabled, tuple(allowed), tuple(suppressed), scope_suppressed)
 
 
 def _suppression(profile: Profile, tool: str) -> str | None:
@@ -112,7 +121,9 @@ def strategy_annotation(profile: Profile, tools: ToolUse, now: str) -> Annotatio
         "enabled": tools.enabled,
         "allowedCount": len(tools.allowed),
         "suppressed": [{"tool": tool, "reason": reason} for tool, reason in tools.suppressed],
-        "scopeSuppressed": [],
+        "scopeSuppressed": [
+            {"tool": tool, "reason": reason} for tool, reason in tools.scope_suppressed
+        ],
     }
     return _annotation(
         "response-strategy", profile.response_mode, {**summary(profile), "toolUse": use}, now

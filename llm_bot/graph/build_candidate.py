@@ -54,6 +54,11 @@ async def build_candidate(state: GraphState, runtime: Runtime[GraphContext]) -> 
                 "totalTokens": usage.input_tokens + usage.output_tokens,
             },
             "toolRounds": state.get("tool_rounds", 0),
+            # Each tool call's id and outcome, in order: never its arguments or result.
+            "tools": [
+                {"tool": record.tool, "outcome": record.outcome}
+                for record in state.get("tool_records", ())
+            ],
             "memory": dict(memory_context.stats) if memory_context else {},
             "behaviorProfile": summary(state["profile"]),
         },

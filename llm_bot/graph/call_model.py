@@ -4,11 +4,14 @@ the model called any, else to ``build_candidate``.
 The context sent is the system prompt (with the event's personality), then the memory
 context, then this run's messages (see :mod:`llm_bot.graph.composition`).
 Once ``max_tool_rounds`` rounds of tool calls have run, the model is called without tools, so
-it has to answer in text: a model that keeps calling tools still ends with a reply. The tools
-offered are those the event's behaviour profile allows (``GraphContext.tool_use``: none for
-medium or high risk, a dangerous risk type, spam, a meta question or an agitated critique). Of one
-turn's calls, the first ``max_tool_calls_per_turn`` run; the rest are dropped from the turn (a
-steered model may emit hundreds), so every call the model sees answered is one that ran.
+it has to answer in text: a model that keeps calling tools still ends with a reply (with the
+default 4 rounds, at most BitBrat's 5 model steps). The tools offered are the event's offer,
+made at its first call (:mod:`llm_bot.graph.offering`: the memory tools, the built-ins and the
+gateway's allowed tools that pass the user's roles, ``metadata.scope`` and the behaviour
+profile, which allows none for medium or high risk, a dangerous risk type, spam or an agitated
+critique, and only the status tools for a meta question). Of one turn's calls, the first
+``max_tool_calls_per_turn`` run; the rest are dropped from the turn (a steered model may emit
+hundreds), so every call the model sees answered is one that ran.
 """
 
 from __future__ import annotations
@@ -33,9 +36,9 @@ async def call_model(
     system_text = system_message(context.system_prompt, state.get("identity", ""))
     system = [ChatMessage("system", system_text)] if system_text else []
     memory = list(state["memory_context"].messages) if "memory_context" in state else []
+    offer = state["offer"] if "offer" in state else context.offer(state["event"], state["profile"])
     tools_allowed = state.get("tool_rounds", 0) < context.max_tool_rounds
-    offered = context.offered_tools(state["profile"]) if tools_allowed else []
-    specs = [tool.spec for tool in offered]
+    specs = offer.specs if tools_allowed else []
     messages = [*system, *memory, *state["messages"]]
     # An event's personality may name its model; None keeps the configured one.
     reply = await context.model.complete(messages, specs, model=state.get("model_override"))
@@ -47,6 +50,7 @@ async def call_model(
         )
         calls = calls[: context.max_tool_calls_per_turn]
     update: GraphState = {
+        "offer": offer,
         "messages": [ChatMessage("assistant", reply.text, calls)],
         "pending_calls": calls,
         "usage": reply.usage,

@@ -1,8 +1,10 @@
 """One event through the graph: the outcome (OK / SKIP / ERROR) and the updated event.
 
 The input event is never modified; the result holds a copy with llm-bot's routing step closed,
-the candidate appended (OK) or an ``errors[]`` entry recorded (ERROR), and the behaviour
-annotations BitBrat's llm-bot adds (:mod:`llm_bot.graph.behavior_annotations`; on OK and SKIP).
+the candidate appended (OK) or an ``errors[]`` entry recorded (ERROR), an ``errors[]`` entry for
+each platform-tool call that failed (source ``mcp:<tool id>`` or ``internal``, as BitBrat's;
+the event still completes OK), and the behaviour annotations BitBrat's llm-bot adds
+(:mod:`llm_bot.graph.behavior_annotations`; on OK and SKIP).
 Where it goes next is the transport's business (:func:`llm_bot.events.routing.advance`).
 
 Outcomes: the model's reply (OK, a history pair); BitBrat's safe refusal (OK, no history
@@ -14,7 +16,7 @@ with no task (SKIP, step error ``NO_PROMPT``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +38,7 @@ from llm_bot.graph.behavior_annotations import (
 )
 from llm_bot.graph.builder import LlmBotGraph
 from llm_bot.graph.state import GraphContext
+from llm_bot.graph.tools import ToolRecord
 from llm_bot.llm.errors import ModelError
 from llm_bot.memory.run_writes import RunWrites
 
@@ -55,7 +58,7 @@ class ProcessResult:
 
 # What the result is made of: LangGraph then reads these channels alone after each superstep
 # instead of the whole state (~0.1 ms of CPU per event).
-OUTPUT = ["candidate", "writes", "combined_prompt", "profile", "gate"]
+OUTPUT = ["candidate", "writes", "combined_prompt", "profile", "gate", "offer", "tool_records"]
 
 
 async def process_event(
@@ -77,6 +80,7 @@ async def process_event(
         return record_failure(working, context, error)
     now = iso_timestamp(context.clock())
     annotate(working, context, final, now)
+    record_tool_errors(working, final.get("tool_records", ()), now)
     gate = final.get("gate")
     candidate: CandidateV1 | None = final.get("candidate")
     if candidate is None:
@@ -108,10 +112,22 @@ def annotate(
     added = [profile_annotation(profile, now)]
     gate = final.get("gate")
     if gate == "PROCEED":
-        added.append(strategy_annotation(profile, context.tool_use(profile), now))
+        offer = final.get("offer") or context.offer(event, profile)
+        added.append(strategy_annotation(profile, offer.use, now))
     elif gate is not None:
         added += gated_annotations(profile, gate, now)
     event.annotations = [*(event.annotations or []), *added]
+
+
+def record_tool_errors(event: InternalEventV2, records: Iterable[ToolRecord], now: str) -> None:
+    """BitBrat's entry for each platform-tool call that failed (processor.ts:795-803)."""
+    entries = [
+        ErrorEntryV1(source=record.error_source, message=record.message, at=now)
+        for record in records
+        if record.error_source is not None
+    ]
+    if entries:
+        event.errors = [*(event.errors or []), *entries]
 
 
 def record_failure(

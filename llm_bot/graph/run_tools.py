@@ -1,23 +1,35 @@
-"""Node ``tools``: run the calls of the model's last turn, then back to ``call_model``. Only the
-tools offered to the model run (the behaviour profile may hold some back); a call to another
-is answered as a call to an unknown tool."""
+"""Node ``tools``: run the calls of the model's last turn with the event's offer, then back to
+``call_model`` (:mod:`llm_bot.graph.tools` says how each kind of tool runs). A platform-tool
+call gets ``LLM_BOT_TOOL_TIMEOUT_MS``, at most half the time left before the event's deadline;
+its key names the event's routing step as the processed-events record does."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from langgraph.runtime import Runtime
 
+from llm_bot.db.processed_events import key_of
 from llm_bot.graph.state import GraphContext, GraphState
-from llm_bot.graph.tools import run_tool_calls
+from llm_bot.graph.tools import PlatformCalls, run_tool_calls
 
 
 async def run_tools(state: GraphState, runtime: Runtime[GraphContext]) -> dict[str, Any]:
     context = runtime.context
-    offered = context.offered_tools(state["profile"])
-    results = await run_tool_calls(state["pending_calls"], offered, state["writes"])
+    event_key = key_of(state["event"])
+    platform = PlatformCalls(
+        ledger=context.ledger,
+        correlation_id=event_key.correlation_id,
+        step_key=event_key.step,
+        first_index=state.get("platform_calls", 0),
+        time_limit=lambda: context.tool_timeout(asyncio.get_running_loop().time()),
+    )
+    done = await run_tool_calls(state["pending_calls"], state["offer"], state["writes"], platform)
     return {
-        "messages": results,
+        "messages": done.messages,
         "pending_calls": (),
         "tool_rounds": state.get("tool_rounds", 0) + 1,
+        "platform_calls": platform.first_index + done.platform_calls,
+        "tool_records": done.records,
     }

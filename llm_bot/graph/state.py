@@ -16,14 +16,17 @@ from typing import Annotated, Protocol, TypedDict, cast
 from llm_bot.clock import utc_now
 from llm_bot.events.models import CandidateV1, InternalEventV2
 from llm_bot.graph.behavior import BehaviorSettings, Gate, Profile
-from llm_bot.graph.behavior_annotations import ToolUse, tool_use
 from llm_bot.graph.composition import PromptOptions
+from llm_bot.graph.offering import Offer, make_offer
 from llm_bot.graph.reducer import MessageLimits, reduce_messages
+from llm_bot.graph.tools import ToolRecord
 from llm_bot.llm.messages import ChatMessage, ModelReply, TokenUsage, ToolCall, ToolSpec
 from llm_bot.memory.personalities import Personalities
 from llm_bot.memory.retrieval import MemoryContext, MemoryRetriever, NoMemory
 from llm_bot.memory.run_writes import RunWrites
 from llm_bot.memory.tools import Tool
+from llm_bot.tools.calls import NoLedger, ToolLedger
+from llm_bot.tools.platform import PlatformTool
 
 
 class ChatModel(Protocol):
@@ -43,8 +46,11 @@ class GraphState(TypedDict, total=False):
     identity: str  # the event's personalities, for the system message
     model_override: str  # the model the event's first personality names, if any
     memory_context: MemoryContext
+    offer: Offer  # the tools of this event, made at its first model call
     pending_calls: tuple[ToolCall, ...]
     tool_rounds: int
+    platform_calls: int  # platform-tool calls so far: the next one's index in its CallKey
+    tool_records: Annotated[list[ToolRecord], operator.add]
     usage: Annotated[TokenUsage, operator.add]
     model_name: str
     llm_text: str
@@ -81,15 +87,26 @@ class GraphContext:
     retrieval_timeout_s: float
     prompt: PromptOptions
     behavior: BehaviorSettings
+    tool_timeout_s: float  # LLM_BOT_TOOL_TIMEOUT_MS
     retriever: MemoryRetriever = field(default_factory=NoMemory)
-    tools: Sequence[Tool] = ()
+    tools: Sequence[Tool] = ()  # the memory tools
+    # The platform tools as they are now (llm_bot.tools.catalog.ToolCatalog.tools): read once
+    # per event. None: the run offers memory tools alone.
+    platform_tools: Callable[[], Sequence[PlatformTool]] | None = None
+    ledger: ToolLedger = field(default_factory=NoLedger)
     clock: Callable[[], datetime] = utc_now
     personalities: Personalities | None = None  # None: named personalities are left out
+    deadline: float | None = None  # the event's deadline, in the event loop's time
 
-    def tool_use(self, profile: Profile) -> ToolUse:
-        """Which of our tools the profile lets the model use (all, with filtering off)."""
-        return tool_use(profile, (t.spec.name for t in self.tools), self.behavior.tool_filter)
+    def offer(self, event: InternalEventV2, profile: Profile) -> Offer:
+        """The event's tools (:mod:`llm_bot.graph.offering`)."""
+        platform = self.platform_tools() if self.platform_tools is not None else ()
+        return make_offer(event, profile, self.tools, platform, self.behavior.tool_filter)
 
-    def offered_tools(self, profile: Profile) -> list[Tool]:
-        allowed = set(self.tool_use(profile).allowed)
-        return [tool for tool in self.tools if tool.spec.name in allowed]
+    def tool_timeout(self, now: float) -> float:
+        """One platform-tool call's limit at loop time ``now``: ``LLM_BOT_TOOL_TIMEOUT_MS``, and
+        at most half the time left before the event's deadline, so the model still has time
+        to answer once a tool that hangs has been given up."""
+        if self.deadline is None:
+            return self.tool_timeout_s
+        return max(0.0, min(self.tool_timeout_s, (self.deadline - now) / 2))

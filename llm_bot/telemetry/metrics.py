@@ -70,6 +70,9 @@ tool_ledger = _meter.create_counter(
     description="platform-tool calls by what the once-only ledger did (label result: sent,"
     " replayed, repeated, not_repeated, unknown)",
 )
+tool_calls = _meter.create_counter(
+    "llmbot_tool_calls", description="platform-tool calls by tool id and outcome (ok, error)"
+)
 commit_batch_size = _meter.create_histogram(
     "llmbot_commit_batch_size",
     description="events' writes sharing one transaction",

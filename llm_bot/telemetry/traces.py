@@ -104,6 +104,20 @@ def child_span(name: str, **options: Any) -> contextlib.AbstractContextManager[S
     return tracer.start_as_current_span(name, **options)
 
 
+def tool_span(name: str, call_id: str) -> contextlib.AbstractContextManager[Span]:
+    """A tool call's span, by the GenAI ``execute_tool`` conventions (an internal span named
+    ``execute_tool {gen_ai.tool.name}``); arguments and results are never put on it."""
+    return child_span(
+        f"execute_tool {name}",
+        kind=SpanKind.INTERNAL,
+        attributes={
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": name,
+            "gen_ai.tool.call.id": call_id,
+        },
+    )
+
+
 def current_trace_id() -> str | None:
     context = trace.get_current_span().get_span_context()
     return f"{context.trace_id:032x}" if context.is_valid else None

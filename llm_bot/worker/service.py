@@ -33,6 +33,7 @@ from llm_bot.settings import Settings
 from llm_bot.telemetry.loop_lag import watch_loop_lag
 from llm_bot.telemetry.metrics import CountsCollector
 from llm_bot.tools.client import McpClient, gateway_client
+from llm_bot.tools.ledger import PostgresToolLedger
 from llm_bot.transport.clients import subscriber_client
 from llm_bot.transport.handler import EventHandler
 from llm_bot.transport.publisher import EventPublisher, Publisher
@@ -92,7 +93,7 @@ class Worker:
         publisher = Publisher.from_settings(settings)
         resources.push_async_callback(asyncio.to_thread, publisher.close)
         handler, committer = await open_handler(
-            settings, self._pool, publisher, self.stats, resources
+            settings, self._pool, publisher, self.stats, resources, self.gateway
         )
         self._export_counts(committer)
         if self.gateway is not None:
@@ -215,16 +216,25 @@ async def open_handler(
     publisher: EventPublisher,
     stats: WorkerStats,
     resources: contextlib.AsyncExitStack,
+    gateway: McpClient | None = None,
 ) -> tuple[EventHandler, GroupCommitter]:
     """Everything between a delivery and a publish (model, memory, group committer, claim
     leases), each closed by ``resources``, and the committer, for its live counts. Nothing here
     depends on where deliveries come from, so the handler's tests hand it deliveries and a
-    publisher of their own, without Pub/Sub."""
+    publisher of their own, without Pub/Sub. The graph offers ``gateway``'s allowed tools,
+    as it lists them at each event, beside the built-ins, and records their calls in the
+    database's ledger, so a retried event does not send them again."""
     model = ModelClient.from_settings(settings)
     resources.push_async_callback(model.close)
     services = await resources.enter_async_context(memory_services(settings))
     context = context_from_settings(
-        settings, model, services.retriever, services.tools, services.personalities
+        settings,
+        model,
+        services.retriever,
+        services.tools,
+        services.personalities,
+        gateway,
+        PostgresToolLedger.from_settings(pool, settings),
     )
     committer = GroupCommitter(
         pool,

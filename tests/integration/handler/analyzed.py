@@ -18,6 +18,8 @@ FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "bitbrat"
 NOW = "2026-11-22T12:00:00.000Z"
 RULE_PROMPT = "Create an appropriate answer to user {{username}}'s latest message."
 DANGEROUS = ("self_harm", "privacy", "illegal", "sexual")
+META_ONLY = "meta intent only allows internal status tools"
+STATUS_TOOLS = {"internal_get_bot_status", "internal_list_available_tools"}
 REFUSAL_STARTS = {
     "self_harm": "I can\u2019t help with harming yourself.",
     "privacy": "I can\u2019t help expose or share someone\u2019s private or sensitive information.",
@@ -174,7 +176,10 @@ def assert_answered(
         not profile_of(document)["policy"]["shouldUseTools"]
     )
     offered = call.get("tools") or []
-    assert bool(offered) == (suppressed_because is None)
+    names = {tool["function"]["name"] for tool in offered}
+    # A meta question keeps BitBrat's two status tools; any other suppression keeps none.
+    kept = STATUS_TOOLS if suppressed_because == META_ONLY else set()
+    assert (names == kept) if suppressed_because else (kept < names)
     [profile] = added(document, "behavior-profile")
     [strategy] = added(document, "response-strategy")
     assert added(document, "safety-decision") == []

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from llm_bot.tools.servers import Transport
@@ -29,8 +30,9 @@ class Call:
 
 @dataclass
 class ToolServer:
-    """An MCP server with an `echo` tool, a `hang` tool that never answers, and a `grow` tool
-    that adds one and says so."""
+    """An MCP server with an `echo` tool, a `hang` tool that never answers, a `grow` tool that
+    adds one and says so, a `fail` tool whose backend is down, and `ban_user`, which names the
+    role it needs in its listing's `_meta` (as `requiredRoles`)."""
 
     transport: Transport
     token: str | None = None
@@ -83,6 +85,18 @@ class ToolServer:
             mcp.add_tool(lambda: "grown", name=name, description="added at run time")
             await ctx.session.send_tool_list_changed()
             return "ok"
+
+        @mcp.tool(meta={"requiredRoles": ["moderator"]})
+        async def ban_user(user: str, ctx: Context) -> str:
+            """Ban a user (moderators only)."""
+            self._record("ban_user", {"user": user}, ctx)
+            return f"banned {user}"
+
+        @mcp.tool()
+        async def fail(ctx: Context) -> str:
+            """Fail as a tool whose own backend is down."""
+            self._record("fail", {}, ctx)
+            raise ToolError("backend down")
 
         @mcp.tool()
         async def hang(ctx: Context) -> str:

@@ -227,7 +227,8 @@ async def test_tool_results_and_failures_go_back_to_the_model(server: LocalModel
     tool_messages = [m for m in server.chat_requests()[-1]["messages"] if m["role"] == "tool"]
     assert [m["content"] for m in tool_messages] == [
         "error: lookup failed: RuntimeError: lookup backend down",
-        "error: no tool named 'nosuch'; available: lookup",
+        "error: no tool named 'nosuch'; available: adventure_narrate, basic_get_current_time,"
+        " internal_get_bot_status, internal_list_available_tools, lookup",
     ]
     assert result.candidate is not None
     assert result.candidate.text == "recovered"

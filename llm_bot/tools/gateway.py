@@ -1,0 +1,125 @@
+"""The tools an MCP server lists, as platform tools: BitBrat's ``McpBridge.translateTool``
+(``src/common/mcp/bridge.ts:37-110``), with the role check made here too.
+
+- id ``tool_id(server, name)``, the model's name ``model_name(id)``, the description and the
+  input schema as listed (a schema that is no object, or of type ``"None"`` as Python servers
+  may write for no parameters, becomes an empty object schema, as bridge.ts:41-48 does);
+- required roles and scopes from the listing's ``_meta`` (``requiredRoles``, ``scopes``), the
+  place MCP keeps for such data. BitBrat's gateway sends ``scopes`` beside the schema, a field
+  the SDK drops, and no roles (servers.py), so against it every tool is global and unrestricted
+  here, as it is in BitBrat's llm-bot: ``LLM_BOT_TOOLS_ALLOW`` is what holds tools back;
+- side effects unless the listing's annotations say ``readOnlyHint``;
+- a call carries ``_meta`` ``{userRoles, userId}`` as BitBrat's (``call_meta``) plus the call's
+  ``idempotencyKey``; a caller whose roles the tool does not allow is refused before anything
+  is sent (the gateway checks again; BitBrat trusts the gateway alone);
+- a result with ``isError``, a timeout, a server away or any failure of the call is an error
+  outcome whose text the model reads (BitBrat throws, which its SDK shows the model the same
+  way); a result's text parts joined, else its content as JSON (bridge.ts:78-95).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import mcp.types as types
+
+from llm_bot.llm.messages import ToolSpec
+from llm_bot.tools.calls import ToolOutcome
+from llm_bot.tools.client import McpClient, ToolUnavailable
+from llm_bot.tools.platform import ToolRequest, roles_allow
+from llm_bot.tools.servers import call_meta, model_name, tool_id
+
+logger = logging.getLogger(__name__)
+
+IDEMPOTENCY_KEY = "idempotencyKey"  # in _meta, beside BitBrat's userRoles and userId
+
+
+@dataclass(frozen=True)
+class GatewayTool:
+    """One listed tool of ``client``'s server."""
+
+    client: McpClient
+    name: str  # the server's own name, which calls use
+    tool_id: str
+    spec: ToolSpec
+    required_roles: tuple[str, ...] = ()
+    scopes: tuple[str, ...] = ()
+    side_effects: bool = True
+
+    source = "mcp"
+
+    @property
+    def display_name(self) -> str:
+        return self.name
+
+    async def call(self, arguments: Mapping[str, Any], request: ToolRequest) -> ToolOutcome:
+        caller = request.caller
+        if not roles_allow(self.required_roles, caller.roles):
+            return ToolOutcome(f"error: {self.spec.name} is not allowed for this user", True)
+        meta = {
+            **call_meta(caller.user_id, caller.roles),
+            IDEMPOTENCY_KEY: request.key.idempotency_key(),
+        }
+        try:
+            result = await self.client.call(
+                self.name, arguments, meta=meta, timeout_s=request.timeout_s
+            )
+        except TimeoutError:
+            return ToolOutcome(f"error: {self.spec.name} timed out", True)
+        except ToolUnavailable:
+            return ToolOutcome(f"error: {self.spec.name} is unavailable right now", True)
+        except Exception as error:  # a protocol or transport failure answers the model
+            # The type alone: a server's error text may quote the arguments.
+            logger.warning(
+                "tool call failed", extra={"tool": self.tool_id, "cause": type(error).__name__}
+            )
+            return ToolOutcome(f"error: {self.spec.name} failed: {type(error).__name__}", True)
+        text = result_text(result)
+        return ToolOutcome(f"error: {text}" if result.is_error else text, result.is_error)
+
+
+def gateway_tools(client: McpClient) -> list[GatewayTool]:
+    """The server's tools as last listed (none while it is away)."""
+    return [listed(client, tool) for tool in client.tools.values()]
+
+
+def listed(client: McpClient, tool: types.Tool) -> GatewayTool:
+    identity = tool_id(client.config.name, tool.name)
+    meta = tool.meta or {}
+    read_only = tool.annotations is not None and tool.annotations.read_only_hint is True
+    return GatewayTool(
+        client=client,
+        name=tool.name,
+        tool_id=identity,
+        spec=ToolSpec(model_name(identity), tool.description or "", object_schema(tool)),
+        required_roles=_texts(meta.get("requiredRoles")),
+        scopes=_texts(meta.get("scopes")),
+        side_effects=not read_only,
+    )
+
+
+def object_schema(tool: types.Tool) -> dict[str, Any]:
+    schema = tool.input_schema
+    if not isinstance(schema, dict):
+        return {"type": "object", "properties": {}}
+    if schema.get("type") == "None":
+        return {**schema, "type": "object", "properties": schema.get("properties") or {}}
+    return dict(schema)
+
+
+def result_text(result: types.CallToolResult) -> str:
+    texts = [part.text for part in result.content if isinstance(part, types.TextContent)]
+    joined = "\n".join(texts).strip()
+    if joined:
+        return joined
+    return json.dumps([part.model_dump(mode="json", by_alias=True) for part in result.content])
+
+
+def _texts(value: object) -> tuple[str, ...]:
+    if not isinstance(value, list | tuple):
+        return ()
+    return tuple(item for item in value if isinstance(item, str) and item)
