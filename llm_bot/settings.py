@@ -123,6 +123,11 @@ class Settings(BaseSettings):
     mcp_gateway_url: str | None = Field(None, alias="MCP_GATEWAY_URL")
     # Sent as x-mcp-token, the header the gateway checks against its own MCP_AUTH_TOKEN.
     mcp_auth_token: SecretStr | None = Field(None, alias="MCP_AUTH_TOKEN")
+    # The gateway's transport: BitBrat's gateway serves HTTP + SSE; "streamable-http" reaches an
+    # MCP server that serves the current transport at MCP_GATEWAY_URL instead.
+    mcp_gateway_transport: Literal["sse", "streamable-http"] = Field(
+        "sse", alias="MCP_GATEWAY_TRANSPORT"
+    )
     # Reconnect backoff: base * 2^(attempt-1), at most max, +-20% jitter (BitBrat's defaults).
     mcp_reconnect_base_ms: Millis = Field(1000, alias="MCP_RECONNECT_BASE_MS")
     mcp_reconnect_max_ms: Millis = Field(15_000, alias="MCP_RECONNECT_MAX_MS")

@@ -76,7 +76,8 @@ def gateway_config(settings: Settings) -> ServerConfig | None:
         return None
     token = settings.mcp_auth_token.get_secret_value() if settings.mcp_auth_token else ""
     headers = {"x-mcp-token": token, "x-agent-name": AGENT_NAME}
-    return ServerConfig(name=GATEWAY, url=url, transport="sse", headers=headers)
+    transport = settings.mcp_gateway_transport
+    return ServerConfig(name=GATEWAY, url=url, transport=transport, headers=headers)
 
 
 def call_meta(user_id: str | None, roles: Sequence[str]) -> dict[str, Any]:

@@ -31,13 +31,15 @@ class Call:
 @dataclass
 class ToolServer:
     """An MCP server with an `echo` tool, a `hang` tool that never answers, a `grow` tool that
-    adds one and says so, a `fail` tool whose backend is down, and `ban_user`, which names the
-    role it needs in its listing's `_meta` (as `requiredRoles`)."""
+    adds one and says so, a `fail` tool whose backend is down, a `hold` tool that answers when
+    the test releases it, and `ban_user`, which names the role it needs in its listing's `_meta`
+    (as `requiredRoles`)."""
 
     transport: Transport
     token: str | None = None
     calls: list[Call] = field(default_factory=list)
     refused: int = 0
+    release: asyncio.Event = field(default_factory=asyncio.Event)  # what `hold` waits for
     port: int = 0
     _server: uvicorn.Server | None = None
     _task: asyncio.Task[None] | None = None
@@ -47,12 +49,16 @@ class ToolServer:
         path = "/sse" if self.transport == "sse" else "/mcp"
         return f"http://127.0.0.1:{self.port}{path}"
 
-    async def start(self) -> None:
-        """Serve (again on the same port after `stop`)."""
+    def __post_init__(self) -> None:
+        """The port is chosen at once, so a worker can be given the url before the server
+        starts (or while it is down)."""
         if not self.port:
             with socket.socket() as probe:
                 probe.bind(("127.0.0.1", 0))
                 self.port = probe.getsockname()[1]
+
+    async def start(self) -> None:
+        """Serve (again on the same port after `stop`)."""
         app = self._app()
         config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
         self._server = uvicorn.Server(config)
@@ -67,6 +73,12 @@ class ToolServer:
         if self._server is not None and self._task is not None:
             self._server.should_exit = self._server.force_exit = True
             await asyncio.wait_for(self._task, 10)
+            # A forced exit skips the app's lifespan shutdown; its task would be left pending,
+            # and collected later, in another test, logging a traceback from inside the
+            # collector (Python 3.11's traceback module parses source with `ast`, which then
+            # breaks an `ast.parse` the collection interrupted: "AST constructor recursion
+            # depth mismatch").
+            await asyncio.wait_for(self._server.lifespan.shutdown(), 10)
             self._server = self._task = None
 
     def _app(self) -> ASGIApp:
@@ -97,6 +109,13 @@ class ToolServer:
             """Fail as a tool whose own backend is down."""
             self._record("fail", {}, ctx)
             raise ToolError("backend down")
+
+        @mcp.tool()
+        async def hold(text: str, ctx: Context) -> str:
+            """Answer once the test sets `release`: a test acts while the call is in flight."""
+            self._record("hold", {"text": text}, ctx)
+            await self.release.wait()
+            return f"held: {text}"
 
         @mcp.tool()
         async def hang(ctx: Context) -> str:

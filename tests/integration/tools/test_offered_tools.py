@@ -161,7 +161,7 @@ async def test_the_allowlist_hides_a_gateway_tool_and_keeps_the_builtins(
 ) -> None:
     chat_server.script_tool_call("mcp_fail", {})
     chat_server.script_reply("done")
-    tools = answerer(model, gateway, LLM_BOT_TOOLS_ALLOW="mcp:echo, mcp:h*")
+    tools = answerer(model, gateway, LLM_BOT_TOOLS_ALLOW="mcp:echo, mcp:ha*")
     await tools.answer(event(roles=["moderator"]), deadline_s=30)
 
     assert offered(chat_server) == {
