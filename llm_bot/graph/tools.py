@@ -8,10 +8,12 @@ answered as a call to an unknown tool. The runner dispatches by kind:
   arguments, so a model cannot read or write another user's memory by naming them. Its writes
   apply at the event's commit, with the history pair, so a retried event repeats none of them;
 - a **platform tool** (:class:`llm_bot.tools.platform.PlatformTool`: a built-in or the
-  gateway's) acts outside that transaction, so each call goes through the context's
-  :class:`ToolLedger` under its :class:`CallKey` (the event, the step, the call's index among
-  the run's platform-tool calls), which answers a retried event's call from its record. It is
-  made for the event's requesting user (the offer's :class:`Caller`) within ``timeout_s``.
+  gateway's) acts outside that transaction, so each call of one with side effects (a gateway
+  tool not listed with ``readOnlyHint``) goes through the context's :class:`ToolLedger` under
+  its :class:`CallKey` (the event, the step, the call's index among the run's platform-tool
+  calls), which answers a retried event's call from its record; a read (the built-ins, a
+  read-only gateway tool) is answered afresh and costs no record. It is made for the event's
+  requesting user (the offer's :class:`Caller`) within ``timeout_s``.
 
 Every call is an ``execute_tool`` span and a ``llmbot_tool_calls`` count by tool and outcome.
 A failing tool answers the model with an error text instead of failing the event: the model
@@ -143,7 +145,10 @@ async def _run_platform(
             )
             return ToolOutcome(f"error: {tool.spec.name} failed: {type(error).__name__}", True)
 
-    outcome = await ledger.once(request.key, tool.tool_id, arguments, call)
+    if tool.side_effects:
+        outcome = await ledger.once(request.key, tool.tool_id, arguments, call)
+    else:  # a read changes nothing a repeat could double: answered afresh, not recorded
+        outcome = await call()
     if outcome.is_error:
         logger.warning(
             "tool call answered an error",

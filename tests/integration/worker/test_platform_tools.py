@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from llm_bot.events.builder import prompt_event
@@ -78,8 +79,11 @@ async def test_tools_are_offered_and_called_for_the_user_with_their_roles(
     async with serving(server), running_worker(bus.settings(**gateway_settings(server))) as worker:
         assert worker.gateway is not None
         await worker.gateway.wait_until(lambda c: c.connected, WAIT_S)
-        bus.publish_event(asking(bus, "say " + cue("mcp_echo", text="hi"), roles=["vip"]))
+        text = "say " + cue("mcp_echo", text="hi") + cue("basic_get_current_time")
+        bus.publish_event(asking(bus, text, roles=["vip"]))
         [message] = await egress.take(1, timeout_s=WAIT_S)
+        with psycopg.connect(bus.environment["DATABASE_URL"]) as connection:
+            recorded = connection.execute("SELECT tool_id, outcome FROM tool_calls").fetchall()
 
     first, second = model_server.chat_requests()
     assert {"mcp_echo", "mcp_hold", "basic_get_current_time", "upsertMemory"} <= offered(first)
@@ -88,9 +92,15 @@ async def test_tools_are_offered_and_called_for_the_user_with_their_roles(
     assert (call.tool, call.arguments) == ("echo", {"text": "hi"})
     assert call.meta is not None
     assert (call.meta["userId"], call.meta["userRoles"]) == ("ada", ["vip"])
-    assert tool_results(second) == ["echo: hi"]
+    echo, now = tool_results(second)
+    assert echo == "echo: hi"
+    assert "timestamp" in json.loads(now)
+    assert recorded == [("mcp:echo", "echo: hi")]  # a read (the built-in) needs no record
     output = json.loads(message.data)
-    assert output["candidates"][0]["metadata"]["tools"] == [{"tool": "mcp:echo", "outcome": "ok"}]
+    assert output["candidates"][0]["metadata"]["tools"] == [
+        {"tool": "mcp:echo", "outcome": "ok"},
+        {"tool": "basic:get_current_time", "outcome": "ok"},
+    ]
     assert not output.get("errors")
 
 
