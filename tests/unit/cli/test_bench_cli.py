@@ -39,3 +39,24 @@ def test_bad_settings_cost_one_line(argv: list[str], capsys: pytest.CaptureFixtu
         main(["bench", "run", *argv])
     assert exited.value.code == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_tools_takes_its_options() -> None:
+    args = build_parser().parse_args(
+        ["bench", "tools", "--events", "50", "--in-flight", "8", "--no-ledger"]
+    )
+    assert (args.events, args.in_flight, args.no_ledger, args.transport) == (50, 8, True, "sse")
+    assert args.handler is bench_cli.run_tools
+
+
+@pytest.mark.parametrize(
+    "argv", [["--events", "0"], ["--in-flight", "-1"], ["--transport", "carrier-pigeon"]]
+)
+def test_bad_tools_options_cost_one_line(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["bench", "tools", *argv])
+    assert exited.value.code == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert argv[0] in line  # the option named, not the command refused

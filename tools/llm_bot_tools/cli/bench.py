@@ -59,6 +59,7 @@ def add_bench_commands(commands: Any, parser_class: type[argparse.ArgumentParser
     floor.add_argument("--data-dir", type=Path, default=Path(".llm-bot/bench"))
     floor.add_argument("--json", action="store_true", help="print JSON")
     floor.set_defaults(handler=run_floor)
+    add_tools_command(kinds)
     compare = kinds.add_parser(
         "compare", help="medians of repeated `bench run --json` outputs per version, vs targets"
     )
@@ -103,6 +104,25 @@ def add_run_command(kinds: Any, bench: argparse.ArgumentParser) -> None:
     run.set_defaults(handler=run_service)
     # Plain `llm-bot bench`: the run with every default, as if `run` had been given.
     bench.set_defaults(handler=lambda _, settings: run_service(run.parse_args([]), settings))
+
+
+def add_tools_command(kinds: Any) -> None:
+    tools = kinds.add_parser(
+        "tools", help="wall time and CPU one platform-tool round adds to an event (in-process)"
+    )
+    tools.add_argument("--events", type=positive, default=200, help="per case")
+    tools.add_argument("--in-flight", type=positive, default=1, help="events answered at once")
+    tools.add_argument(
+        "--transport",
+        choices=["sse", "streamable-http"],
+        default="sse",
+        help="the tool server's, as MCP_GATEWAY_TRANSPORT (sse: BitBrat's gateway's)",
+    )
+    tools.add_argument(
+        "--no-ledger", action="store_true", help="skip the case with the Postgres ledger"
+    )
+    tools.add_argument("--json", action="store_true", help="print JSON")
+    tools.set_defaults(handler=run_tools)
 
 
 N = TypeVar("N", int, float)
@@ -206,6 +226,37 @@ def run_compare(args: argparse.Namespace, settings: Settings) -> int:
     for c in comparisons:
         medians = "  ".join(f"{label} {value:.3g}" for label, value in c.medians.items())
         print(f"{c.target.field:30s} target {c.target.limit:<5g}  {medians}")
+    return 0
+
+
+TOOLS_HEADER = (
+    "case               events  in-flight  p50 ms  p95 ms  cpu ms/ev  loop cpu ms/ev  "
+    "model/ev  tools/ev"
+)
+
+
+def run_tools(args: argparse.Namespace, settings: Settings) -> int:
+    from llm_bot_tools.bench.tools import run_tools_bench
+
+    if args.no_ledger:
+        report = run_tools_bench(args.events, args.in_flight, args.transport, None, progress)
+    else:
+        with database_for_measurements(settings) as url:
+            report = run_tools_bench(args.events, args.in_flight, args.transport, url, progress)
+    if args.json:
+        print(json.dumps(report.as_dict(), indent=2))
+        return 0
+    print(TOOLS_HEADER)
+    for c in report.cases:
+        print(
+            f"{c.case:17s}  {c.events:6d}  {c.in_flight:9d}  {c.p50_ms:6.1f}  {c.p95_ms:6.1f}  "
+            f"{c.cpu_ms:9.2f}  {c.loop_cpu_ms:14.2f}  {c.model_calls:8.2f}  {c.tool_calls:8.2f}"
+        )
+    for r in report.rounds:
+        print(
+            f"one tool round ({r.rounds}): p50 {r.p50_ms:+.1f} ms, p95 {r.p95_ms:+.1f} ms, "
+            f"CPU {r.cpu_ms:+.2f} ms ({r.loop_cpu_ms:+.2f} on the loop)"
+        )
     return 0
 
 
