@@ -13,9 +13,10 @@ import pytest
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp
 
 from llm_bot.tools.servers import Transport
+from llm_bot_tools.local.mcp_server import TokenCheck
 
 
 @dataclass
@@ -124,9 +125,14 @@ class ToolServer:
             await asyncio.Event().wait()
             return "never"
 
-        if self.transport == "sse":
-            return _TokenCheck(mcp.sse_app(), self)
-        return mcp.streamable_http_app()
+        if self.transport == "streamable-http":
+            return mcp.streamable_http_app()
+        if self.token is None:
+            return mcp.sse_app()
+        return TokenCheck(mcp.sse_app(), self.token, self._refuse)
+
+    def _refuse(self) -> None:
+        self.refused += 1
 
     def _record(self, tool: str, arguments: dict[str, Any], ctx: Context) -> None:
         headers = ctx.headers or {}
@@ -134,24 +140,6 @@ class ToolServer:
         self.calls.append(
             Call(tool, arguments, dict(meta) if meta else None, headers.get("x-agent-name"))
         )
-
-
-class _TokenCheck:
-    """The gateway's check (BitBrat src/common/base-server.ts:2096-2112): with a token set,
-    a request without the same x-mcp-token gets 401."""
-
-    def __init__(self, app: ASGIApp, server: ToolServer) -> None:
-        self.app, self.server = app, server
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and self.server.token is not None:
-            headers = dict(scope["headers"])
-            if headers.get(b"x-mcp-token", b"").decode() != self.server.token:
-                self.server.refused += 1
-                await send({"type": "http.response.start", "status": 401, "headers": []})
-                await send({"type": "http.response.body", "body": b"Unauthorized"})
-                return
-        await self.app(scope, receive, send)
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+from collections.abc import Callable
 from typing import Self
 
 import uvicorn
@@ -86,7 +87,7 @@ class LocalToolServer(LocalService):
             return f"echo: {text}"
 
         app = mcp.sse_app() if self.transport == "sse" else mcp.streamable_http_app()
-        return _TokenCheck(app, self.token)
+        return TokenCheck(app, self.token)
 
 
 def _listening_socket() -> socket.socket:
@@ -100,15 +101,18 @@ def _listening_socket() -> socket.socket:
     return listening
 
 
-class _TokenCheck:
+class TokenCheck:
     """The gateway's check (BitBrat src/common/base-server.ts:2096-2112): a request without the
-    same ``x-mcp-token`` gets 401."""
+    same ``x-mcp-token`` gets 401; ``on_refused`` lets a test count them."""
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
-        self.app, self.token = app, token.encode()
+    def __init__(
+        self, app: ASGIApp, token: str, on_refused: Callable[[], None] = lambda: None
+    ) -> None:
+        self.app, self.token, self.on_refused = app, token.encode(), on_refused
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and dict(scope["headers"]).get(b"x-mcp-token") != self.token:
+            self.on_refused()
             await send({"type": "http.response.start", "status": 401, "headers": []})
             await send({"type": "http.response.body", "body": b"Unauthorized"})
             return
