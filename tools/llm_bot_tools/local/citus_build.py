@@ -142,8 +142,11 @@ def _build_into(tarball: Path, target: Path, say: Progress) -> None:
     say(f"citus: copying PostgreSQL from {POSTGRES_BIN_PATH.parent}")
     shutil.copytree(POSTGRES_BIN_PATH.parent, pginstall, symlinks=True)
     say(f"citus: unpacking {tarball.name}")
-    with tarfile.open(tarball) as archive:
-        archive.extractall(target / "src", filter="data")
+    try:
+        with tarfile.open(tarball) as archive:
+            archive.extractall(target / "src", filter="data")
+    except tarfile.TarError as error:
+        raise CitusBuildError(f"{tarball} is no source tarball: {error}") from error
     (source,) = (target / "src").iterdir()
     shim = target / "include-shim"
     shim.mkdir()

@@ -14,6 +14,7 @@ data and the install are opened for traversal (``o+x``) so that user can reach t
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import shutil
@@ -131,17 +132,25 @@ class CitusCluster(LocalService):
         if self._user is not None:
             _open_for_traversal(self._install.root)
             _open_for_traversal(self._base_dir)
-        names = ["coordinator", *(f"worker{i}" for i in range(1, self._worker_count + 1))]
         atexit.register(self.stop)
-        for name in names:
-            node = CitusNode(name, self._base_dir / name, free_loopback_port())
-            self._init_node(node)
-            self._nodes.append(node)
-            self._pg_ctl(node, "-w", "-l", str(node.log_path), "start")
-        self._prepare_database(ADMIN_DATABASE)
+        try:
+            self._start_nodes()
+        except BaseException:
+            with contextlib.suppress(CitusClusterError):
+                self.stop()  # what did start; the node that failed has nothing to stop
+            raise
         self.startup_seconds = time.monotonic() - began
         _log.info("citus cluster ready in %.1fs: %s", self.startup_seconds, self._describe())
         return self
+
+    def _start_nodes(self) -> None:
+        names = ["coordinator", *(f"worker{i}" for i in range(1, self._worker_count + 1))]
+        for name in names:
+            node = CitusNode(name, self._base_dir / name, free_loopback_port())
+            self._init_node(node)
+            self._pg_ctl(node, "-w", "-l", str(node.log_path), "start")
+            self._nodes.append(node)
+        self._prepare_database(ADMIN_DATABASE)
 
     def _describe(self) -> str:
         return ", ".join(f"{node.name} on {node.port}" for node in self._nodes)
