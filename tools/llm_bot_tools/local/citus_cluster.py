@@ -27,6 +27,7 @@ from typing import Self
 from urllib.parse import quote
 
 import psycopg
+from pgserver.utils import ensure_user_exists
 from psycopg import sql
 
 from llm_bot_tools.local.citus_build import CitusInstall
@@ -50,7 +51,7 @@ _SETTINGS = {
     "max_connections": "200",
     "fsync": "off",
     "full_page_writes": "off",
-    # The nodes reach each other over loopback; the wheel's server has no TLS configured.
+    # The nodes reach each other over loopback and have no TLS certificate.
     "citus.node_conninfo": "'sslmode=disable'",
 }
 
@@ -77,8 +78,6 @@ def _system_user() -> str | None:
     """The user the servers run as: pgserver's when we are root, else ourselves."""
     if os.geteuid() != 0:
         return None
-    from pgserver.utils import ensure_user_exists
-
     ensure_user_exists(_SYSTEM_USER)
     return _SYSTEM_USER
 
