@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTHON ?= python3
 
-.PHONY: install run dev test unit lint typecheck format clean deploy-check
+.PHONY: install run dev test unit lint typecheck format clean deploy-check citus
 
 install: $(STAMP)
 
@@ -26,9 +26,17 @@ run: install
 dev: install
 	$(BIN)/llm-bot dev --services-only
 
+# Citus is built (or its cache reused) first when its source lies beside the clone; without
+# it the Citus tests skip.
 test: install lint typecheck
+	$(BIN)/python -m llm_bot_tools.local.citus_build --if-source
 	mkdir -p .llm-bot
 	$(BIN)/pytest -q --basetemp=.llm-bot/pytest
+
+# Citus from ../shared/vendor (LLM_BOT_CITUS_SOURCE overrides) into a cache outside the clone:
+# docs/citus.md.
+citus: install
+	$(BIN)/python -m llm_bot_tools.local.citus_build
 
 unit: install
 	$(BIN)/pytest -q tests/unit

@@ -1,0 +1,238 @@
+"""A local Citus cluster for tests: a coordinator and worker nodes on loopback ports.
+
+Each node is its own PostgreSQL data directory under ``base_dir``, started with
+``shared_preload_libraries='citus'`` and prepared transactions enabled (Citus commits a
+transaction that writes on several nodes with two-phase commit). The nodes listen on
+127.0.0.1 only and trust local connections, as the embedded server does; durability is
+traded for speed (``fsync=off``) because the data dies with the test run.
+
+``initdb`` and ``pg_ctl`` refuse to run as root. As pgserver does, a root process runs them as
+the unprivileged ``pgserver`` user, owning the data directories; the directories above the
+data and the install are opened for traversal (``o+x``) so that user can reach them.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import logging
+import os
+import shutil
+import stat
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Self
+from urllib.parse import quote
+
+import psycopg
+from pgserver.utils import ensure_user_exists
+from psycopg import sql
+
+from llm_bot_tools.local.citus_build import CitusInstall
+from llm_bot_tools.local.lifecycle import LocalService
+from llm_bot_tools.local.pubsub_emulator import free_loopback_port
+
+_log = logging.getLogger(__name__)
+
+SUPERUSER = "postgres"
+ADMIN_DATABASE = "postgres"
+LOOPBACK = "127.0.0.1"
+_SYSTEM_USER = "pgserver"
+_COMMAND_TIMEOUT_S = 120.0
+_LOG_TAIL_CHARS = 4000
+# Beyond the defaults: Citus, 2PC, loopback TCP only, and no fsync for throwaway data.
+_SETTINGS = {
+    "listen_addresses": f"'{LOOPBACK}'",
+    "unix_socket_directories": "''",
+    "shared_preload_libraries": "'citus'",
+    "max_prepared_transactions": "100",
+    "max_connections": "200",
+    "fsync": "off",
+    "full_page_writes": "off",
+    # The nodes reach each other over loopback and have no TLS certificate.
+    "citus.node_conninfo": "'sslmode=disable'",
+}
+
+
+class CitusClusterError(RuntimeError):
+    """A node did not start, stop or join; the message carries the node's log tail."""
+
+
+@dataclass(frozen=True)
+class CitusNode:
+    name: str
+    data_dir: Path
+    port: int
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir.parent / f"{self.name}.log"
+
+    def url_for(self, database: str) -> str:
+        return f"postgresql://{SUPERUSER}@{LOOPBACK}:{self.port}/{quote(database, safe='')}"
+
+
+def _system_user() -> str | None:
+    """The user the servers run as: pgserver's when we are root, else ourselves."""
+    if os.geteuid() != 0:
+        return None
+    ensure_user_exists(_SYSTEM_USER)
+    return _SYSTEM_USER
+
+
+def _open_for_traversal(directory: Path) -> None:
+    """Let other users pass through ``directory`` and every one above it (not list them)."""
+    for each in [directory, *directory.parents]:
+        mode = each.stat().st_mode
+        if not mode & stat.S_IXOTH:
+            each.chmod(mode | stat.S_IXOTH)
+
+
+class CitusCluster(LocalService):
+    """A coordinator and ``workers`` worker nodes; ``url`` is the coordinator's admin database."""
+
+    def __init__(self, install: CitusInstall, base_dir: Path, workers: int = 2) -> None:
+        self._install = install
+        self._base_dir = base_dir.expanduser().resolve()
+        self._worker_count = workers
+        self._user: str | None = None
+        self._nodes: list[CitusNode] = []
+        self.startup_seconds: float | None = None
+
+    @property
+    def coordinator(self) -> CitusNode:
+        if not self._nodes:
+            raise CitusClusterError("citus cluster not started")
+        return self._nodes[0]
+
+    @property
+    def workers(self) -> list[CitusNode]:
+        return self._nodes[1:]
+
+    @property
+    def nodes(self) -> list[CitusNode]:
+        return list(self._nodes)
+
+    @property
+    def url(self) -> str:
+        return self.coordinator.url_for(ADMIN_DATABASE)
+
+    def url_for(self, database: str) -> str:
+        return self.coordinator.url_for(database)
+
+    def start(self) -> Self:
+        if self._nodes:
+            return self
+        began = time.monotonic()
+        self._user = _system_user()
+        self._base_dir.mkdir(parents=True, exist_ok=True)
+        if self._user is not None:
+            _open_for_traversal(self._install.root)
+            _open_for_traversal(self._base_dir)
+        atexit.register(self.stop)
+        try:
+            self._start_nodes()
+        except BaseException:
+            with contextlib.suppress(CitusClusterError):
+                self.stop()  # what did start; the node that failed has nothing to stop
+            raise
+        self.startup_seconds = time.monotonic() - began
+        _log.info("citus cluster ready in %.1fs: %s", self.startup_seconds, self._describe())
+        return self
+
+    def _start_nodes(self) -> None:
+        names = ["coordinator", *(f"worker{i}" for i in range(1, self._worker_count + 1))]
+        for name in names:
+            node = CitusNode(name, self._base_dir / name, free_loopback_port())
+            self._init_node(node)
+            self._pg_ctl(node, "-w", "-l", str(node.log_path), "start")
+            self._nodes.append(node)
+        self._prepare_database(ADMIN_DATABASE)
+
+    def _describe(self) -> str:
+        return ", ".join(f"{node.name} on {node.port}" for node in self._nodes)
+
+    def _init_node(self, node: CitusNode) -> None:
+        node.data_dir.mkdir()
+        node.log_path.touch()
+        if self._user is not None:
+            shutil.chown(node.data_dir, self._user, self._user)
+            shutil.chown(node.log_path, self._user, self._user)
+        initdb = [str(self._install.bin_dir / "initdb"), "-D", str(node.data_dir)]
+        options = ["--auth=trust", "--encoding=utf8", "--no-sync", "-U", SUPERUSER]
+        self._run(node, [*initdb, *options])
+        settings = "".join(f"{key} = {value}\n" for key, value in _SETTINGS.items())
+        settings += f"port = {node.port}\n"
+        with (node.data_dir / "postgresql.conf").open("a") as conf:
+            conf.write(settings)
+
+    def _pg_ctl(self, node: CitusNode, *args: str) -> None:
+        self._run(node, [str(self._install.bin_dir / "pg_ctl"), "-D", str(node.data_dir), *args])
+
+    def _run(self, node: CitusNode, command: list[str]) -> None:
+        result = subprocess.run(
+            command,
+            env=self._install.environment(),
+            # The user's own group too: root's group, kept, would meet /root's group bits.
+            user=self._user,
+            group=self._user,
+            extra_groups=[] if self._user else None,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=_COMMAND_TIMEOUT_S,
+            check=False,
+        )
+        if result.returncode != 0:
+            log = node.log_path.read_text()[-_LOG_TAIL_CHARS:] if node.log_path.exists() else ""
+            raise CitusClusterError(
+                f"{Path(command[0]).name} failed for {node.name} ({result.returncode}):\n"
+                f"{result.stdout}{result.stderr}\n{log}"
+            )
+
+    def _prepare_database(self, database: str) -> None:
+        """Citus in ``database`` on every node, and the workers registered in its metadata
+        (each database keeps its own)."""
+        for node in self._nodes:
+            with psycopg.connect(node.url_for(database), autocommit=True) as conn:
+                conn.execute("CREATE EXTENSION IF NOT EXISTS citus")
+        with psycopg.connect(self.coordinator.url_for(database), autocommit=True) as conn:
+            conn.execute(
+                "SELECT citus_set_coordinator_host(%s, %s)", (LOOPBACK, self.coordinator.port)
+            )
+            for worker in self.workers:
+                conn.execute("SELECT citus_add_node(%s, %s)", (LOOPBACK, worker.port))
+
+    def create_database(self, name: str) -> str:
+        """A new database with Citus on every node, its workers registered; the coordinator's
+        URL for it."""
+        for node in self._nodes:
+            with psycopg.connect(node.url_for(ADMIN_DATABASE), autocommit=True) as conn:
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        self._prepare_database(name)
+        return self.url_for(name)
+
+    def drop_database(self, name: str) -> None:
+        """Drop on every node even while connections are open."""
+        for node in self._nodes:
+            with psycopg.connect(node.url_for(ADMIN_DATABASE), autocommit=True) as conn:
+                conn.execute(
+                    sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+                )
+
+    def stop(self) -> None:
+        """Stop every node (the coordinator first, so nothing new reaches the workers)."""
+        nodes, self._nodes = self._nodes, []
+        atexit.unregister(self.stop)
+        failures = []
+        for node in nodes:
+            try:
+                self._pg_ctl(node, "-w", "-m", "fast", "stop")
+            except CitusClusterError as error:
+                failures.append(str(error))
+        if failures:
+            raise CitusClusterError("\n".join(failures))
+        if nodes:
+            _log.info("citus cluster stopped (%s)", self._base_dir)
