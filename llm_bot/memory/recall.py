@@ -29,15 +29,23 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 from psycopg import AsyncConnection
 
+from llm_bot.db.turn_index import LIVE_COLUMN, in_space, near_distance
 from llm_bot.memory.dates import DATE_BONUS, date_window
 from llm_bot.memory.fusion import NEIGHBOUR_REACH, fused, with_neighbours
 from llm_bot.memory.search import SearchMode, fused_candidates, query_text
 
 STATS_TURNS = 1000
+# From this many turns a user's nearest turns come from the HNSW index (llm_bot.db.turn_index),
+# below it from an exact scan of their vectors, the faster of the two for them.
+DEEP_FROM = 5000
+# The lexical side ranks the turns matching the query among the user's most recent this many:
+# all of a user's turns up to that depth, a bounded cost beyond it.
+LEXICAL_WINDOW = 10_000
 BM25_K1 = 1.2  # the textbook saturation and length normalisation, not fitted to any data set
 BM25_B = 0.75
 
@@ -58,7 +66,12 @@ _BM25 = f"""(
 
 # Each side keeps its best ``pool`` by a top-N sort (a heap of ``pool`` rows): numbering or
 # materializing every row of a user would spill to disk at 100k turns.
-_RECALL_SQL = f"""
+
+
+@cache
+def _recall_sql(dimensions: int) -> str:
+    """The statement for query vectors of ``dimensions`` (the index's size is part of it)."""
+    return f"""
 WITH terms AS (
     SELECT DISTINCT lexeme
     FROM unnest(tsvector_to_array(to_tsvector('english', %(text)s))) AS lexeme
@@ -72,14 +85,11 @@ sample AS MATERIALIZED (
 ),
 stats AS (SELECT count(*) AS n, greatest(avg(length(search)), 1) AS avgdl FROM sample),
 weights AS (
-    SELECT terms.lexeme, stats.n, count(held.lexeme) AS df,
-           ln(1 + (stats.n - count(held.lexeme) + 0.5) / (count(held.lexeme) + 0.5)) AS idf
+    SELECT terms.lexeme, stats.n, held.df, ln(1 + (stats.n - held.df + 0.5) / (held.df + 0.5)) AS idf
     FROM terms CROSS JOIN stats
-    LEFT JOIN (
-        SELECT word.lexeme FROM sample, unnest(sample.search) AS word
-        WHERE word.lexeme IN (SELECT lexeme FROM terms)
-    ) held ON held.lexeme = terms.lexeme
-    GROUP BY terms.lexeme, stats.n
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS df FROM sample WHERE sample.search @@ quote_literal(terms.lexeme)::tsquery
+    ) held
 ),
 -- The words that find candidates: all of them while the sample is the whole history; beyond,
 -- only those held by at most half of it (a turn that shares nothing else with the query is
@@ -89,25 +99,46 @@ query AS (
     FROM weights
     WHERE n < {STATS_TURNS} OR df * 2 <= n
 ),
-lexical AS (
-    SELECT t.thread_id, t.seq, {_BM25} AS score
-    FROM conversation_turns t
-    WHERE t.user_id = %(user)s AND %(use_lexical)s AND {_visible("t.visibility")}
-      AND t.search @@ (SELECT terms FROM query)
-),
 lexical_top AS (
-    SELECT thread_id, seq FROM lexical ORDER BY score DESC, thread_id, seq LIMIT %(pool)s
+    SELECT t.thread_id, t.seq
+    FROM (
+        SELECT thread_id, seq, search FROM conversation_turns
+        WHERE user_id = %(user)s AND %(use_lexical)s AND {_visible("visibility")}
+        ORDER BY created_at DESC
+        LIMIT %(lexical_window)s
+    ) t
+    WHERE t.search @@ (SELECT terms FROM query)
+    ORDER BY {_BM25} DESC, t.thread_id, t.seq
+    LIMIT %(pool)s
 ),
-dense_top AS (
+-- The user's depth, counted no further than ``deep_from`` turns (an index-only scan), picks
+-- one of the two dense sides below. The choice is a LIMIT of 0 rather than a filter: a Limit
+-- node with nothing to return never starts its input, where a filter was placed under a
+-- parallel sort whose workers started anyway (~9 ms).
+depth AS (
+    SELECT count(*) >= %(deep_from)s AS deep
+    FROM (SELECT FROM conversation_turns WHERE user_id = %(user)s LIMIT %(deep_from)s) mine
+),
+dense_exact AS (
     SELECT thread_id, seq FROM conversation_turns
     WHERE user_id = %(user)s AND embedding IS NOT NULL AND %(use_dense)s
       AND {_visible("visibility")}
     ORDER BY embedding <=> %(vector)s::vector, thread_id, seq
-    LIMIT %(pool)s
+    LIMIT CASE WHEN (SELECT deep FROM depth) THEN 0 ELSE %(pool)s END
+),
+-- The index returns rows roughly in order of distance (pgvector's relaxed_order iterative
+-- scan); the exact similarity of each is computed below.
+dense_near AS MATERIALIZED (
+    SELECT thread_id, seq FROM conversation_turns
+    WHERE user_id = %(user)s AND {in_space(LIVE_COLUMN, dimensions)} AND %(use_dense)s
+      AND {_visible("visibility")}
+    ORDER BY {near_distance(LIVE_COLUMN, dimensions)}
+    LIMIT CASE WHEN (SELECT deep FROM depth) THEN %(pool)s ELSE 0 END
 ),
 around AS (
     SELECT DISTINCT hit.thread_id, hit.seq + step AS seq
-    FROM (SELECT thread_id, seq FROM dense_top UNION SELECT thread_id, seq FROM lexical_top) hit,
+    FROM (SELECT thread_id, seq FROM dense_exact UNION SELECT thread_id, seq FROM dense_near
+          UNION SELECT thread_id, seq FROM lexical_top) hit,
          generate_series(-{NEIGHBOUR_REACH}, {NEIGHBOUR_REACH}) AS step
 )
 -- A primary-key lookup per candidate (LIMIT 1 keeps the planner from reading the user's whole
@@ -123,6 +154,15 @@ CROSS JOIN LATERAL (
 ) t
 WHERE t.user_id = %(user)s AND t.embedding IS NOT NULL AND {_visible("t.visibility")}
 """
+
+
+@dataclass(frozen=True)
+class Depth:
+    """Where a user's history stops being read whole (the module constants; a test moves them
+    to take a deep user's paths over a few turns)."""
+
+    deep_from: int = DEEP_FROM
+    lexical_window: int = LEXICAL_WINDOW
 
 
 @dataclass(frozen=True)
@@ -147,14 +187,21 @@ async def recall_turns(
     threshold: float,
     mode: SearchMode = "hybrid",
     include_private: bool = True,
+    depth: Depth = Depth(),
 ) -> list[RecalledTurn]:
     """The ``limit`` most relevant turns above ``threshold`` (their own similarity), outside
     ``exclude``, best first (context assembly puts the ones it keeps back in time order)."""
     pool = max(limit * 4, 20) + len(exclude)
+    scope = {
+        "user": user_id,
+        "include_private": include_private,
+        "deep_from": depth.deep_from,
+        "lexical_window": depth.lexical_window,
+    }
     rows = await fused_candidates(
         connection,
-        _RECALL_SQL,
-        {"user": user_id, "include_private": include_private},
+        _recall_sql(len(vector)),
+        scope,
         text,
         vector,
         pool,
