@@ -85,10 +85,12 @@ sample AS MATERIALIZED (
 ),
 stats AS (SELECT count(*) AS n, greatest(avg(length(search)), 1) AS avgdl FROM sample),
 weights AS (
-    SELECT terms.lexeme, stats.n, held.df, ln(1 + (stats.n - held.df + 0.5) / (held.df + 0.5)) AS idf
+    SELECT terms.lexeme, stats.n, held.df,
+           ln(1 + (stats.n - held.df + 0.5) / (held.df + 0.5)) AS idf
     FROM terms CROSS JOIN stats
     CROSS JOIN LATERAL (
-        SELECT count(*) AS df FROM sample WHERE sample.search @@ quote_literal(terms.lexeme)::tsquery
+        SELECT count(*) AS df FROM sample
+        WHERE sample.search @@ quote_literal(terms.lexeme)::tsquery
     ) held
 ),
 -- The words that find candidates: all of them while the sample is the whole history; beyond,
