@@ -40,9 +40,11 @@ def in_space(column: str, dimensions: int) -> str:
 
 
 def near_distance(column: str, dimensions: int) -> str:
-    """The distance to the ``%(vector)s`` parameter, as the index orders it."""
+    """The distance to the ``%(vector)s`` parameter, as the index orders it. The parameter is
+    read as a ``vector`` and converted: it is sent in ``vector``'s binary form
+    (:mod:`llm_bot.db.vectors`), which a ``halfvec`` parameter would not accept."""
     size = int(dimensions)
-    return f"({column}::halfvec({size}) <=> %(vector)s::halfvec({size}))"
+    return f"({column}::halfvec({size}) <=> %(vector)s::vector::halfvec({size}))"
 
 
 def index_name(column: str, dimensions: int) -> str:
