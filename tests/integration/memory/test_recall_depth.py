@@ -40,16 +40,17 @@ def direction(index: int, turn: int) -> list[float]:
     return [x / norm for x in vector]
 
 
-async def history(connection: Connection, user: str, turns: int) -> None:
-    """``turns`` turns of ``user`` in two threads, each about one topic, a vector near it."""
+async def history(connection: Connection, user: str, turns: int, threads: int = 2) -> None:
+    """``turns`` turns of ``user`` over ``threads`` threads, each about one topic, a vector
+    near it."""
     for turn in range(turns):
         topic = (turn * 3) % len(TOPICS)
         await add(
             connection,
-            f"{user}-thread-{turn % 2}",
+            f"{user}-thread-{turn % threads}",
             [(user, f"{user} talks about {TOPICS[topic]} number {turn}")],
             vector=direction(topic, turn),
-            first_seq=turn // 2 + 1,
+            first_seq=turn // threads + 1,
         )
 
 
@@ -91,7 +92,7 @@ async def test_a_deep_user_whose_turns_the_index_can_all_return_gets_the_exact_a
     await uses_index(connection)
     for other in range(6):
         await history(connection, f"other-{other}", 40)
-    await history(connection, "ada", 16)
+    await history(connection, "ada", 16, threads=16)  # no turn brings in a neighbour
     for topic in range(len(TOPICS)):
         for mode in ("hybrid", "dense", "lexical"):
             exact = await recall(connection, "ada", TOPICS[topic], EXACT, mode=mode)
