@@ -40,9 +40,15 @@ from llm_bot.memory.fusion import NEIGHBOUR_REACH, fused, with_neighbours
 from llm_bot.memory.search import SearchMode, fused_candidates, query_text
 
 STATS_TURNS = 1000
-# From this many turns a user's nearest turns come from the HNSW index (llm_bot.db.turn_index),
-# below it from an exact scan of their vectors, the faster of the two for them.
+# A user's nearest turns come from an exact scan of their vectors or from the HNSW index over
+# everyone's (llm_bot.db.turn_index), whichever reads less. The scan reads the user's ``d``
+# turns; the index walks about ``pool / share`` entries to find ``pool`` of theirs, ``share``
+# being ``d / N`` of the table's ``N`` rows, each entry ~ANN_ROW_COST times a scanned row
+# (fitted on the depth bench: 80 ms for 5,000 entries, 28 ms to scan 10,000 turns). So the
+# index from ``d * d >= ANN_ROW_COST * pool * N`` (N from the table's statistics), never below
+# DEEP_FROM turns: ~20k turns in a table of 1.2M, ~60k in one of 10M.
 DEEP_FROM = 5000
+ANN_ROW_COST = 8
 # The lexical side ranks the turns matching the query among the user's most recent this many:
 # all of a user's turns up to that depth, a bounded cost beyond it.
 LEXICAL_WINDOW = 10_000
@@ -113,13 +119,21 @@ lexical_top AS (
     ORDER BY {_BM25} DESC, t.thread_id, t.seq
     LIMIT %(pool)s
 ),
--- The user's depth, counted no further than ``deep_from`` turns (an index-only scan), picks
--- one of the two dense sides below. The choice is a LIMIT of 0 rather than a filter: a Limit
--- node with nothing to return never starts its input, where a filter was placed under a
--- parallel sort whose workers started anyway (~9 ms).
+-- The user's depth, counted no further than the depth from which the index reads less (an
+-- index-only scan; see ANN_ROW_COST), picks one of the two dense sides below. The choice is a
+-- LIMIT of 0 rather than a filter: a Limit node with nothing to return never starts its input,
+-- where a filter was placed under a parallel sort whose workers started anyway (~9 ms).
+deep_from AS (
+    SELECT coalesce(%(deep_from)s::bigint, greatest({DEEP_FROM}, ceil(sqrt(
+        {ANN_ROW_COST} * %(pool)s * greatest(reltuples, 0)))))::bigint AS turns
+    FROM pg_class WHERE oid = 'conversation_turns'::regclass
+),
 depth AS (
-    SELECT count(*) >= %(deep_from)s AS deep
-    FROM (SELECT FROM conversation_turns WHERE user_id = %(user)s LIMIT %(deep_from)s) mine
+    SELECT count(*) >= (SELECT turns FROM deep_from) AS deep
+    FROM (
+        SELECT FROM conversation_turns WHERE user_id = %(user)s
+        LIMIT (SELECT turns FROM deep_from)
+    ) mine
 ),
 dense_exact AS (
     SELECT thread_id, seq FROM conversation_turns
@@ -160,10 +174,11 @@ WHERE t.user_id = %(user)s AND t.embedding IS NOT NULL AND {_visible("t.visibili
 
 @dataclass(frozen=True)
 class Depth:
-    """Where a user's history stops being read whole (the module constants; a test moves them
-    to take a deep user's paths over a few turns)."""
+    """Where a user's history stops being read whole: the depth from which the index serves the
+    dense side (by default from the table's size) and the lexical side's window. A test moves
+    them to take a deep user's paths over a few turns."""
 
-    deep_from: int = DEEP_FROM
+    deep_from: int | None = None  # None: from the table's size (ANN_ROW_COST)
     lexical_window: int = LEXICAL_WINDOW
 
 
