@@ -35,6 +35,7 @@ def test_spread_and_depth_are_reported(fresh_database_url: str, tmp_path: Path) 
         fresh_database_url,
         *("--sizes", "200", "--history-turns", "400", "--users", "5", "--queries", "4"),
         *("--depth-turns", "300", "--depth-memories", "60", "--plot", str(plot)),
+        *("--depth-plot", str(tmp_path / "recall-depth.png")),
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "loaded" in done.stderr  # progress lines while loading
@@ -59,7 +60,7 @@ def test_spread_and_depth_are_reported(fresh_database_url: str, tmp_path: Path) 
     assert "the index finds" in done.stderr  # its recall against the exact computation
     assert plot.stat().st_size > 0
     assert (tmp_path / "latency-depth.png").stat().st_size > 0
-    assert (tmp_path / "latency-recall-depth.png").stat().st_size > 0
+    assert (tmp_path / "recall-depth.png").stat().st_size > 0
 
 
 def test_depth_only_skips_the_spread(fresh_database_url: str, tmp_path: Path) -> None:

@@ -48,8 +48,10 @@ def add_bench_commands(commands: Any, parser_class: type[argparse.ArgumentParser
     retrieval.add_argument(
         "--plot",
         type=Path,
-        help="write a PNG bar chart here, the depth part's beside it (NAME-depth.png) and recall's"
-        " p95 against depth (NAME-recall-depth.png)",
+        help="write a PNG bar chart here, and the one-user part's beside it (NAME-depth.png)",
+    )
+    retrieval.add_argument(
+        "--depth-plot", type=Path, help="write a PNG of recall's p95 against the user's depth"
     )
     retrieval.add_argument("--json", action="store_true", help="print JSON")
     retrieval.set_defaults(handler=run_retrieval)
@@ -230,15 +232,18 @@ def run_retrieval(args: argparse.Namespace, settings: Settings) -> int:
             )
         )
     if args.plot:
-        from llm_bot_tools.bench.plots import plot_depth, plot_latencies
+        from llm_bot_tools.bench.plots import plot_latencies
 
         if reports:
             plot_latencies(reports, args.plot, f"Memory search and recall, {args.users} users")
         if depth:
             title = f"One user's depth, among {args.users} others"
             plot_latencies(depth, args.plot.with_stem(f"{args.plot.stem}-depth"), title)
-            title = f"Recall against a user's depth, among {args.users} typical users"
-            plot_depth(depth, args.plot.with_stem(f"{args.plot.stem}-recall-depth"), title)
+    if args.depth_plot and depth:
+        from llm_bot_tools.bench.plots import plot_depth
+
+        title = f"Recall against a user's depth, among {args.users} typical users"
+        plot_depth(depth, args.depth_plot, title)
     reports += depth
     if args.json:
         print(json.dumps([r.as_dict() for r in reports], indent=2))
