@@ -107,7 +107,9 @@ def plot_depth(reports: list[LatencyReport], path: Path, title: str) -> None:
             axis.scatter([report.size], [report.p95_ms], marker="s", c="k", label="typical user")
         if report.kind == "channel":
             label = f"channel, {report.users} speakers: window + recall"
-            axis.scatter([report.size], [report.p95_ms], marker="^", c="r", label=label)
+            axis.scatter(
+                [report.size], [report.p95_ms], marker="^", c="r", s=70, zorder=3, label=label
+            )
     axis.set(xscale="log", yscale="log", xlabel="turns of the user (channel: of the channel)")
     axis.set(ylabel="p95 ms per recall (database side)", title=title)
     axis.grid(True, which="both", alpha=0.3)
