@@ -18,6 +18,13 @@ user's ``STATS_TURNS`` most recent turns, read through the ``(user_id, created_a
 exact for most users, an estimate of the current vocabulary for very long histories, and a
 bounded cost either way (no table to keep in step on every write and erasure).
 
+No side reads the whole history of a deep user (docs/performance.md, "Recall at depth"): the
+words are matched among the user's ``LEXICAL_WINDOW`` most recent turns (every turn of a user
+below that depth), and the nearest turns come from an exact scan of the user's vectors up to
+the depth at which the HNSW index over everyone's (:mod:`llm_bot.db.turn_index`) reads less
+(``ANN_ROW_COST``), from the index beyond it. The index is approximate; every candidate's
+similarity is computed exactly from its vector either way.
+
 The statement is planned for its parameters on every call (``prepare=False``, ~1 ms): a
 prepared statement's generic plan assumes every user has ~200 turns, and for a user with 100k
 it read the whole history through the ``(user_id, created_at)`` index twice as slowly as the
