@@ -23,6 +23,8 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row, tuple_row
 
+from llm_bot.db.turn_index import ensure_index
+
 SPACE_LOCK_ID = 0x11B07_0002
 
 
@@ -53,8 +55,9 @@ async def read_space(connection: AsyncConnection[Any]) -> EmbeddingSpace | None:
 async def settle_space(
     connection: AsyncConnection[Any], model: str, dimensions: int
 ) -> EmbeddingSpace:
-    """The stored space, recorded as ``model`` on a first start; raises
-    :class:`EmbeddingModelMismatch` when the vectors are another model's.
+    """The stored space, recorded as ``model`` on a first start (with the index of its size
+    over history, :mod:`llm_bot.db.turn_index`); raises :class:`EmbeddingModelMismatch` when
+    the vectors are another model's.
 
     A database from before the model was recorded holds vectors of an unnamed model: if their
     size is the configured model's, they are taken to be its (the size is all that was checked
@@ -75,6 +78,7 @@ async def settle_space(
         space = await read_space(connection)
         if space is None:
             raise RuntimeError("embedding_space holds no row after one was recorded")
+        await ensure_index(connection, space.dimensions)
     if not space.made_by(model, dimensions):
         raise EmbeddingModelMismatch(
             f"stored vectors (memories and history) were made by {space.model!r}"

@@ -29,6 +29,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
+from llm_bot.db.turn_index import SEARCH_SETTINGS
 from llm_bot.db.vectors import register_vectors
 from llm_bot.settings import Settings
 
@@ -88,16 +89,20 @@ async def open_pool(settings: Settings, role: PoolRole) -> AsyncIterator[Pool]:
 
 def _configure(timeout_ms: int) -> Callable[[AsyncConnection[Any]], Awaitable[None]]:
     """Run on each connection as the pool makes it: pgvector's dumper
-    (:func:`~llm_bot.db.vectors.register_vectors`), and the statement timeout, so the server
+    (:func:`~llm_bot.db.vectors.register_vectors`), how an HNSW index is walked
+    (:data:`~llm_bot.db.turn_index.SEARCH_SETTINGS`), and the statement timeout, so the server
     itself ends a runaway statement, whoever runs it and even if the process is gone. The
     timeout is set by a statement, not by the URL's ``options``, which a URL may already carry
     (a search path)."""
 
     async def configure(connection: AsyncConnection[Any]) -> None:
         register_vectors(connection)
+        settings = [SEARCH_SETTINGS]
         if timeout_ms:
-            await connection.execute(
-                "SELECT set_config('statement_timeout', %s, false)", (f"{timeout_ms}ms",)
-            )
+            settings.append(("statement_timeout", f"{timeout_ms}ms"))
+        await connection.execute(
+            "SELECT " + ", ".join(["set_config(%s, %s, false)"] * len(settings)),
+            [value for setting in settings for value in setting],
+        )
 
     return configure

@@ -8,7 +8,8 @@ missing (a memory rewritten since its new vector was made has none again) until 
 left; then one short transaction waits for the writers to finish, embeds the last few rows,
 swaps the new vectors in (a rename of columns: no table is rewritten) and records the new
 model. From then on, workers still on the old model write without vectors and the next ones
-start on the new model.
+start on the new model. Recall's index over history vectors (:mod:`llm_bot.db.turn_index`) is
+built on the new column before the switch and moves with it.
 
 Resumable: the target model is recorded, and a run interrupted at any point starts again where
 the previous one stopped (the rows that still need a vector). Run with the model already live,
@@ -32,6 +33,7 @@ from llm_bot.db.embedding_space import (
     lock_for_switch,
     read_space,
 )
+from llm_bot.db.turn_index import ensure_index, promote_shadow_index
 from llm_bot.db.vectors import register_vectors
 from llm_bot.lifecycle.vector_slots import LIVE, SHADOW, TABLES, Slot, fill_pass
 from llm_bot.llm.embeddings import Embedder
@@ -70,13 +72,26 @@ async def reembed(
         await _fill_until(
             connection, embedder, LIVE, batch, progress, report, at_most=SWITCH_WHEN_AT_MOST
         )
+        await _index(connection, dimensions, LIVE, progress)
         return report
     await _begin(connection, space, embedder.model, dimensions, progress)
     await _fill_until(
         connection, embedder, SHADOW, batch, progress, report, at_most=SWITCH_WHEN_AT_MOST
     )
+    await _index(connection, dimensions, SHADOW, progress)
     await _switch(connection, embedder, batch, progress, report)
     return report
+
+
+async def _index(
+    connection: AsyncConnection[Any], dimensions: int, slot: Slot, progress: Progress
+) -> None:
+    """The recall index over ``slot`` (:mod:`llm_bot.db.turn_index`), built concurrently while
+    the workers write, once that slot holds (nearly) every vector: one build over the rows is
+    far cheaper than an insertion per row written by the passes."""
+    started = time.monotonic()
+    if await ensure_index(connection, dimensions, slot):
+        progress(f"built the history index of {slot} in {time.monotonic() - started:.1f} s")
 
 
 async def _begin(
@@ -149,6 +164,7 @@ async def _switch(
                     " ALTER TABLE {t} ADD COLUMN embedding_next vector"
                 ).format(t=sql.Identifier(table))
             )
+        await promote_shadow_index(connection, report.dimensions)
         await connection.execute(
             "UPDATE embedding_space SET model = next_model, dimensions = next_dimensions,"
             " next_model = NULL, next_dimensions = NULL, switched_at = now()"

@@ -18,6 +18,13 @@ user's ``STATS_TURNS`` most recent turns, read through the ``(user_id, created_a
 exact for most users, an estimate of the current vocabulary for very long histories, and a
 bounded cost either way (no table to keep in step on every write and erasure).
 
+No side reads the whole history of a deep user (docs/performance.md, "Recall at depth"): the
+words are matched among the user's ``LEXICAL_WINDOW`` most recent turns (every turn of a user
+below that depth), and the nearest turns come from an exact scan of the user's vectors up to
+the depth at which the HNSW index over everyone's (:mod:`llm_bot.db.turn_index`) reads less
+(``ANN_ROW_COST``), from the index beyond it. The index is approximate; every candidate's
+similarity is computed exactly from its vector either way.
+
 The statement is planned for its parameters on every call (``prepare=False``, ~1 ms): a
 prepared statement's generic plan assumes every user has ~200 turns, and for a user with 100k
 it read the whole history through the ``(user_id, created_at)`` index twice as slowly as the
@@ -29,15 +36,29 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 from psycopg import AsyncConnection
 
+from llm_bot.db.turn_index import LIVE_COLUMN, in_space, near_distance
 from llm_bot.memory.dates import DATE_BONUS, date_window
 from llm_bot.memory.fusion import NEIGHBOUR_REACH, fused, with_neighbours
 from llm_bot.memory.search import SearchMode, fused_candidates, query_text
 
 STATS_TURNS = 1000
+# A user's nearest turns come from an exact scan of their vectors or from the HNSW index over
+# everyone's (llm_bot.db.turn_index), whichever reads less. The scan reads the user's ``d``
+# turns; the index walks about ``pool / share`` entries to find ``pool`` of theirs, ``share``
+# being ``d / N`` of the table's ``N`` rows, each entry ~ANN_ROW_COST times a scanned row
+# (fitted on the depth bench: 80 ms for 5,000 entries, 28 ms to scan 10,000 turns). So the
+# index from ``d * d >= ANN_ROW_COST * pool * N`` (N from the table's statistics), never below
+# DEEP_FROM turns: ~20k turns in a table of 1.2M, ~60k in one of 10M.
+DEEP_FROM = 5000
+ANN_ROW_COST = 8
+# The lexical side ranks the turns matching the query among the user's most recent this many:
+# all of a user's turns up to that depth, a bounded cost beyond it.
+LEXICAL_WINDOW = 10_000
 BM25_K1 = 1.2  # the textbook saturation and length normalisation, not fitted to any data set
 BM25_B = 0.75
 
@@ -58,7 +79,12 @@ _BM25 = f"""(
 
 # Each side keeps its best ``pool`` by a top-N sort (a heap of ``pool`` rows): numbering or
 # materializing every row of a user would spill to disk at 100k turns.
-_RECALL_SQL = f"""
+
+
+@cache
+def _recall_sql(dimensions: int) -> str:
+    """The statement for query vectors of ``dimensions`` (the index's size is part of it)."""
+    return f"""
 WITH terms AS (
     SELECT DISTINCT lexeme
     FROM unnest(tsvector_to_array(to_tsvector('english', %(text)s))) AS lexeme
@@ -72,14 +98,13 @@ sample AS MATERIALIZED (
 ),
 stats AS (SELECT count(*) AS n, greatest(avg(length(search)), 1) AS avgdl FROM sample),
 weights AS (
-    SELECT terms.lexeme, stats.n, count(held.lexeme) AS df,
-           ln(1 + (stats.n - count(held.lexeme) + 0.5) / (count(held.lexeme) + 0.5)) AS idf
+    SELECT terms.lexeme, stats.n, held.df,
+           ln(1 + (stats.n - held.df + 0.5) / (held.df + 0.5)) AS idf
     FROM terms CROSS JOIN stats
-    LEFT JOIN (
-        SELECT word.lexeme FROM sample, unnest(sample.search) AS word
-        WHERE word.lexeme IN (SELECT lexeme FROM terms)
-    ) held ON held.lexeme = terms.lexeme
-    GROUP BY terms.lexeme, stats.n
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS df FROM sample
+        WHERE sample.search @@ quote_literal(terms.lexeme)::tsquery
+    ) held
 ),
 -- The words that find candidates: all of them while the sample is the whole history; beyond,
 -- only those held by at most half of it (a turn that shares nothing else with the query is
@@ -89,25 +114,54 @@ query AS (
     FROM weights
     WHERE n < {STATS_TURNS} OR df * 2 <= n
 ),
-lexical AS (
-    SELECT t.thread_id, t.seq, {_BM25} AS score
-    FROM conversation_turns t
-    WHERE t.user_id = %(user)s AND %(use_lexical)s AND {_visible("t.visibility")}
-      AND t.search @@ (SELECT terms FROM query)
-),
 lexical_top AS (
-    SELECT thread_id, seq FROM lexical ORDER BY score DESC, thread_id, seq LIMIT %(pool)s
+    SELECT t.thread_id, t.seq
+    FROM (
+        SELECT thread_id, seq, search FROM conversation_turns
+        WHERE user_id = %(user)s AND %(use_lexical)s AND {_visible("visibility")}
+        ORDER BY created_at DESC
+        LIMIT %(lexical_window)s
+    ) t
+    WHERE t.search @@ (SELECT terms FROM query)
+    ORDER BY {_BM25} DESC, t.thread_id, t.seq
+    LIMIT %(pool)s
 ),
-dense_top AS (
+-- The user's depth, counted no further than the depth from which the index reads less (an
+-- index-only scan; see ANN_ROW_COST), picks one of the two dense sides below. The choice is a
+-- LIMIT of 0 rather than a filter: a Limit node with nothing to return never starts its input,
+-- where a filter was placed under a parallel sort whose workers started anyway (~9 ms).
+deep_from AS (
+    SELECT coalesce(%(deep_from)s::bigint, greatest({DEEP_FROM}, ceil(sqrt(
+        {ANN_ROW_COST} * %(pool)s * greatest(reltuples, 0)))))::bigint AS turns
+    FROM pg_class WHERE oid = 'conversation_turns'::regclass
+),
+depth AS (
+    SELECT count(*) >= (SELECT turns FROM deep_from) AS deep
+    FROM (
+        SELECT FROM conversation_turns WHERE user_id = %(user)s
+        LIMIT (SELECT turns FROM deep_from)
+    ) mine
+),
+dense_exact AS (
     SELECT thread_id, seq FROM conversation_turns
     WHERE user_id = %(user)s AND embedding IS NOT NULL AND %(use_dense)s
       AND {_visible("visibility")}
     ORDER BY embedding <=> %(vector)s::vector, thread_id, seq
-    LIMIT %(pool)s
+    LIMIT CASE WHEN (SELECT deep FROM depth) THEN 0 ELSE %(pool)s END
+),
+-- The index returns rows roughly in order of distance (pgvector's relaxed_order iterative
+-- scan); the exact similarity of each is computed below.
+dense_near AS MATERIALIZED (
+    SELECT thread_id, seq FROM conversation_turns
+    WHERE user_id = %(user)s AND {in_space(LIVE_COLUMN, dimensions)} AND %(use_dense)s
+      AND {_visible("visibility")}
+    ORDER BY {near_distance(LIVE_COLUMN, dimensions)}
+    LIMIT CASE WHEN (SELECT deep FROM depth) THEN %(pool)s ELSE 0 END
 ),
 around AS (
     SELECT DISTINCT hit.thread_id, hit.seq + step AS seq
-    FROM (SELECT thread_id, seq FROM dense_top UNION SELECT thread_id, seq FROM lexical_top) hit,
+    FROM (SELECT thread_id, seq FROM dense_exact UNION SELECT thread_id, seq FROM dense_near
+          UNION SELECT thread_id, seq FROM lexical_top) hit,
          generate_series(-{NEIGHBOUR_REACH}, {NEIGHBOUR_REACH}) AS step
 )
 -- A primary-key lookup per candidate (LIMIT 1 keeps the planner from reading the user's whole
@@ -123,6 +177,16 @@ CROSS JOIN LATERAL (
 ) t
 WHERE t.user_id = %(user)s AND t.embedding IS NOT NULL AND {_visible("t.visibility")}
 """
+
+
+@dataclass(frozen=True)
+class Depth:
+    """Where a user's history stops being read whole: the depth from which the index serves the
+    dense side (by default from the table's size) and the lexical side's window. A test moves
+    them to take a deep user's paths over a few turns."""
+
+    deep_from: int | None = None  # None: from the table's size (ANN_ROW_COST)
+    lexical_window: int = LEXICAL_WINDOW
 
 
 @dataclass(frozen=True)
@@ -147,14 +211,21 @@ async def recall_turns(
     threshold: float,
     mode: SearchMode = "hybrid",
     include_private: bool = True,
+    depth: Depth = Depth(),
 ) -> list[RecalledTurn]:
     """The ``limit`` most relevant turns above ``threshold`` (their own similarity), outside
     ``exclude``, best first (context assembly puts the ones it keeps back in time order)."""
     pool = max(limit * 4, 20) + len(exclude)
+    scope = {
+        "user": user_id,
+        "include_private": include_private,
+        "deep_from": depth.deep_from,
+        "lexical_window": depth.lexical_window,
+    }
     rows = await fused_candidates(
         connection,
-        _RECALL_SQL,
-        {"user": user_id, "include_private": include_private},
+        _recall_sql(len(vector)),
+        scope,
         text,
         vector,
         pool,

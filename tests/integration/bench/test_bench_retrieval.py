@@ -35,27 +35,32 @@ def test_spread_and_depth_are_reported(fresh_database_url: str, tmp_path: Path) 
         fresh_database_url,
         *("--sizes", "200", "--history-turns", "400", "--users", "5", "--queries", "4"),
         *("--depth-turns", "300", "--depth-memories", "60", "--plot", str(plot)),
+        *("--depth-plot", str(tmp_path / "recall-depth.png")),
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "loaded" in done.stderr  # progress lines while loading
     reports = json.loads(done.stdout)
     measured = [(r["kind"], r["size"], r["mode"]) for r in reports]
+    modes = ("hybrid", "dense", "lexical")
     assert measured == [
-        (kind, size, mode)
-        for kind, size in [
-            ("memories", 200),
-            ("history", 400),
-            ("history-depth", 300),
-            ("memories-depth", 60),
-        ]
-        for mode in ("hybrid", "dense", "lexical")
+        *(
+            (kind, size, mode)
+            for kind, size in [("memories", 200), ("history", 400)]
+            for mode in modes
+        ),
+        *(("history-depth", 300, mode) for mode in modes),
+        *(("history", 100, mode) for mode in modes),  # a typical user beside the deep one
+        ("channel", 300, "hybrid"),
+        *(("memories-depth", 60, mode) for mode in modes),
     ]
     for report in reports:
         assert report["queries"] == 4
-        assert report["users"] == 5
+        assert report["users"] == (1 if report["kind"] == "channel" else 5)  # speakers
         assert 0 < report["p50_ms"] <= report["p95_ms"] <= report["p99_ms"]
+    assert "the index finds" in done.stderr  # its recall against the exact computation
     assert plot.stat().st_size > 0
     assert (tmp_path / "latency-depth.png").stat().st_size > 0
+    assert (tmp_path / "recall-depth.png").stat().st_size > 0
 
 
 def test_depth_only_skips_the_spread(fresh_database_url: str, tmp_path: Path) -> None:

@@ -58,6 +58,18 @@ def vector_sizes(url: str) -> tuple[object, ...]:
     return tuple(row)
 
 
+def history_indexes(url: str) -> list[tuple[str, bool]]:
+    """(name, valid) of each HNSW index on history vectors (llm_bot/db/turn_index.py)."""
+    with psycopg.connect(url) as connection:
+        rows = connection.execute(
+            "SELECT c.relname, i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+            " JOIN pg_am a ON a.oid = c.relam"
+            " WHERE i.indrelid = 'conversation_turns'::regclass AND a.amname = 'hnsw'"
+            " ORDER BY c.relname"
+        ).fetchall()
+    return [(name, valid) for name, valid in rows]
+
+
 @pytest.mark.usefixtures("cli_env")
 def test_reembed_moves_memories_and_history_and_resumes(
     fresh_database_url: str,
@@ -68,6 +80,7 @@ def test_reembed_moves_memories_and_history_and_resumes(
     migrate(fresh_database_url)
     asyncio.run(remember(fresh_database_url, embedding_server))
     assert vector_sizes(fresh_database_url) == ([384], [384], 1, 0)
+    assert history_indexes(fresh_database_url) == [("conversation_turns_embedding_384_hnsw", True)]
     monkeypatch.setenv("MEMORY_EMBEDDING_MODEL", "embedder-b")
     monkeypatch.setenv("MEMORY_EMBEDDING_DIMENSIONS", "32")
 
@@ -89,14 +102,18 @@ def test_reembed_moves_memories_and_history_and_resumes(
     assert report["switched"] is True
     assert report["vectors"] == 3  # the memory and both messages of the pair
     assert vector_sizes(fresh_database_url) == ([32], [32], 1, 0)
+    assert history_indexes(fresh_database_url) == [("conversation_turns_embedding_32_hnsw", True)]
 
     assert main(["memories", "search", "does rae speak welsh", "--user", "rae", "--json"]) == 0
     found = json.loads(capsys.readouterr().out)
     assert [m["content"] for m in found] == ["Rae speaks Welsh"]
 
+    with psycopg.connect(fresh_database_url, autocommit=True) as connection:
+        connection.execute("DROP INDEX conversation_turns_embedding_32_hnsw")
     assert main(["reembed", "--json"]) == 0
     again = json.loads(capsys.readouterr().out)
     assert (again["switched"], again["vectors"]) == (False, 0)
+    assert history_indexes(fresh_database_url) == [("conversation_turns_embedding_32_hnsw", True)]
 
 
 @pytest.mark.usefixtures("cli_env")

@@ -79,3 +79,41 @@ def _data(report: LatencyReport) -> str:
     if report.kind.endswith("-depth"):
         return f"one user, {size} {report.kind.removesuffix('-depth')}"
     return f"{report.kind} {size}"
+
+
+def plot_depth(reports: list[LatencyReport], path: Path, title: str) -> None:
+    """Recall's p95 against the user's depth, log-log, one line per mode, beside a line of
+    linear growth from the first depth: a curve flatter than it grows sub-linearly. A typical
+    user and the shared channel are single points; memory search at depth is left to the bars
+    (:func:`plot_latencies`)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(7, 4.5))
+    deep = [r for r in reports if r.kind == "history-depth"]
+    for mode in dict.fromkeys(r.mode for r in deep):
+        runs = sorted((r for r in deep if r.mode == mode), key=lambda r: r.size)
+        axis.plot([r.size for r in runs], [r.p95_ms for r in runs], marker="o", label=mode)
+    hybrid = sorted((r for r in deep if r.mode == "hybrid"), key=lambda r: r.size)
+    if hybrid:
+        first = hybrid[0]
+        sizes = [first.size, hybrid[-1].size]
+        linear = [first.p95_ms, first.p95_ms * sizes[1] / sizes[0]]
+        axis.plot(sizes, linear, ls=":", c="grey", label="linear in depth (hybrid)")
+    for report in reports:
+        if report.kind == "history" and report.mode == "hybrid":
+            axis.scatter([report.size], [report.p95_ms], marker="s", c="k", label="typical user")
+        if report.kind == "channel":
+            label = f"channel, {report.users} speakers: window + recall"
+            axis.scatter(
+                [report.size], [report.p95_ms], marker="^", c="r", s=70, zorder=3, label=label
+            )
+    axis.set(xscale="log", yscale="log", xlabel="turns of the user (channel: of the channel)")
+    axis.set(ylabel="p95 ms per recall (database side)", title=title)
+    axis.grid(True, which="both", alpha=0.3)
+    axis.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)

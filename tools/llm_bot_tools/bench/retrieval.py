@@ -1,6 +1,5 @@
 """``llm-bot bench retrieval``: memory search at 10k and 100k memories, history recall at 100k
-turns, over 1,000 users; then the depth of one user: recall over 100k turns of one user and
-search over 10k memories of one user.
+turns, over 1,000 users; then depth (:mod:`llm_bot_tools.bench.depth`).
 
 Measures the database side of a search (the SQL of :mod:`llm_bot.memory.search` and
 :mod:`llm_bot.memory.recall`), so data is bulk-loaded with synthetic unit vectors and texts
@@ -121,7 +120,7 @@ async def measure_search(
                 connection, pick(), text, unit_vector(rng), limit=10, threshold=-1.0, mode=mode
             )
 
-        reports.append(_report(kind, memories, users, mode, await _timed(queries, search)))
+        reports.append(latency_report(kind, memories, users, mode, await timed(queries, search)))
     return reports
 
 
@@ -147,11 +146,11 @@ async def measure_recall(
                 connection, pick(), text, vector, exclude=(), limit=5, threshold=-1.0, mode=mode
             )
 
-        reports.append(_report(kind, turns, users, mode, await _timed(queries, recall)))
+        reports.append(latency_report(kind, turns, users, mode, await timed(queries, recall)))
     return reports
 
 
-async def _timed(queries: int, search: Callable[[], Awaitable[object]]) -> list[float]:
+async def timed(queries: int, search: Callable[[], Awaitable[object]]) -> list[float]:
     """Milliseconds of each of ``queries`` calls. The query's vector and text are made inside
     the call but cost microseconds against the milliseconds of the statement."""
     timings = []
@@ -180,7 +179,7 @@ async def indexes_built_after(
     for name, _ in definitions:
         await connection.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(name)))
     yield
-    await connection.execute("SET maintenance_work_mem = '1GB'")
+    await connection.execute("SET maintenance_work_mem = '2GB'")
     for name, definition in definitions:
         began = time.perf_counter()
         await connection.execute(definition)
@@ -227,7 +226,7 @@ async def run_retrieval_bench(
                     await load_memories(connection, size, users, rng, progress)
                 progress(f"loaded and indexed in {time.perf_counter() - began:.1f} s; searching")
                 reports += await measure_search(connection, size, users, MODES, queries, rng)
-                progress(f"{size}: " + _p95s(reports[-3:]))
+                progress(f"{size}: " + p95s(reports[-3:]))
     return reports
 
 
@@ -304,7 +303,7 @@ async def run_recall_bench(
             async with indexes_built_after(connection, "conversation_turns", progress):
                 await load_history(connection, turns, users, rng, progress)
             reports = await measure_recall(connection, turns, users, queries, rng)
-            progress(f"{turns} turns: " + _p95s(reports))
+            progress(f"{turns} turns: " + p95s(reports))
     return reports
 
 
@@ -314,74 +313,13 @@ async def _connect(url: str) -> AsyncConnection[Any]:
     return await AsyncConnection.connect(url, autocommit=True, prepare_threshold=0)
 
 
-# Everyone else in a depth run: as many users as in the spread runs, each of a typical depth,
-# so the one long-lived user sits among others as in production, for the planner too.
-TYPICAL_TURNS = 100
-TYPICAL_MEMORIES = 10
-DEEP_USER = "deep-0"
-
-
-async def run_depth_bench(
-    database_url: str,
-    turns: int,
-    memories: int,
-    users: int,
-    queries: int,
-    progress: Callable[[str], None],
-    seed: int = 13,
-) -> list[LatencyReport]:
-    """Recall for one user with ``turns`` turns and memory search for one user with
-    ``memories`` memories (0 skips either), among ``users`` typical users."""
-    rng = random.Random(seed)  # noqa: S311 (synthetic data, reproducible on purpose)
-    reports: list[LatencyReport] = []
-    if turns:
-        async with scratch_schema(database_url, f"bench_depth_history_{turns}") as url:
-            await asyncio.to_thread(migrate, url)
-            async with await _connect(url) as connection:
-                progress(f"loading {turns} turns of one user among {users} users")
-                async with indexes_built_after(connection, "conversation_turns", progress):
-                    await load_history(connection, TYPICAL_TURNS * users, users, rng, progress)
-                    await load_history(connection, turns, 1, rng, progress, owner="deep")
-                reports += await measure_recall(
-                    connection,
-                    turns,
-                    users,
-                    queries,
-                    rng,
-                    pick_user=lambda: DEEP_USER,
-                    kind="history-depth",
-                )
-            progress(f"one user, {turns} turns: " + _p95s(reports[-3:]))
-    if memories:
-        async with scratch_schema(database_url, f"bench_depth_memories_{memories}") as url:
-            await asyncio.to_thread(migrate, url)
-            store_context = MemoryStore.open(
-                load_settings(DATABASE_URL=url), SyntheticEmbedder(rng), role="setup"
-            )
-            async with store_context as store, store.connection() as connection:
-                progress(f"loading {memories} memories of one user among {users} users")
-                async with indexes_built_after(connection, "memories", progress):
-                    await load_memories(connection, TYPICAL_MEMORIES * users, users, rng, progress)
-                    await load_memories(connection, memories, 1, rng, progress, owner="deep")
-                reports += await measure_search(
-                    connection,
-                    memories,
-                    users,
-                    MODES,
-                    queries,
-                    rng,
-                    pick_user=lambda: DEEP_USER,
-                    kind="memories-depth",
-                )
-            progress(f"one user, {memories} memories: " + _p95s(reports[-3:]))
-    return reports
-
-
-def _p95s(reports: Sequence[LatencyReport]) -> str:
+def p95s(reports: Sequence[LatencyReport]) -> str:
     return ", ".join(f"{r.mode} p95 {r.p95_ms} ms" for r in reports)
 
 
-def _report(kind: str, size: int, users: int, mode: str, timings: list[float]) -> LatencyReport:
+def latency_report(
+    kind: str, size: int, users: int, mode: str, timings: list[float]
+) -> LatencyReport:
     cuts = statistics.quantiles(timings, n=100)
     return LatencyReport(
         kind,

@@ -50,6 +50,9 @@ def add_bench_commands(commands: Any, parser_class: type[argparse.ArgumentParser
         type=Path,
         help="write a PNG bar chart here, and the one-user part's beside it (NAME-depth.png)",
     )
+    retrieval.add_argument(
+        "--depth-plot", type=Path, help="write a PNG of recall's p95 against the user's depth"
+    )
     retrieval.add_argument("--json", action="store_true", help="print JSON")
     retrieval.set_defaults(handler=run_retrieval)
     floor = kinds.add_parser(
@@ -261,7 +264,8 @@ def run_tools(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def run_retrieval(args: argparse.Namespace, settings: Settings) -> int:
-    from llm_bot_tools.bench.retrieval import run_depth_bench, run_recall_bench, run_retrieval_bench
+    from llm_bot_tools.bench.depth import run_depth_bench
+    from llm_bot_tools.bench.retrieval import run_recall_bench, run_retrieval_bench
 
     with database_for_measurements(settings) as url:
         reports: list[LatencyReport] = []
@@ -286,6 +290,11 @@ def run_retrieval(args: argparse.Namespace, settings: Settings) -> int:
         if depth:
             title = f"One user's depth, among {args.users} others"
             plot_latencies(depth, args.plot.with_stem(f"{args.plot.stem}-depth"), title)
+    if args.depth_plot and depth:
+        from llm_bot_tools.bench.plots import plot_depth
+
+        title = f"Recall against a user's depth, among {args.users} typical users"
+        plot_depth(depth, args.depth_plot, title)
     reports += depth
     if args.json:
         print(json.dumps([r.as_dict() for r in reports], indent=2))

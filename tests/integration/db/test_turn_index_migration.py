@@ -1,0 +1,56 @@
+"""Migration 0015 on a database that has run the worker: the history index of the recorded
+embedding space is built (the definition of llm_bot/db/turn_index.py, so the worker's query
+uses it), and the full-text index no query reads is gone. On a database that has recorded no
+space yet, the worker builds the index as it records one (llm_bot/db/embedding_space.py)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import psycopg
+import pytest
+
+from llm_bot.db.embedding_space import settle_space
+from llm_bot.db.migrate import migrate
+from llm_bot.db.turn_index import index_name
+
+from .todays_form import migrate_through
+
+pytestmark = pytest.mark.integration
+
+
+def turn_indexes(url: str) -> set[str]:
+    with psycopg.connect(url) as connection:
+        rows = connection.execute(
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'conversation_turns'"
+        ).fetchall()
+    return {name for (name,) in rows}
+
+
+def test_a_recorded_space_gets_its_index_and_the_full_text_index_goes(
+    fresh_database_url: str,
+) -> None:
+    migrate_through(fresh_database_url, 13)
+    with psycopg.connect(fresh_database_url, autocommit=True) as connection:
+        connection.execute("INSERT INTO embedding_space (model, dimensions) VALUES ('m', 768)")
+    assert "conversation_turns_search_idx" in turn_indexes(fresh_database_url)
+
+    migrate(fresh_database_url)
+
+    indexes = turn_indexes(fresh_database_url)
+    assert index_name("embedding", 768) in indexes
+    assert "conversation_turns_search_idx" not in indexes
+
+
+def test_a_space_recorded_after_migrating_gets_its_index_then(fresh_database_url: str) -> None:
+    migrate(fresh_database_url)
+    assert not any(name.endswith("_hnsw") for name in turn_indexes(fresh_database_url))
+
+    async def first_start() -> None:
+        async with await psycopg.AsyncConnection.connect(
+            fresh_database_url, autocommit=True
+        ) as connection:
+            await settle_space(connection, "m", 384)
+
+    asyncio.run(first_start())
+    assert index_name("embedding", 384) in turn_indexes(fresh_database_url)
