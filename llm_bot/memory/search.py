@@ -39,6 +39,12 @@ from llm_bot.db.vectors import vector_param
 from llm_bot.llm.embeddings import MAX_CHARS
 
 RRF_K = 60
+# A word more of the user's memories hold than this finds none of them alone (it still ranks
+# the memories a rarer word of the question finds): see the module's docstring.
+WORD_HOLDERS = 1_000
+# A user with at most this many memories is searched by reading their rows (cheaper than the
+# index for a few); deeper, by the index. Both give the same hits (at most WORD_HOLDERS).
+SHALLOW = 100
 QUERY_MAX_CHARS = MAX_CHARS
 SearchMode = Literal["hybrid", "dense", "lexical"]
 
@@ -48,29 +54,65 @@ OR_TERMS = """to_tsquery('simple', coalesce(array_to_string(array(
     FROM unnest(tsvector_to_array(to_tsvector('english', %(text)s))) AS lexeme
 ), ' | '), ''))"""
 
+# The question's words as keys of ``memories_words_idx`` (migration 0014): a hash of the user
+# id, a space, the lexeme; the same key ``memory_words(user_id, content)`` gives a memory's.
+WORD_KEYS = """array(
+    SELECT md5(%(user)s) || ' ' || lexeme
+    FROM unnest(tsvector_to_array(to_tsvector('english', %(text)s))) AS lexeme
+)"""
+
 _HYBRID_SQL = f"""
-WITH query AS (SELECT {OR_TERMS} AS terms),
-dense AS (
-    SELECT key, row_number() OVER (ORDER BY embedding <=> %(vector)s::vector) AS rank
-    FROM memories
-    WHERE user_id = %(user)s AND embedding IS NOT NULL AND %(use_dense)s
-      AND (%(include_private)s OR visibility = 'public')
-    ORDER BY embedding <=> %(vector)s::vector
-    LIMIT %(pool)s
+WITH query AS MATERIALIZED (SELECT {OR_TERMS} AS terms),
+-- How many memories the user has, counted up to one past the depth that takes the index.
+depth AS MATERIALIZED (
+    SELECT count(*) AS memories
+    FROM (SELECT FROM memories WHERE user_id = %(user)s LIMIT %(shallow)s + 1) AS memory
 ),
--- The user's rows first: matched through an index over every user's memories, a common word
--- would read every user's rows holding it.
-mine AS MATERIALIZED (
-    SELECT key, search FROM memories
-    WHERE user_id = %(user)s AND %(use_lexical)s
+dense AS (
+    SELECT key, row_number() OVER (ORDER BY distance, key) AS rank
+    FROM (
+        SELECT key, embedding <=> %(vector)s::vector AS distance
+        FROM memories
+        WHERE user_id = %(user)s AND embedding IS NOT NULL AND %(use_dense)s
+          AND (%(include_private)s OR visibility = 'public')
+        ORDER BY distance, key
+        LIMIT %(pool)s
+    ) AS nearest
+),
+-- A shallow user: every memory sharing a word, from the user's rows (no word can have more
+-- holders than the user has memories, so none is too common).
+scanned AS (
+    SELECT key, search FROM memories, query
+    WHERE (SELECT memories FROM depth) <= least(%(shallow)s, %(holders)s) AND %(use_lexical)s
+      AND user_id = %(user)s AND search @@ query.terms
       AND (%(include_private)s OR visibility = 'public')
+),
+-- A deep user: per word of the question, the memories holding it, through the index and up
+-- to one past WORD_HOLDERS, so a common word costs at most that many rows.
+held AS MATERIALIZED (
+    SELECT holder.key, holder.search, holder.visibility,
+           count(*) OVER (PARTITION BY word) AS holders
+    FROM unnest({WORD_KEYS}) AS word, LATERAL (
+        SELECT user_id, key, search, visibility FROM memories
+        WHERE memory_words(user_id, content) @> ARRAY[word]
+        LIMIT %(holders)s + 1
+    ) AS holder
+    WHERE holder.user_id = %(user)s
+      AND (SELECT memories FROM depth) > least(%(shallow)s, %(holders)s) AND %(use_lexical)s
+),
+found AS (
+    SELECT key, search FROM scanned
+    UNION ALL
+    SELECT DISTINCT ON (key) key, search FROM held
+    WHERE holders <= %(holders)s AND (%(include_private)s OR visibility = 'public')
 ),
 lexical AS (
-    SELECT key, row_number() OVER (ORDER BY ts_rank_cd(search, query.terms) DESC) AS rank
-    FROM mine, query
-    WHERE search @@ query.terms
-    ORDER BY rank
-    LIMIT %(pool)s
+    SELECT key, row_number() OVER (ORDER BY score DESC, key) AS rank
+    FROM (
+        SELECT key, ts_rank_cd(search, query.terms) AS score FROM found, query
+        ORDER BY score DESC, key
+        LIMIT %(pool)s
+    ) AS best
 )
 SELECT m.key, m.content, m.metadata, m.created_at, m.updated_at,
        coalesce(1 - (m.embedding <=> %(vector)s::vector), 0) AS similarity,
@@ -146,6 +188,30 @@ def best(hits: Iterable[R], limit: int) -> list[R]:
     return sorted(hits, key=lambda hit: (-hit.fused_score, -hit.similarity))[:limit]
 
 
+async def memory_candidates(
+    connection: AsyncConnection[Any],
+    user_id: str,
+    text: str,
+    vector: list[float],
+    *,
+    pool: int,
+    mode: SearchMode,
+    include_private: bool,
+    shallow: int = SHALLOW,
+    holders: int = WORD_HOLDERS,
+) -> list[dict[str, Any]]:
+    """The user's ``pool`` nearest memories and ``pool`` best by their words, with both ranks:
+    read from the user's rows up to ``shallow`` memories, through the word index beyond, where
+    a word more than ``holders`` memories hold finds none alone."""
+    scope = {
+        "user": user_id,
+        "include_private": include_private,
+        "holders": holders,
+        "shallow": shallow,
+    }
+    return await fused_candidates(connection, _HYBRID_SQL, scope, text, vector, pool, mode)
+
+
 async def hybrid_search(
     connection: AsyncConnection[Any],
     user_id: str,
@@ -160,9 +226,14 @@ async def hybrid_search(
     """The ``limit`` best hits at or above ``threshold`` or sharing a word with the query: by
     fused rank, then similarity; without ``include_private``, only memories learned in shared
     channels."""
-    scope = {"user": user_id, "include_private": include_private}
-    rows = await fused_candidates(
-        connection, _HYBRID_SQL, scope, text, vector, max(limit * 4, 20), mode
+    rows = await memory_candidates(
+        connection,
+        user_id,
+        text,
+        vector,
+        pool=max(limit * 4, 20),
+        mode=mode,
+        include_private=include_private,
     )
     hits = (
         MemoryHit(
