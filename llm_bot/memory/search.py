@@ -8,13 +8,30 @@ full-text match is on content words only (the English configuration drops stop w
 small model scores "allergic to peanuts" against "peanut-free dishes" below any threshold that
 keeps noise out, though the shared rare word is the best evidence there is.
 
-Both sides read one user's rows of ``memories`` through its primary key: the distance to each
-stored vector (an exact scan: a user's memories are capped, ``RETENTION_MEMORIES_PER_USER``),
-and the stored full-text vector (``search``), so no memory is parsed at query time. Neither
-side has an index over all users: a GIN index on ``search`` let the planner match a common word
-in every user's memories first (at 100k memories over 1,000 users, lexical p95 35 ms instead
-of 3). A memory without a vector (embedding failed when it was written) is found by its words
-only.
+The dense side reads the user's rows through the primary key and measures the distance to
+every stored vector, exactly (a user's memories are capped, ``RETENTION_MEMORIES_PER_USER``;
+10,000 cost ~6 ms). A memory without a vector (embedding failed when it was written) is found by
+its words only. The lexical side ranks by ``ts_rank_cd`` against the stored full-text vector
+(``search``), so no memory is parsed at query time; which memories it ranks depends on the
+user's depth, never the answer:
+
+- up to ``SHALLOW`` memories, every memory sharing a word with the question, read from the
+  user's rows;
+- deeper, the memories holding each word of the question, through ``memories_words_idx``
+  (migration 0014: a GIN index whose keys are a hash of the user id and a lexeme, so a word
+  common among all users reads none of theirs; a GIN index on ``search`` over every user let
+  the planner match a common word in every user's memories first). A word held by more than
+  ``WORD_HOLDERS`` of the user's memories finds none of them alone: it still adds to the rank
+  of the memories a rarer word of the question finds. Each word is read through the index up
+  to one past that bound, so a question costs at most ``WORD_HOLDERS`` + 1 rows a word however
+  deep the user, where ranking every memory sharing a common word cost ~40 ms at 10,000.
+
+Up to ``WORD_HOLDERS`` memories no word can be held by more, so both ways find the same
+memories; ``SHALLOW`` only picks the cheaper (tests/integration/memory/test_deep_search.py
+compares them, and the bound against a ranking of every memory). A word that most of a deep
+user's memories hold ("like" in "likes tea") orders a list of 40 by nothing but the tie-break
+(the key): it is no evidence. Ties in either list go by key, so a search gives the same answer
+every time.
 
 A query's words are read from its first ``QUERY_MAX_CHARS`` characters, the beginning the
 embedder reads too (:func:`llm_bot.llm.embeddings.embeddable`): both sides of a search then
@@ -40,10 +57,11 @@ from llm_bot.llm.embeddings import MAX_CHARS
 
 RRF_K = 60
 # A word more of the user's memories hold than this finds none of them alone (it still ranks
-# the memories a rarer word of the question finds): see the module's docstring.
+# the memories a rarer word finds): at most this many rows read a word. The default retention
+# keeps 1,000 memories a user, so there every word finds its memories.
 WORD_HOLDERS = 1_000
-# A user with at most this many memories is searched by reading their rows (cheaper than the
-# index for a few); deeper, by the index. Both give the same hits (at most WORD_HOLDERS).
+# Up to this many memories the lexical side reads the user's rows; deeper, the word index.
+# The same hits either way (while SHALLOW <= WORD_HOLDERS); the rows are cheaper for a few.
 SHALLOW = 100
 QUERY_MAX_CHARS = MAX_CHARS
 SearchMode = Literal["hybrid", "dense", "lexical"]
@@ -88,7 +106,9 @@ scanned AS (
       AND (%(include_private)s OR visibility = 'public')
 ),
 -- A deep user: per word of the question, the memories holding it, through the index and up
--- to one past WORD_HOLDERS, so a common word costs at most that many rows.
+-- to one past WORD_HOLDERS, so a common word costs at most that many rows. The key names the
+-- user (an md5 of the id); the user's own id is checked too, outside the subquery so that
+-- the primary key (every row of a deep user) is not read beside the index.
 held AS MATERIALIZED (
     SELECT holder.key, holder.search, holder.visibility,
            count(*) OVER (PARTITION BY word) AS holders
