@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from llm_bot.memory.search import SearchMode, memory_candidates
+from llm_bot.memory.search import SHALLOW, SearchMode, memory_candidates
 from llm_bot.memory.store import put_memory
 
 from .conftest import Connection
@@ -79,7 +79,7 @@ async def test_the_index_path_gives_the_hits_of_reading_the_rows(
                 ),
                 key=lambda row: str(row["key"]),
             )
-            for shallow in (100, 0)
+            for shallow in (SHALLOW, 0)  # the user's rows, the word index
         ]
         assert by_index == by_rows, text
         assert all(row["key"] in {key for key, _, _ in MEMORIES} for row in by_rows)
