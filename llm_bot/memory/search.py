@@ -82,7 +82,7 @@ WORD_KEYS = """array(
 )"""
 
 _HYBRID_SQL = f"""
-WITH query AS MATERIALIZED (SELECT {OR_TERMS} AS terms),
+WITH query AS MATERIALIZED (SELECT {OR_TERMS} AS terms WHERE %(use_lexical)s),
 -- How many memories the user has, counted up to one past the depth that takes the index.
 depth AS MATERIALIZED (
     SELECT count(*) AS memories
@@ -103,7 +103,7 @@ dense AS (
 -- holders than the user has memories, so none is too common).
 scanned AS (
     SELECT key, search FROM memories, query
-    WHERE (SELECT memories FROM depth) <= least(%(shallow)s, %(holders)s) AND %(use_lexical)s
+    WHERE %(use_lexical)s AND (SELECT memories FROM depth) <= least(%(shallow)s, %(holders)s)
       AND user_id = %(user)s AND search @@ query.terms
       AND (%(include_private)s OR visibility = 'public')
 ),
@@ -119,8 +119,8 @@ held AS MATERIALIZED (
         WHERE memory_words(user_id, content) @> ARRAY[word]
         LIMIT %(holders)s + 1
     ) AS holder
-    WHERE holder.user_id = %(user)s
-      AND (SELECT memories FROM depth) > least(%(shallow)s, %(holders)s) AND %(use_lexical)s
+    WHERE %(use_lexical)s AND (SELECT memories FROM depth) > least(%(shallow)s, %(holders)s)
+      AND holder.user_id = %(user)s
 ),
 found AS (
     SELECT key, search FROM scanned
