@@ -108,12 +108,13 @@ async def test_a_word_more_memories_hold_than_the_bound_finds_none_alone(
     ]
     # Only common words: nothing by words; with the bound above six, coffee finds its holders.
     assert await candidates(connection, "deep-ana", "coffee", "lexical", holders=3) == []
-    assert [
-        key
-        for key, _, _ in await candidates(
-            connection, "deep-ana", "coffee", "lexical", shallow=0, holders=6
-        )
-    ] == ["k01", "k02", "k03", "k04"]
+    # k03 holds coffee twice; the other three by key (the pool is four).
+    assert await candidates(connection, "deep-ana", "coffee", "lexical", shallow=0, holders=6) == [
+        ("k01", None, 2),
+        ("k02", None, 3),
+        ("k03", None, 1),
+        ("k04", None, 4),
+    ]
 
 
 async def test_the_bound_leaves_the_full_text_ranking_of_what_rarer_words_find(
@@ -143,4 +144,7 @@ async def test_the_bound_leaves_the_full_text_ranking_of_what_rarer_words_find(
             shallow=0,
             holders=bound,
         )
-        assert got == [(row["key"], None, rank) for rank, row in enumerate(expected, 1)], bound
+        assert got == sorted((row["key"], None, rank) for rank, row in enumerate(expected, 1)), (
+            bound
+        )
+    assert got != [], "the widest bound finds memories"
