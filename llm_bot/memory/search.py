@@ -8,13 +8,30 @@ full-text match is on content words only (the English configuration drops stop w
 small model scores "allergic to peanuts" against "peanut-free dishes" below any threshold that
 keeps noise out, though the shared rare word is the best evidence there is.
 
-Both sides read one user's rows of ``memories`` through its primary key: the distance to each
-stored vector (an exact scan: a user's memories are capped, ``RETENTION_MEMORIES_PER_USER``),
-and the stored full-text vector (``search``), so no memory is parsed at query time. Neither
-side has an index over all users: a GIN index on ``search`` let the planner match a common word
-in every user's memories first (at 100k memories over 1,000 users, lexical p95 35 ms instead
-of 3). A memory without a vector (embedding failed when it was written) is found by its words
-only.
+The dense side reads the user's rows through the primary key and measures the distance to
+every stored vector, exactly (a user's memories are capped, ``RETENTION_MEMORIES_PER_USER``;
+10,000 cost ~6 ms). A memory without a vector (embedding failed when it was written) is found by
+its words only. The lexical side ranks by ``ts_rank_cd`` against the stored full-text vector
+(``search``), so no memory is parsed at query time; which memories it ranks depends on the
+user's depth, never the answer:
+
+- up to ``SHALLOW`` (1,000) memories, every memory sharing a word with the question, read
+  from the user's rows;
+- deeper, the memories holding each word of the question, through ``memories_words_idx``
+  (migration 0014: a GIN index whose keys are a hash of the user id and a lexeme, so a word
+  common among all users reads none of theirs; a GIN index on ``search`` over every user let
+  the planner match a common word in every user's memories first). A word held by more than
+  ``WORD_HOLDERS`` of the user's memories finds none of them alone: it still adds to the rank
+  of the memories a rarer word of the question finds. Each word is read through the index up
+  to one past that bound, so a question costs at most ``WORD_HOLDERS`` + 1 rows a word however
+  deep the user, where ranking every memory sharing a common word cost ~40 ms at 10,000.
+
+Up to ``WORD_HOLDERS`` memories no word can be held by more, so both ways find the same
+memories; ``SHALLOW`` only picks the cheaper (tests/integration/memory/test_deep_search.py
+compares them, and the bound against a ranking of every memory). A word that most of a deep
+user's memories hold ("like" in "likes tea") orders a list of 40 by nothing but the tie-break
+(the key): it is no evidence. Ties in either list go by key, so a search gives the same answer
+every time.
 
 A query's words are read from its first ``QUERY_MAX_CHARS`` characters, the beginning the
 embedder reads too (:func:`llm_bot.llm.embeddings.embeddable`): both sides of a search then
@@ -39,6 +56,15 @@ from llm_bot.db.vectors import vector_param
 from llm_bot.llm.embeddings import MAX_CHARS
 
 RRF_K = 60
+# A word more of the user's memories hold than this finds none of them alone (it still ranks
+# the memories a rarer word finds): at most this many rows read a word. The default retention
+# keeps 1,000 memories a user, so there every word finds its memories.
+WORD_HOLDERS = 1_000
+# Up to this many memories the lexical side reads the user's rows; deeper, the word index.
+# The same hits either way while SHALLOW <= WORD_HOLDERS. Rows were the cheaper up to the
+# bound (bench data, 34 words: lexical p50 1.1 ms by rows, 1.3 by index at 300 memories; 2.4
+# and 3.4 at 1,000); beyond it the index reads at most WORD_HOLDERS + 1 rows a word.
+SHALLOW = WORD_HOLDERS
 QUERY_MAX_CHARS = MAX_CHARS
 SearchMode = Literal["hybrid", "dense", "lexical"]
 
@@ -48,29 +74,67 @@ OR_TERMS = """to_tsquery('simple', coalesce(array_to_string(array(
     FROM unnest(tsvector_to_array(to_tsvector('english', %(text)s))) AS lexeme
 ), ' | '), ''))"""
 
+# The question's words as keys of ``memories_words_idx`` (migration 0014): a hash of the user
+# id, a space, the lexeme; the same key ``memory_words(user_id, content)`` gives a memory's.
+WORD_KEYS = """array(
+    SELECT md5(%(user)s) || ' ' || lexeme
+    FROM unnest(tsvector_to_array(to_tsvector('english', %(text)s))) AS lexeme
+)"""
+
 _HYBRID_SQL = f"""
-WITH query AS (SELECT {OR_TERMS} AS terms),
-dense AS (
-    SELECT key, row_number() OVER (ORDER BY embedding <=> %(vector)s::vector) AS rank
-    FROM memories
-    WHERE user_id = %(user)s AND embedding IS NOT NULL AND %(use_dense)s
-      AND (%(include_private)s OR visibility = 'public')
-    ORDER BY embedding <=> %(vector)s::vector
-    LIMIT %(pool)s
+WITH query AS MATERIALIZED (SELECT {OR_TERMS} AS terms WHERE %(use_lexical)s),
+-- How many memories the user has, counted up to one past the depth that takes the index.
+depth AS MATERIALIZED (
+    SELECT count(*) AS memories
+    FROM (SELECT FROM memories WHERE user_id = %(user)s LIMIT %(shallow)s + 1) AS memory
 ),
--- The user's rows first: matched through an index over every user's memories, a common word
--- would read every user's rows holding it.
-mine AS MATERIALIZED (
-    SELECT key, search FROM memories
-    WHERE user_id = %(user)s AND %(use_lexical)s
+dense AS (
+    SELECT key, row_number() OVER (ORDER BY distance, key) AS rank
+    FROM (
+        SELECT key, embedding <=> %(vector)s::vector AS distance
+        FROM memories
+        WHERE user_id = %(user)s AND embedding IS NOT NULL AND %(use_dense)s
+          AND (%(include_private)s OR visibility = 'public')
+        ORDER BY distance, key
+        LIMIT %(pool)s
+    ) AS nearest
+),
+-- A shallow user: every memory sharing a word, from the user's rows (no word can have more
+-- holders than the user has memories, so none is too common).
+scanned AS (
+    SELECT key, search FROM memories, query
+    WHERE %(use_lexical)s AND (SELECT memories FROM depth) <= least(%(shallow)s, %(holders)s)
+      AND user_id = %(user)s AND search @@ query.terms
       AND (%(include_private)s OR visibility = 'public')
+),
+-- A deep user: per word of the question, the memories holding it, through the index and up
+-- to one past WORD_HOLDERS, so a common word costs at most that many rows. The key names the
+-- user (an md5 of the id); the user's own id is checked too, outside the subquery so that
+-- the primary key (every row of a deep user) is not read beside the index.
+held AS MATERIALIZED (
+    SELECT holder.key, holder.search, holder.visibility,
+           count(*) OVER (PARTITION BY word) AS holders
+    FROM unnest({WORD_KEYS}) AS word, LATERAL (
+        SELECT user_id, key, search, visibility FROM memories
+        WHERE memory_words(user_id, content) @> ARRAY[word]
+        LIMIT %(holders)s + 1
+    ) AS holder
+    WHERE %(use_lexical)s AND (SELECT memories FROM depth) > least(%(shallow)s, %(holders)s)
+      AND holder.user_id = %(user)s
+),
+found AS (
+    SELECT key, search FROM scanned
+    UNION ALL
+    SELECT DISTINCT ON (key) key, search FROM held
+    WHERE holders <= %(holders)s AND (%(include_private)s OR visibility = 'public')
 ),
 lexical AS (
-    SELECT key, row_number() OVER (ORDER BY ts_rank_cd(search, query.terms) DESC) AS rank
-    FROM mine, query
-    WHERE search @@ query.terms
-    ORDER BY rank
-    LIMIT %(pool)s
+    SELECT key, row_number() OVER (ORDER BY score DESC, key) AS rank
+    FROM (
+        SELECT key, ts_rank_cd(search, query.terms) AS score FROM found, query
+        ORDER BY score DESC, key
+        LIMIT %(pool)s
+    ) AS best
 )
 SELECT m.key, m.content, m.metadata, m.created_at, m.updated_at,
        coalesce(1 - (m.embedding <=> %(vector)s::vector), 0) AS similarity,
@@ -146,6 +210,30 @@ def best(hits: Iterable[R], limit: int) -> list[R]:
     return sorted(hits, key=lambda hit: (-hit.fused_score, -hit.similarity))[:limit]
 
 
+async def memory_candidates(
+    connection: AsyncConnection[Any],
+    user_id: str,
+    text: str,
+    vector: list[float],
+    *,
+    pool: int,
+    mode: SearchMode,
+    include_private: bool,
+    shallow: int = SHALLOW,
+    holders: int = WORD_HOLDERS,
+) -> list[dict[str, Any]]:
+    """The user's ``pool`` nearest memories and ``pool`` best by their words, with both ranks:
+    read from the user's rows up to ``shallow`` memories, through the word index beyond, where
+    a word more than ``holders`` memories hold finds none alone."""
+    scope = {
+        "user": user_id,
+        "include_private": include_private,
+        "holders": holders,
+        "shallow": shallow,
+    }
+    return await fused_candidates(connection, _HYBRID_SQL, scope, text, vector, pool, mode)
+
+
 async def hybrid_search(
     connection: AsyncConnection[Any],
     user_id: str,
@@ -160,9 +248,14 @@ async def hybrid_search(
     """The ``limit`` best hits at or above ``threshold`` or sharing a word with the query: by
     fused rank, then similarity; without ``include_private``, only memories learned in shared
     channels."""
-    scope = {"user": user_id, "include_private": include_private}
-    rows = await fused_candidates(
-        connection, _HYBRID_SQL, scope, text, vector, max(limit * 4, 20), mode
+    rows = await memory_candidates(
+        connection,
+        user_id,
+        text,
+        vector,
+        pool=max(limit * 4, 20),
+        mode=mode,
+        include_private=include_private,
     )
     hits = (
         MemoryHit(
