@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,9 @@ import pytest
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.codec import encode
 from llm_bot.events.models import InternalEventV2
+from llm_bot.settings import Settings
+from llm_bot.tools.client import McpClient
+from llm_bot.worker.service import Worker
 from llm_bot_tools.devstack.worker_harness import Bus, WorkerProcess, running_worker, wait_until
 from llm_bot_tools.local.openai_server import LocalModelServer
 
@@ -62,12 +66,27 @@ def tool_results(request: dict[str, Any]) -> list[str]:
 
 
 @contextlib.asynccontextmanager
-async def serving(server: ToolServer) -> Any:
+async def serving(server: ToolServer) -> AsyncIterator[ToolServer]:
     await server.start()
     try:
         yield server
     finally:
         await server.stop()
+
+
+async def connected(worker: Worker) -> McpClient:
+    """The worker's gateway client once it is connected."""
+    assert worker.gateway is not None
+    await worker.gateway.wait_until(lambda c: c.connected, WAIT_S)
+    return worker.gateway
+
+
+@contextlib.asynccontextmanager
+async def gateway_worker(server: ToolServer, settings: Settings) -> AsyncIterator[Worker]:
+    """``server`` serving and a worker connected to it."""
+    async with serving(server), running_worker(settings) as worker:
+        await connected(worker)
+        yield worker
 
 
 @pytest.mark.parametrize("transport", ["sse", "streamable-http"])
@@ -76,9 +95,7 @@ async def test_tools_are_offered_and_called_for_the_user_with_their_roles(
 ) -> None:
     server = ToolServer(transport, token=TOKEN if transport == "sse" else None)  # type: ignore[arg-type]
     egress = bus.tap(bus.egress_topic)
-    async with serving(server), running_worker(bus.settings(**gateway_settings(server))) as worker:
-        assert worker.gateway is not None
-        await worker.gateway.wait_until(lambda c: c.connected, WAIT_S)
+    async with gateway_worker(server, bus.settings(**gateway_settings(server))):
         text = "say " + cue("mcp_echo", text="hi") + cue("basic_get_current_time")
         bus.publish_event(asking(bus, text, roles=["vip"]))
         [message] = await egress.take(1, timeout_s=WAIT_S)
@@ -112,9 +129,7 @@ async def test_a_forbidden_tool_a_hidden_tool_and_a_failing_one(
     server = ToolServer("sse", token=TOKEN)
     settings = bus.settings(**gateway_settings(server, LLM_BOT_TOOLS_ALLOW="mcp:ban_user,mcp:fail"))
     egress = bus.tap(bus.egress_topic)
-    async with serving(server), running_worker(settings) as worker:
-        assert worker.gateway is not None
-        await worker.gateway.wait_until(lambda c: c.connected, WAIT_S)
+    async with gateway_worker(server, settings):
         text = cue("mcp_ban_user", user="bob") + cue("mcp_echo", text="x") + cue("mcp_fail")
         bus.publish_event(asking(bus, text, roles=["viewer"]))
         [message] = await egress.take(1, timeout_s=WAIT_S)
@@ -135,9 +150,7 @@ async def test_a_hanging_tool_is_cut_off_and_the_event_completes(
     server = ToolServer("sse", token=TOKEN)
     settings = bus.settings(**gateway_settings(server, LLM_BOT_TOOL_TIMEOUT_MS="500"))
     egress = bus.tap(bus.egress_topic)
-    async with serving(server), running_worker(settings) as worker:
-        assert worker.gateway is not None
-        await worker.gateway.wait_until(lambda c: c.connected, WAIT_S)
+    async with gateway_worker(server, settings):
         bus.publish_event(asking(bus, cue("mcp_hang")))
         [message] = await egress.take(1, timeout_s=WAIT_S)
 
@@ -157,10 +170,8 @@ async def test_a_restarted_server_and_a_tool_added_at_run_time(
     error); the worker reconnects, and a tool the server adds is offered to the next event."""
     server = ToolServer("sse", token=TOKEN)
     egress = bus.tap(bus.egress_topic)
-    async with serving(server), running_worker(bus.settings(**gateway_settings(server))) as worker:
-        gateway = worker.gateway
-        assert gateway is not None
-        await gateway.wait_until(lambda c: c.connected, WAIT_S)
+    async with gateway_worker(server, bus.settings(**gateway_settings(server))) as worker:
+        gateway = await connected(worker)
         connects = gateway.connects
         bus.publish_event(asking(bus, cue("mcp_hold", text="in flight")))
         await wait_until(lambda: len(server.calls) == 1, WAIT_S, "the call reached the server")
@@ -196,9 +207,7 @@ async def test_one_event_published_twice_to_two_workers_calls_the_tool_once(
                 for _ in range(2)
             )
         )
-        for worker in workers:
-            assert worker.gateway is not None
-            await worker.gateway.wait_until(lambda c: c.connected, WAIT_S)
+        await asyncio.gather(*(connected(worker) for worker in workers))
         bus.publish(data, attributes)
         bus.publish(data, attributes)
         await wait_until(lambda: len(server.calls) == 1, WAIT_S, "the call reached the server")
