@@ -54,3 +54,30 @@ def test_a_space_recorded_after_migrating_gets_its_index_then(fresh_database_url
 
     asyncio.run(first_start())
     assert index_name("embedding", 384) in turn_indexes(fresh_database_url)
+
+
+def test_migration_0018_keeps_only_flagged_turns_in_the_index(fresh_database_url: str) -> None:
+    """The index of 0015 held every turn; 0018 builds it again with the flag in its predicate
+    (every turn starts unflagged, so a typical user's turn never enters it) and drops the index
+    of an unfinished reembed, which that command builds again."""
+    migrate_through(fresh_database_url, 13)
+    with psycopg.connect(fresh_database_url, autocommit=True) as connection:
+        connection.execute("INSERT INTO embedding_space (model, dimensions) VALUES ('m', 8)")
+    migrate_through(fresh_database_url, 17)
+    shadow = index_name("embedding_next", 8)
+    with psycopg.connect(fresh_database_url, autocommit=True) as connection:
+        connection.execute(
+            f"CREATE INDEX {shadow} ON conversation_turns USING hnsw"
+            " ((embedding_next::halfvec(8)) halfvec_cosine_ops)"
+            " WHERE vector_dims(embedding_next) = 8"
+        )
+
+    migrate(fresh_database_url)
+
+    with psycopg.connect(fresh_database_url) as connection:
+        rows = connection.execute(
+            "SELECT indexname, indexdef FROM pg_indexes"
+            " WHERE tablename = 'conversation_turns' AND indexname LIKE '%%_hnsw'"
+        ).fetchall()
+    assert [name for name, _ in rows] == [index_name("embedding", 8)]
+    assert "WHERE (indexed AND (vector_dims(embedding) = 8))" in rows[0][1]
