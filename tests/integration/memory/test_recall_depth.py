@@ -161,7 +161,8 @@ async def test_a_deep_user_with_turns_in_and_out_of_the_index_gets_the_exact_ans
             " FROM conversation_turns WHERE user_id = 'ada'"
         )
     ).fetchone()
-    assert marked is not None and 0 < marked["marked"] < marked["turns"]
+    assert marked is not None
+    assert 0 < marked["marked"] < marked["turns"]
     for topic in range(len(TOPICS)):
         for mode in ("hybrid", "dense"):
             exact = await recalled(connection, "ada", TOPICS[topic], EXACT, mode=mode)
