@@ -498,10 +498,18 @@ ALTER TABLE conversation_turns ADD COLUMN IF NOT EXISTS indexed boolean NOT NULL
 CREATE INDEX IF NOT EXISTS conversation_turns_unindexed_idx ON conversation_turns (user_id)
     WHERE NOT indexed;
 
+-- The turns of users who may be deep already (at least DEEP_FROM, 5,000 turns, the least depth
+-- from which recall reads the index: llm_bot/memory/recall.py) go into the index as it is built
+-- below, once over the rows, far cheaper than `llm-bot maintain`'s insertion row by row (~4 ms
+-- a turn). A user below the depth recall computes is scanned whatever the flag says.
+UPDATE conversation_turns SET indexed = true
+ WHERE NOT indexed
+   AND user_id IN (SELECT user_id FROM conversation_turns GROUP BY user_id
+                    HAVING count(*) >= 5000);
+
 -- The HNSW indexes again with the flag in their predicate (the definition of
--- llm_bot/db/turn_index.py). Every turn starts unindexed, so the live one is built empty;
--- `llm-bot maintain` fills it with the turns of the deep users. A shadow index of an
--- unfinished `llm-bot reembed` goes too: that command builds it again.
+-- llm_bot/db/turn_index.py). A shadow index of an unfinished `llm-bot reembed` goes too: that
+-- command builds it again.
 DO $$
 DECLARE
     size integer;
