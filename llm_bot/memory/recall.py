@@ -21,7 +21,7 @@ bounded cost either way (no table to keep in step on every write and erasure).
 No side reads the whole history of a deep user (docs/performance.md, "Recall at depth"): the
 words are matched among the user's ``LEXICAL_WINDOW`` most recent turns (every turn of a user
 below that depth), and the nearest turns come from an exact scan of the user's vectors up to
-the depth at which the HNSW index over everyone's (:mod:`llm_bot.db.turn_index`) reads less
+the depth at which the HNSW index over deep users' turns (:mod:`llm_bot.db.turn_index`) reads less
 (``ANN_ROW_COST``), from the index beyond it. The index is approximate; every candidate's
 similarity is computed exactly from its vector either way. Only turns marked ``indexed`` are in
 the index (a deep user's, :mod:`llm_bot.db.turn_index`): a deep user's turns not yet marked
@@ -53,12 +53,13 @@ from llm_bot.memory.search import SearchMode, fused_candidates, query_text
 
 STATS_TURNS = 1000
 # A user's nearest turns come from an exact scan of their vectors or from the HNSW index over
-# everyone's (llm_bot.db.turn_index), whichever reads less. The scan reads the user's ``d``
+# deep users' turns (llm_bot.db.turn_index), whichever reads less. The scan reads the user's ``d``
 # turns; the index walks about ``pool / share`` entries to find ``pool`` of theirs, ``share``
 # being ``d / N`` of the table's ``N`` rows, each entry ~ANN_ROW_COST times a scanned row
 # (fitted on the depth bench: 80 ms for 5,000 entries, 28 ms to scan 10,000 turns). So the
 # index from ``d * d >= ANN_ROW_COST * pool * N`` (N from the table's statistics), never below
-# DEEP_FROM turns: ~20k turns in a table of 1.2M, ~60k in one of 10M.
+# DEEP_FROM turns: ~20k turns in a table of 1.2M, ~60k in one of 10M. The index holds only deep
+# users' turns, fewer than N, so this overstates its walk: the depth errs towards the scan.
 DEEP_FROM = 5000
 ANN_ROW_COST = 8
 # The lexical side ranks the turns matching the query among the user's most recent this many:
