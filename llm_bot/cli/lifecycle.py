@@ -30,7 +30,11 @@ def add_lifecycle_commands(commands: Any) -> None:
         parser.set_defaults(handler=run_lifecycle_action, lifecycle_action=action)
         return parser
 
-    command("maintain", run_maintain, "delete what the retention settings no longer keep")
+    command(
+        "maintain",
+        run_maintain,
+        "delete what the retention settings no longer keep; index deep users' older turns",
+    )
     command("forget-user", run_forget_user, "erase every row held about a user").add_argument(
         "user", type=non_empty, help="user id"
     )
@@ -60,11 +64,17 @@ async def run_maintain(
     connection: AsyncConnection[Any], args: argparse.Namespace, settings: Settings
 ) -> dict[str, Any]:
     from llm_bot.lifecycle.retention import RetentionPolicy, maintain
+    from llm_bot.lifecycle.turn_backfill import index_deep_users
 
     now = utc_now()
     policy = RetentionPolicy.from_settings(settings)
     deleted = await maintain(connection, policy, now, _progress)
-    return {"subject": f"retention as of {iso_timestamp(now)}", "deleted": deleted}
+    indexed = await index_deep_users(connection, policy.batch_rows, _progress)
+    return {
+        "subject": f"retention as of {iso_timestamp(now)}",
+        "deleted": deleted,
+        "indexed": indexed,
+    }
 
 
 async def run_forget_user(
@@ -124,4 +134,6 @@ def _progress(line: str) -> None:
 def _human(result: dict[str, Any]) -> str:
     lines = [f"{result['subject']}: deleted"]
     lines += [f"  {table:<24} {count:>8}" for table, count in result["deleted"].items()]
+    if "indexed" in result:
+        lines.append(f"indexed {result['indexed']} turn(s) of deep users")
     return "\n".join(lines)

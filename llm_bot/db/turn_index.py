@@ -3,9 +3,15 @@
 ``conversation_turns.embedding`` has no fixed size (the embedding model is a setting,
 :mod:`llm_bot.db.embedding_space`), and pgvector indexes only sized columns. The index is
 therefore on an expression with the size of the current space, ``embedding::halfvec(D)``,
-partial on ``vector_dims(embedding) = D`` (the predicate is checked before the cast, so a
-vector of another size is left out instead of failing the write). A query uses it by naming the
-same expression and predicate (:func:`near_distance`, :func:`in_space`). ``halfvec`` rather than
+partial on ``indexed AND vector_dims(embedding) = D`` (the predicate is checked before the
+cast, so a vector of another size is left out instead of failing the write). A query uses it by
+naming the same expression and predicate (:func:`near_distance`, :func:`in_space`).
+
+``indexed``: only the turns of deep users, whose recall reads the index, enter it. The writer
+sets it when recall found the requesting user deep (:mod:`llm_bot.memory.recall`), ``llm-bot
+maintain`` on the older turns of a user who became deep (:mod:`llm_bot.lifecycle.turn_backfill`);
+a typical user's turn costs a btree insertion instead of an HNSW one (docs/performance.md,
+"Recall at depth"). ``halfvec`` rather than
 ``vector``: half the index (223 MB instead of 391 MB over 200k turns), so twice as much of it
 stays in memory, for a candidate list whose exact similarity is computed from the full vector
 anyway. HNSW indexes ``halfvec`` up to ``MAX_INDEXED_DIMENSIONS``; a larger model goes
@@ -36,7 +42,7 @@ SEARCH_SETTINGS = ("hnsw.iterative_scan", "relaxed_order")
 
 def in_space(column: str, dimensions: int) -> str:
     """The index's predicate, which a query must repeat to use it."""
-    return f"vector_dims({column}) = {int(dimensions)}"
+    return f"indexed AND vector_dims({column}) = {int(dimensions)}"
 
 
 def near_distance(column: str, dimensions: int) -> str:
@@ -80,7 +86,7 @@ def index_definition(column: str, dimensions: int, *, concurrently: bool = False
     return sql.SQL(
         "CREATE INDEX {how} IF NOT EXISTS {name} ON conversation_turns"
         " USING hnsw (({column}::halfvec({size})) halfvec_cosine_ops)"
-        " WHERE vector_dims({column}) = {size}"
+        " WHERE indexed AND vector_dims({column}) = {size}"
     ).format(
         how=sql.SQL("CONCURRENTLY" if concurrently else ""),
         name=sql.Identifier(index_name(column, size)),

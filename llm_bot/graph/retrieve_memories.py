@@ -35,4 +35,5 @@ async def retrieve_memories(state: GraphState, runtime: Runtime[GraphContext]) -
             extra={"userId": state["user_id"], "cause": cause},
         )
         memory_context = MemoryContext(stats={"retrievalFailed": 1})
+    state["writes"].index_turns = memory_context.deep
     return {"memory_context": memory_context}

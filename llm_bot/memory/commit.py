@@ -122,6 +122,7 @@ class MemoryCommit:
             vectors[0],
             vectors[1],
             pair.writes.visibility if pair.writes is not None else "public",
+            pair.writes is not None and pair.writes.index_turns,
         )
         memory_vectors = {
             text: vector for text, vector in zip(texts[2:], vectors[2:], strict=True) if vector

@@ -37,7 +37,7 @@ from llm_bot.llm.messages import ChatMessage
 from llm_bot.memory.history import WINDOW_SQL, Turn, window_of, window_params
 from llm_bot.memory.long_term import render_memories
 from llm_bot.memory.notes_store import NOTES_SQL, Notes, notes_of
-from llm_bot.memory.recall import RecalledTurn, recall_turns
+from llm_bot.memory.recall import NO_RECALL, Recall, RecalledTurn, recall
 from llm_bot.memory.retrieval import MemoryContext
 from llm_bot.memory.search import MemoryHit
 from llm_bot.memory.store import MemoryStore
@@ -105,6 +105,7 @@ class Parts:
     memories: list[MemoryHit]
     window: list[Turn]
     recalled: list[RecalledTurn]
+    deep: bool = False  # recall found the user deep: the event's pair enters the recall index
 
 
 class PostgresMemoryRetriever:
@@ -143,10 +144,7 @@ class PostgresMemoryRetriever:
         self, user_id: str, thread_id: str, query: str, *, include_private: bool, shared: bool
     ) -> MemoryContext:
         failed: list[str] = []
-        notes, memories, window, recalled = await self._parts(
-            user_id, thread_id, query, include_private, failed
-        )
-        parts = Parts(notes, memories, window, recalled)
+        parts = await self._parts(user_id, thread_id, query, include_private, failed)
         budget = self._limits.max_context_tokens - approx_tokens(query)
         context = assemble(parts, self._limits, budget, requester=user_id, shared=shared)
         if failed:
@@ -155,7 +153,7 @@ class PostgresMemoryRetriever:
 
     async def _parts(
         self, user_id: str, thread_id: str, query: str, include_private: bool, failed: list[str]
-    ) -> tuple[str, list[MemoryHit], list[Turn], list[RecalledTurn]]:
+    ) -> Parts:
         """Each part started as soon as it can be: the notes and the window alongside the
         embedding, then memories and recall (outside the window)."""
         vector, (notes, window) = await asyncio.gather(
@@ -164,7 +162,7 @@ class PostgresMemoryRetriever:
         )
         shown = notes.content if include_private or notes.visibility == "public" else ""
         if vector is None:
-            return shown, [], window, []
+            return Parts(shown, [], window, [])
         memories, recalled = await asyncio.gather(
             _degrade(
                 "memories",
@@ -176,12 +174,12 @@ class PostgresMemoryRetriever:
             _degrade(
                 "recall",
                 self._recall(user_id, query, vector, window, include_private),
-                [],
+                NO_RECALL,
                 user_id,
                 failed,
             ),
         )
-        return shown, memories, window, recalled
+        return Parts(shown, memories, window, recalled.turns, recalled.deep)
 
     async def _embed(self, query: str) -> list[float]:
         return (await self._store.embedder.embed([query]))[0]
@@ -254,9 +252,9 @@ class PostgresMemoryRetriever:
         vector: list[float],
         window: list[Turn],
         include_private: bool,
-    ) -> list[RecalledTurn]:
+    ) -> Recall:
         async with self._store.connection() as connection:
-            return await recall_turns(
+            return await recall(
                 connection,
                 user_id,
                 query,
@@ -305,7 +303,7 @@ def assemble(
         "windowPairs": len(window) // 2,
         **{f"{part}Tokens": tokens for part, tokens in used.items()},
     }
-    return MemoryContext(tuple(messages), stats)
+    return MemoryContext(tuple(messages), stats, deep=parts.deep)
 
 
 def memory_cost(content: str) -> int:

@@ -45,6 +45,7 @@ class PairRows:
     user_vector: list[float] | None = None
     assistant_vector: list[float] | None = None
     visibility: Visibility = "public"  # a DM's turns are recalled only in DMs
+    indexed: bool = False  # both turns enter recall's index (llm_bot.db.turn_index): a deep user's
 
 
 # One statement: the thread's row is created on its first pair, else locked and moved on by
@@ -68,10 +69,10 @@ WITH thread AS (
     RETURNING th.last_seq, th.session_id
 )
 INSERT INTO conversation_turns (thread_id, seq, user_id, session_id, pair_index, role, content,
-                                created_at, source_event, embedding, visibility)
+                                created_at, source_event, embedding, visibility, indexed)
 SELECT %(thread_id)s, thread.last_seq - 2 + t.step, %(user_id)s, thread.session_id,
        thread.last_seq / 2, t.role, t.content, %(at)s, %(source_event)s, t.embedding,
-       %(visibility)s
+       %(visibility)s, %(indexed)s
   FROM thread,
        (VALUES (1, 'user', %(user_text)s, %(user_vector)s::vector),
                (2, 'assistant', %(assistant_text)s, %(assistant_vector)s::vector)
@@ -98,6 +99,7 @@ async def write_pair(connection: AsyncConnection[Any], pair: PairRows, idle: tim
             "user_vector": vector_param(pair.user_vector),
             "assistant_vector": vector_param(pair.assistant_vector),
             "visibility": pair.visibility,
+            "indexed": pair.indexed,
         },
     )
 

@@ -21,9 +21,14 @@ bounded cost either way (no table to keep in step on every write and erasure).
 No side reads the whole history of a deep user (docs/performance.md, "Recall at depth"): the
 words are matched among the user's ``LEXICAL_WINDOW`` most recent turns (every turn of a user
 below that depth), and the nearest turns come from an exact scan of the user's vectors up to
-the depth at which the HNSW index over everyone's (:mod:`llm_bot.db.turn_index`) reads less
+the depth at which the HNSW index over deep users' turns (:mod:`llm_bot.db.turn_index`) reads less
 (``ANN_ROW_COST``), from the index beyond it. The index is approximate; every candidate's
-similarity is computed exactly from its vector either way.
+similarity is computed exactly from its vector either way. Only turns marked ``indexed`` are in
+the index (a deep user's, :mod:`llm_bot.db.turn_index`): a deep user's turns not yet marked
+(written before they were deep, until ``llm-bot maintain`` marks them) are scanned exactly
+beside it, through the partial index on unmarked turns. Recall says whether it found the user
+deep (:class:`Recall`), so the pair the event writes is marked or not without a statement of
+its own.
 
 The statement is planned for its parameters on every call (``prepare=False``, ~1 ms): a
 prepared statement's generic plan assumes every user has ~200 turns, and for a user with 100k
@@ -48,19 +53,32 @@ from llm_bot.memory.search import SearchMode, fused_candidates, query_text
 
 STATS_TURNS = 1000
 # A user's nearest turns come from an exact scan of their vectors or from the HNSW index over
-# everyone's (llm_bot.db.turn_index), whichever reads less. The scan reads the user's ``d``
+# deep users' turns (llm_bot.db.turn_index), whichever reads less. The scan reads the user's ``d``
 # turns; the index walks about ``pool / share`` entries to find ``pool`` of theirs, ``share``
 # being ``d / N`` of the table's ``N`` rows, each entry ~ANN_ROW_COST times a scanned row
 # (fitted on the depth bench: 80 ms for 5,000 entries, 28 ms to scan 10,000 turns). So the
 # index from ``d * d >= ANN_ROW_COST * pool * N`` (N from the table's statistics), never below
-# DEEP_FROM turns: ~20k turns in a table of 1.2M, ~60k in one of 10M.
+# DEEP_FROM turns: ~20k turns in a table of 1.2M, ~60k in one of 10M. The index holds only deep
+# users' turns, fewer than N, so this overstates its walk: the depth errs towards the scan.
 DEEP_FROM = 5000
 ANN_ROW_COST = 8
 # The lexical side ranks the turns matching the query among the user's most recent this many:
 # all of a user's turns up to that depth, a bounded cost beyond it.
 LEXICAL_WINDOW = 10_000
+# The smallest pool a recall asks for (``limit * 4``, at least 20, and the window excluded):
+# the depth ``llm-bot maintain`` marks users deep from is then never above recall's.
+MIN_POOL = 20
 BM25_K1 = 1.2  # the textbook saturation and length normalisation, not fitted to any data set
 BM25_B = 0.75
+
+
+# The depth from which a user is deep, one row: ``%(deep_from)s`` when given (a test), else
+# from the table's size and ``%(pool)s`` (ANN_ROW_COST).
+DEEP_FROM_SQL = f"""
+    SELECT coalesce(%(deep_from)s::bigint, greatest({DEEP_FROM}, ceil(sqrt(
+        {ANN_ROW_COST} * %(pool)s * greatest(reltuples, 0)))))::bigint AS turns
+    FROM pg_class WHERE oid = 'conversation_turns'::regclass
+"""
 
 
 def _visible(visibility: str) -> str:
@@ -130,11 +148,7 @@ lexical_top AS (
 -- index-only scan; see ANN_ROW_COST), picks one of the two dense sides below. The choice is a
 -- LIMIT of 0 rather than a filter: a Limit node with nothing to return never starts its input,
 -- where a filter was placed under a parallel sort whose workers started anyway (~9 ms).
-deep_from AS (
-    SELECT coalesce(%(deep_from)s::bigint, greatest({DEEP_FROM}, ceil(sqrt(
-        {ANN_ROW_COST} * %(pool)s * greatest(reltuples, 0)))))::bigint AS turns
-    FROM pg_class WHERE oid = 'conversation_turns'::regclass
-),
+deep_from AS ({DEEP_FROM_SQL}),
 depth AS (
     SELECT count(*) >= (SELECT turns FROM deep_from) AS deep
     FROM (
@@ -158,9 +172,18 @@ dense_near AS MATERIALIZED (
     ORDER BY {near_distance(LIVE_COLUMN, dimensions)}
     LIMIT CASE WHEN (SELECT deep FROM depth) THEN %(pool)s ELSE 0 END
 ),
+-- A deep user's turns the index does not hold yet, exactly (none once maintain marked them).
+dense_unindexed AS (
+    SELECT thread_id, seq FROM conversation_turns
+    WHERE user_id = %(user)s AND NOT indexed AND embedding IS NOT NULL AND %(use_dense)s
+      AND {_visible("visibility")}
+    ORDER BY embedding <=> %(vector)s::vector, thread_id, seq
+    LIMIT CASE WHEN (SELECT deep FROM depth) THEN %(pool)s ELSE 0 END
+),
 around AS (
     SELECT DISTINCT hit.thread_id, hit.seq + step AS seq
     FROM (SELECT thread_id, seq FROM dense_exact UNION SELECT thread_id, seq FROM dense_near
+          UNION SELECT thread_id, seq FROM dense_unindexed
           UNION SELECT thread_id, seq FROM lexical_top) hit,
          generate_series(-{NEIGHBOUR_REACH}, {NEIGHBOUR_REACH}) AS step
 )
@@ -168,7 +191,7 @@ around AS (
 -- history by its index instead, which a generic plan of this statement chose).
 SELECT t.thread_id, t.seq, t.role, t.content, t.created_at,
        1 - (t.embedding <=> %(vector)s::vector) AS similarity,
-       coalesce({_BM25}, 0) AS keyword_score
+       coalesce({_BM25}, 0) AS keyword_score, (SELECT deep FROM depth) AS deep
 FROM around
 CROSS JOIN LATERAL (
     SELECT * FROM conversation_turns
@@ -200,7 +223,31 @@ class RecalledTurn:
     fused_score: float
 
 
+@dataclass(frozen=True)
+class Recall:
+    """The recalled turns, and whether the user was deep: the pair the event writes then enters
+    the index (:mod:`llm_bot.db.turn_index`). Unknown (no candidate came back) reads as not
+    deep: the pair is then scanned exactly until ``llm-bot maintain`` marks it."""
+
+    turns: list[RecalledTurn]
+    deep: bool
+
+
+NO_RECALL = Recall([], deep=False)
+
+
 async def recall_turns(
+    connection: AsyncConnection[Any],
+    user_id: str,
+    text: str,
+    vector: list[float],
+    **options: Any,
+) -> list[RecalledTurn]:
+    """:func:`recall`'s turns alone (the benches, the evaluation)."""
+    return (await recall(connection, user_id, text, vector, **options)).turns
+
+
+async def recall(
     connection: AsyncConnection[Any],
     user_id: str,
     text: str,
@@ -212,7 +259,7 @@ async def recall_turns(
     mode: SearchMode = "hybrid",
     include_private: bool = True,
     depth: Depth = Depth(),
-) -> list[RecalledTurn]:
+) -> Recall:
     """The ``limit`` most relevant turns above ``threshold`` (their own similarity), outside
     ``exclude``, best first (context assembly puts the ones it keeps back in time order)."""
     pool = max(limit * 4, 20) + len(exclude)
@@ -256,4 +303,4 @@ async def recall_turns(
         and (mode != "lexical" or lexical[key] > 0)
     ]
     turns.sort(key=lambda turn: (-turn.fused_score, -turn.similarity, turn.thread_id, turn.seq))
-    return turns[:limit]
+    return Recall(turns[:limit], deep=any(row["deep"] for row in rows))

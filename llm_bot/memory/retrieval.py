@@ -17,10 +17,12 @@ from llm_bot.llm.messages import ChatMessage
 class MemoryContext:
     """Every memory part of one prompt's context (notes, memories, recalled turns, the thread's
     window): messages to place between the system prompt and this run's messages, in order,
-    and how many of each kind they hold."""
+    and how many of each kind they hold. ``deep``: recall found the user deep, so the pair
+    this event writes enters recall's index (:mod:`llm_bot.db.turn_index`)."""
 
     messages: tuple[ChatMessage, ...] = ()
     stats: dict[str, int] = field(default_factory=dict)
+    deep: bool = False
 
 
 class MemoryRetriever(Protocol):

@@ -51,6 +51,8 @@ class RunWrites:
     notes: str | None = None  # the run's view of the notes document, once read
     notes_edits: list[NotesEdit] = field(default_factory=list)
     writes_made: int = 0
+    # Recall found the user deep: the event's pair enters recall's index (llm_bot.db.turn_index).
+    index_turns: bool = False
 
     @property
     def empty(self) -> bool:

@@ -19,7 +19,7 @@ from llm_bot.db.turn_index import (
     near_distance,
 )
 from llm_bot.db.vectors import vector_param
-from llm_bot.memory.recall import Depth, RecalledTurn, recall_turns
+from llm_bot.memory.recall import Depth, RecalledTurn, recall, recall_turns
 from llm_bot.memory.search import SearchMode
 
 from .conftest import Connection
@@ -54,7 +54,7 @@ async def history(connection: Connection, user: str, turns: int, threads: int = 
         )
 
 
-async def recall(
+async def recalled(
     connection: Connection, user: str, words: str, depth: Depth, mode: SearchMode = "lexical"
 ) -> list[tuple[str, int, float]]:
     """(thread, seq, fused score) of the five turns recalled for a question about ``words``
@@ -93,11 +93,12 @@ async def test_a_deep_user_whose_turns_the_index_can_all_return_gets_the_exact_a
     for other in range(6):
         await history(connection, f"other-{other}", 40)
     await history(connection, "ada", 16, threads=16)  # no turn brings in a neighbour
+    await connection.execute("UPDATE conversation_turns SET indexed = true")
     for topic in range(len(TOPICS)):
         for mode in ("hybrid", "dense", "lexical"):
-            exact = await recall(connection, "ada", TOPICS[topic], EXACT, mode=mode)
+            exact = await recalled(connection, "ada", TOPICS[topic], EXACT, mode=mode)
             assert exact, (topic, mode)
-            assert await recall(connection, "ada", TOPICS[topic], DEEP, mode=mode) == exact
+            assert await recalled(connection, "ada", TOPICS[topic], DEEP, mode=mode) == exact
 
 
 async def test_the_index_serves_the_deep_dense_side(connection: Connection) -> None:
@@ -131,9 +132,57 @@ async def test_within_its_window_the_lexical_side_ranks_as_the_exact_one(
     )
     window = Depth(lexical_window=40)  # the 40 recent turns, not the old one
     for topic in range(len(TOPICS)):
-        exact = await recall(connection, "ada", TOPICS[topic], EXACT, mode="lexical")
+        exact = await recalled(connection, "ada", TOPICS[topic], EXACT, mode="lexical")
         assert exact
-        assert await recall(connection, "ada", TOPICS[topic], window, mode="lexical") == exact
-    harpsichord = await recall(connection, "ada", "the harpsichord", EXACT)
+        assert await recalled(connection, "ada", TOPICS[topic], window, mode="lexical") == exact
+    harpsichord = await recalled(connection, "ada", "the harpsichord", EXACT)
     assert [thread for thread, _, _ in harpsichord] == ["ada-old"]
-    assert await recall(connection, "ada", "the harpsichord", window) == []
+    assert await recalled(connection, "ada", "the harpsichord", window) == []
+
+
+async def test_a_deep_user_with_turns_in_and_out_of_the_index_gets_the_exact_answer(
+    connection: Connection,
+) -> None:
+    """Turns written before their user was deep are not in the index until maintain marks them:
+    the deep path reads them exactly beside the index. Half of ada's turns marked (every topic
+    of the other half unmarked): the same turns and scores as the exact computation."""
+    await uses_index(connection)
+    for other in range(6):
+        await history(connection, f"other-{other}", 40)
+    await connection.execute("UPDATE conversation_turns SET indexed = true")
+    await history(connection, "ada", 16, threads=16)
+    await connection.execute(
+        "UPDATE conversation_turns SET indexed = true WHERE user_id = 'ada' AND seq = 1"
+        " AND right(thread_id, 1) IN ('0', '2', '4', '6', '8')"
+    )
+    marked = await (
+        await connection.execute(
+            "SELECT count(*) FILTER (WHERE indexed) AS marked, count(*) AS turns"
+            " FROM conversation_turns WHERE user_id = 'ada'"
+        )
+    ).fetchone()
+    assert marked is not None
+    assert 0 < marked["marked"] < marked["turns"]
+    for topic in range(len(TOPICS)):
+        for mode in ("hybrid", "dense"):
+            exact = await recalled(connection, "ada", TOPICS[topic], EXACT, mode=mode)
+            assert exact, (topic, mode)
+            assert await recalled(connection, "ada", TOPICS[topic], DEEP, mode=mode) == exact
+
+
+async def test_recall_says_whether_the_user_was_deep(connection: Connection) -> None:
+    """What the writer marks the event's pair by."""
+    await history(connection, "ada", 6)
+    for depth, deep in ((DEEP, True), (EXACT, False)):
+        found = await recall(
+            connection,
+            "ada",
+            "what about tea?",
+            direction(0, 1000),
+            exclude=(),
+            limit=5,
+            threshold=-1.0,
+            depth=depth,
+        )
+        assert found.turns
+        assert found.deep is deep

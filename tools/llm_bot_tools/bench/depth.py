@@ -31,6 +31,7 @@ from llm_bot.db.embedding_space import settle_space
 from llm_bot.db.migrate import migrate
 from llm_bot.db.schemas import scratch_schema
 from llm_bot.db.turn_index import SEARCH_SETTINGS
+from llm_bot.lifecycle.turn_backfill import index_deep_users
 from llm_bot.memory.history import WINDOW_SQL, window_of, window_params
 from llm_bot.memory.recall import Depth, recall_turns
 from llm_bot.memory.store import MemoryStore
@@ -61,6 +62,7 @@ START = datetime(2026, 1, 1, tzinfo=UTC)
 WINDOW_PAIRS: int = Settings.model_fields["context_pairs"].default
 SESSION_IDLE = timedelta(seconds=Settings.model_fields["session_idle_seconds"].default)
 BLOCK = 10_000
+MAINTAIN_BATCH: int = Settings.model_fields["retention_batch_rows"].default
 COPY_TYPES = ["text", "int8", "text", "int8", "int8", "text", "text", "timestamptz", "text"]
 COPY_TYPES += ["vector", "text"]
 Progress = Callable[[str], None]
@@ -137,6 +139,18 @@ async def load_turns(
             " SET last_seq = excluded.last_seq, last_turn_at = excluded.last_turn_at",
             (where, next_seq[where], START + timedelta(minutes=turns)),
         )
+
+
+async def _index_deep_users(connection: AsyncConnection[Any], progress: Progress) -> None:
+    """The deep users' turns marked for recall's index as ``llm-bot maintain`` marks them (COPY
+    writes every turn unmarked), before the indexes are built: an HNSW insertion per marked
+    row would take minutes. The job counts each user's turns through an index on the user,
+    built here for it (the table's own are built after the load); the depth comes from the
+    table's size, hence ANALYZE."""
+    await connection.execute("CREATE INDEX bench_turns_by_user ON conversation_turns (user_id)")
+    await connection.execute("ANALYZE conversation_turns")
+    await index_deep_users(connection, MAINTAIN_BATCH, progress)
+    await connection.execute("DROP INDEX bench_turns_by_user")
 
 
 async def _connect(url: str) -> AsyncConnection[Any]:
@@ -257,6 +271,7 @@ async def history_depths(
                 for depth in depths:
                     owner, thread = _deep_user(depth)
                     await load_turns(connection, topics, generator, depth, owner, thread, progress)
+                await _index_deep_users(connection, progress)
             await connection.execute("VACUUM ANALYZE conversation_turns")
             progress(f"loaded and indexed in {time.perf_counter() - began:.0f} s; recalling")
             for depth in depths:

@@ -1,0 +1,72 @@
+"""``llm-bot maintain``'s backfill of recall's index: the older turns of users who became deep.
+
+The writer marks a pair ``indexed`` when recall found its user deep (:mod:`llm_bot.memory.recall`,
+:mod:`llm_bot.db.turn_index`), so the turns a user wrote before that are not in the index: their
+recall scans them exactly beside it, correct but at the cost the index is there to avoid. This
+job marks them, off the event's path: every user past the depth from which recall reads the
+index (with the smallest pool a recall asks for, so no user recall calls deep is left out), in
+batches of ``batch`` turns, each its own short transaction (its rows enter the HNSW index as it
+commits, ~3 ms a turn). Rows locked by another run are skipped and taken by the next batch.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from psycopg import AsyncConnection
+from psycopg.rows import tuple_row
+
+from llm_bot.memory.recall import DEEP_FROM_SQL, MIN_POOL
+
+PROGRESS_EVERY_S = 2.0
+Progress = Callable[[str], None]
+
+# The users with unmarked turns (read from the partial index on them) who are deep, each
+# counted no further than the depth.
+_DEEP_USERS = f"""
+WITH deep_from AS ({DEEP_FROM_SQL})
+SELECT u.user_id FROM (SELECT DISTINCT user_id FROM conversation_turns WHERE NOT indexed) u
+ WHERE (SELECT count(*) FROM (
+            SELECT FROM conversation_turns t WHERE t.user_id = u.user_id
+             LIMIT (SELECT turns FROM deep_from)) mine) >= (SELECT turns FROM deep_from)
+ ORDER BY u.user_id
+"""  # noqa: S608 (constants only)
+
+_MARK = """
+UPDATE conversation_turns t SET indexed = true FROM (
+    SELECT thread_id, seq FROM conversation_turns
+     WHERE user_id = %(user)s AND NOT indexed
+     LIMIT %(batch)s FOR UPDATE SKIP LOCKED) b
+ WHERE t.thread_id = b.thread_id AND t.seq = b.seq
+"""
+
+
+async def index_deep_users(
+    connection: AsyncConnection[Any],
+    batch: int,
+    progress: Progress,
+    *,
+    deep_from: int | None = None,
+) -> int:
+    """Mark the unmarked turns of every deep user on an autocommit ``connection``; how many.
+    ``deep_from`` replaces the depth computed from the table's size (a test's few turns)."""
+    async with connection.cursor(row_factory=tuple_row) as cursor:
+        await cursor.execute(_DEEP_USERS, {"deep_from": deep_from, "pool": MIN_POOL})
+        users = [str(user) for (user,) in await cursor.fetchall()]
+    marked = 0
+    reported = time.monotonic()
+    for number, user in enumerate(users, 1):
+        while True:
+            async with connection.cursor() as cursor:
+                await cursor.execute(_MARK, {"user": user, "batch": batch})
+                if cursor.rowcount <= 0:
+                    break
+                marked += cursor.rowcount
+            if time.monotonic() - reported >= PROGRESS_EVERY_S:
+                reported = time.monotonic()
+                progress(f"indexing deep users' turns: {marked} marked, user {number}/{len(users)}")
+    if users:
+        progress(f"indexed {marked} turn(s) of {len(users)} deep user(s)")
+    return marked
