@@ -213,9 +213,7 @@ async def test_one_event_published_twice_to_two_workers_calls_the_tool_once(
         await wait_until(lambda: len(server.calls) == 1, WAIT_S, "the call reached the server")
         server.release.set()
         [first] = await egress.take(1, timeout_s=WAIT_S)
-        await wait_until(
-            lambda: sum(w.stats.acked for w in workers) == 2, WAIT_S, "both copies acked"
-        )
+        await wait_until(lambda: sum(w.stats.acked for w in workers) == 2, 60, "both copies acked")
         later = await egress.drain()
 
     assert len(server.calls) == 1
