@@ -50,6 +50,19 @@ def test_medians_per_version_in_each_targets_setting(
     assert plot.stat().st_size > 0
 
 
+def test_a_report_without_a_figure_is_left_out_of_that_figure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A stored report from a bench that did not yet measure CPU still counts for the rest."""
+    older = report(0, 16, 9.0, 2.0)
+    del older["worker_cpu_ms_per_event"]
+    files = [run_file(tmp_path / "older.json", older)]
+    assert main(["bench", "compare", "--version", "older", *files, "--json"]) == 0
+    by_field = {c["field"]: c for c in json.loads(capsys.readouterr().out)}
+    assert "worker_cpu_ms_per_event" not in by_field
+    assert by_field["worker_ready_s"]["medians"] == {"older": 2.0}
+
+
 @pytest.mark.parametrize(
     "versions",
     [["--version", "only-a-label"], ["--version", "v", "missing.json"]],

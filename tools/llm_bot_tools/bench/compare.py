@@ -24,6 +24,10 @@ class Target:
     setting: tuple[float, int] | None = None  # model latency ms, in flight; None: every run
 
     def covers(self, report: dict[str, object]) -> bool:
+        """Whether ``report`` measured this figure in this setting: a report from a bench that
+        did not yet measure the figure holds no field for it, and counts as not run there."""
+        if self.field not in report:
+            return False
         return self.setting is None or self.setting == (
             report["model_latency_ms"],
             report["in_flight"],
