@@ -29,12 +29,12 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from psycopg.rows import dict_row
 
 from llm_bot.llm.messages import ChatMessage
-from llm_bot.memory.history import WINDOW_SQL, Turn, window_of, window_params
+from llm_bot.memory.history import WINDOW_SQL, Turn, read_window, window_of, window_params
 from llm_bot.memory.long_term import render_memories
 from llm_bot.memory.notes_store import NOTES_SQL, Notes, notes_of
 from llm_bot.memory.recall import NO_RECALL, Recall, RecalledTurn, recall
@@ -198,24 +198,23 @@ class PostgresMemoryRetriever:
         window = await _degrade("window", self._window(thread_id), [], user_id, failed)
         return NO_NOTES, window
 
-    def _window_params(self, thread_id: str) -> dict[str, Any]:
-        limits = self._limits
-        return window_params(thread_id, limits.context_pairs, self._clock(), limits.session_idle)
-
     async def _window(self, thread_id: str) -> list[Turn]:
-        return window_of(await self._rows(WINDOW_SQL, self._window_params(thread_id)))
+        limits = self._limits
+        async with self._store.connection() as connection:
+            return await read_window(
+                connection, thread_id, limits.context_pairs, self._clock(), limits.session_idle
+            )
 
-    async def _rows(self, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    async def _notes_and_window(self, user_id: str, thread_id: str) -> tuple[Notes, list[Turn]]:
+        limits = self._limits
+        window = window_params(thread_id, limits.context_pairs, self._clock(), limits.session_idle)
+        params = {"user_id": user_id, "agent": self._agent, **window}
         async with (
             self._store.connection() as connection,
             connection.cursor(row_factory=dict_row) as cursor,
         ):
-            await cursor.execute(sql, params)
-            return await cursor.fetchall()
-
-    async def _notes_and_window(self, user_id: str, thread_id: str) -> tuple[Notes, list[Turn]]:
-        params = {"user_id": user_id, "agent": self._agent, **self._window_params(thread_id)}
-        rows = await self._rows(_NOTES_AND_WINDOW, params)
+            await cursor.execute(_NOTES_AND_WINDOW, params)
+            rows = await cursor.fetchall()
         notes = NO_NOTES
         turns = []
         for row in rows:

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from psycopg import AsyncConnection
+from psycopg.rows import dict_row
 
 from llm_bot.db.vectors import vector_param
 from llm_bot.memory.run_writes import Visibility
@@ -123,3 +124,12 @@ def window_params(thread_id: str, pairs: int, now: datetime, idle: timedelta) ->
 def window_of(rows: list[dict[str, Any]]) -> list[Turn]:
     """:data:`WINDOW_SQL`'s rows as the window, oldest first."""
     return sorted((Turn(**row) for row in rows), key=lambda turn: turn.seq)
+
+
+async def read_window(
+    connection: AsyncConnection[Any], thread_id: str, pairs: int, now: datetime, idle: timedelta
+) -> list[Turn]:
+    """The window alone, in its own statement (context assembly reads it with the notes)."""
+    async with connection.cursor(row_factory=dict_row) as cursor:
+        await cursor.execute(WINDOW_SQL, window_params(thread_id, pairs, now, idle))
+        return window_of(await cursor.fetchall())

@@ -25,14 +25,13 @@ import numpy as np
 from numpy.typing import NDArray
 from pgvector.psycopg import register_vector_async
 from psycopg import AsyncConnection
-from psycopg.rows import dict_row
 
 from llm_bot.db.embedding_space import settle_space
 from llm_bot.db.migrate import migrate
 from llm_bot.db.schemas import scratch_schema
 from llm_bot.db.turn_index import SEARCH_SETTINGS
 from llm_bot.lifecycle.turn_backfill import index_deep_users
-from llm_bot.memory.history import WINDOW_SQL, window_of, window_params
+from llm_bot.memory.history import read_window
 from llm_bot.memory.recall import Depth, recall_turns
 from llm_bot.memory.store import MemoryStore
 from llm_bot.settings import Settings, load_settings
@@ -325,10 +324,7 @@ async def shared_channel(
 
             async def window_and_recall() -> object:
                 word = rng.randrange(len(WORDS))
-                async with connection.cursor(row_factory=dict_row) as cursor:
-                    params = window_params(CHANNEL, WINDOW_PAIRS, now, SESSION_IDLE)
-                    await cursor.execute(WINDOW_SQL, params)
-                    window = window_of(await cursor.fetchall())
+                window = await read_window(connection, CHANNEL, WINDOW_PAIRS, now, SESSION_IDLE)
                 return await recall_turns(
                     connection,
                     f"speaker-{rng.randrange(speakers)}",
