@@ -29,6 +29,13 @@ failure fails that event alone, at once; a refused statement reaches its event a
 (connection lost, server shutting down, too many connections, deadlock, serialization failure)
 retry the whole batch with jittered backoff (tenacity); if they persist, every event of the
 batch gets the error and is nacked.
+
+On Citus a transaction that writes on two nodes is a two-phase commit, which a batch of
+unrelated users' events would nearly always be. So each work names its *tenant* (whose shard
+it writes) and, given the shard map (:mod:`llm_bot.db.placements`), a batch is split into one
+transaction per node, committed side by side. Works sharing a key stay in one transaction
+(with the chains writing the same nodes); a work without a tenant joins the first. On plain
+PostgreSQL there is one node and a batch is one transaction.
 """
 
 from __future__ import annotations
@@ -50,6 +57,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from llm_bot.db.placements import ONE_NODE, Placements, ShardMap
 from llm_bot.errors import DeadLetterError
 from llm_bot.telemetry import metrics
 from llm_bot.telemetry.arrivals import ArrivalRate
@@ -111,6 +119,7 @@ class Item:
     work: Work
     keys: Collection[LockKey]
     done: asyncio.Future[None] | None  # None: deferred, nobody waits
+    tenant: str | None = None  # whose shard it writes (the batch is split by node)
 
 
 class GroupCommitter:
@@ -118,13 +127,21 @@ class GroupCommitter:
     queued and stops it, so no caller can forget either half."""
 
     def __init__(
-        self, pool: AsyncConnectionPool[Any], *, max_batch: int, max_delay_s: float
+        self,
+        pool: AsyncConnectionPool[Any],
+        *,
+        max_batch: int,
+        max_delay_s: float,
+        placements: Placements | None = None,
     ) -> None:
+        """``placements``: where tenants' rows are, to split batches by node (none: never)."""
         self._pool = pool
         self._max_batch = max_batch
         self._max_delay_s = max_delay_s
+        self._placements = placements
         self._queue: asyncio.Queue[Item] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
+        self._refresher: asyncio.Task[None] | None = None
         self._deferred = 0  # deferred items not yet through a batch
         self._in_progress = 0  # events that declared work to come (``expecting_work``)
         self._waited_for = 0  # waited-for items queued or in the batch being filled
@@ -134,6 +151,10 @@ class GroupCommitter:
         self.waits = 0  # batches that waited for company (the rest went at once)
 
     async def __aenter__(self) -> Self:
+        if self._placements is not None:
+            await self._placements.load(self._pool)
+            keeping = self._placements.keep_current(self._pool)
+            self._refresher = asyncio.create_task(keeping, name="shard-map")
         self._task = asyncio.create_task(self._run(), name="group-commit")
         return self
 
@@ -147,22 +168,27 @@ class GroupCommitter:
         if self._deferred:
             await self.commit(_nothing, ())  # a waited-for item does not let deferred work linger
         await self._queue.join()
-        task, self._task = self._task, None
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        tasks = [task for task in (self._task, self._refresher) if task is not None]
+        self._task = self._refresher = None
+        for each in tasks:
+            each.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await each
 
-    async def commit(self, work: Work, keys: Collection[LockKey]) -> None:
+    async def commit(
+        self, work: Work, keys: Collection[LockKey], tenant: str | None = None
+    ) -> None:
         """Run ``work`` in a (shared) transaction; returns once that transaction committed.
         ``keys`` name what it reads and writes (a thread, a user, an event): works of a batch
-        with a key in common run in order, the rest interleaved."""
+        with a key in common run in order, the rest interleaved. ``tenant``: the distribution
+        value of the rows it writes (on Citus, its transaction is that tenant's node's)."""
         if self._task is None:
             raise RuntimeError("group committer not started")
         loop = asyncio.get_running_loop()
         self.arrivals.note(loop.time())
         done: asyncio.Future[None] = loop.create_future()
         self._waited_for += 1
-        await self._queue.put(Item(work, keys, done))
+        await self._queue.put(Item(work, keys, done, tenant))
         await done
 
     @contextlib.contextmanager
@@ -183,19 +209,27 @@ class GroupCommitter:
             return False
         return self.arrivals.expected_within(self._max_delay_s) >= MIN_EXPECTED_ARRIVALS
 
-    def defer(self, work: Work, keys: Collection[LockKey]) -> None:
-        """Queue ``work`` for a coming transaction without waiting for it; a failure is logged
-        (deferred work must be safe to lose, as after a crash)."""
+    def defer(self, work: Work, keys: Collection[LockKey], tenant: str | None = None) -> None:
+        """Queue ``work`` for a coming transaction (of ``tenant``'s node) without waiting for
+        it; a failure is logged (deferred work must be safe to lose, as after a crash)."""
         if self._task is None:
             raise RuntimeError("group committer not started")
         self._deferred += 1
-        self._queue.put_nowait(Item(work, keys, None))
+        self._queue.put_nowait(Item(work, keys, None, tenant))
+
+    def shard_of(self, tenant: str) -> Hashable:
+        """``tenant``'s shard, for work that writes several tenants' rows in one statement
+        (it stays single-shard by grouping them by this); one value on plain PostgreSQL."""
+        return None if self._placements is None else self._placements.current.shard_of(tenant)
 
     async def _run(self) -> None:
         while True:
             batch = await self._next_batch()
             try:
-                await self._commit_batch(batch)
+                shard_map = ONE_NODE if self._placements is None else self._placements.current
+                await asyncio.gather(
+                    *(self._commit_batch(part) for part in by_node(batch, shard_map))
+                )
             finally:
                 for _ in batch:
                     self._queue.task_done()
@@ -313,6 +347,29 @@ class GroupCommitter:
 def chains(batch: list[Item]) -> list[list[Work]]:
     """The batch's works grouped so that works sharing a key (directly or through others) are
     in one chain, in the order they came; chains have no key in common."""
+    return [[batch[index].work for index in chain] for chain in linked(batch)]
+
+
+def by_node(batch: list[Item], shard_map: ShardMap) -> list[list[Item]]:
+    """The batch as one transaction per set of nodes its chains write (:func:`linked`), each
+    in the order its works came; chains without a tenant go with the first."""
+    if shard_map.node_count == 1:
+        return [batch]
+    parts: dict[frozenset[Hashable], list[int]] = {}
+    unplaced: list[int] = []
+    for chain in linked(batch):
+        tenants = (batch[index].tenant for index in chain)
+        nodes = frozenset(shard_map.node_of(tenant) for tenant in tenants if tenant is not None)
+        (parts.setdefault(nodes, []) if nodes else unplaced).extend(chain)
+    ordered = sorted((sorted(indexes) for indexes in parts.values()), key=lambda part: part[0])
+    if not ordered:
+        return [batch]
+    ordered[0] = sorted(ordered[0] + unplaced)
+    return [[batch[index] for index in indexes] for indexes in ordered]
+
+
+def linked(batch: list[Item]) -> list[list[int]]:
+    """The positions of :func:`chains`' works in the batch."""
     root = list(range(len(batch)))
 
     def find(index: int) -> int:
@@ -327,9 +384,9 @@ def chains(batch: list[Item]) -> list[list[Work]]:
                 root[find(index)] = find(first_with[key])
             else:
                 first_with[key] = index
-    grouped: dict[int, list[Work]] = {}
-    for index, item in enumerate(batch):
-        grouped.setdefault(find(index), []).append(item.work)
+    grouped: dict[int, list[int]] = {}
+    for index in range(len(batch)):
+        grouped.setdefault(find(index), []).append(index)
     return list(grouped.values())
 
 

@@ -9,12 +9,15 @@ without a second model call (see :mod:`llm_bot.db.processed_events`).
 Every write goes through the group committer, so events arriving together share transactions:
 the claim and the stored output of one event each wait for their (shared) transaction, since
 each must be durable before the next step; the "published" mark rides along with a later one.
+Each names its tenant (the event's user), so on Citus it commits with events on the same node.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
+from collections.abc import Hashable
 from typing import Any
 
 from opentelemetry.trace import SpanKind
@@ -115,7 +118,7 @@ class EventHandler:
         self._publisher = publisher
         self._stats = stats
         self._leases = leases
-        self._marks = processed_events.PublishedMarks(group.defer)
+        self._marks: dict[Hashable, processed_events.PublishedMarks] = {}
         self._progress = ProgressFeedback(
             publisher,
             stats,
@@ -168,13 +171,14 @@ class EventHandler:
     async def _claim_and_answer(self, delivery: Delivery, event: InternalEventV2) -> str:
         settings = self._settings
         limit_s = deadline_s(event, settings.event_deadline_ms, settings.max_response_ms)
+        tenant = user_id_of(event)
         with metrics.timed(metrics.stage_duration, {"stage": "claim"}):
             claimed = await processed_events.claim_or_wait(
-                self._group.commit,
+                functools.partial(self._group.commit, tenant=tenant),
                 processed_events.key_of(event),
                 lease_s=settings.claim_lease_s,
                 wait_s=limit_s + settings.claim_lease_s,
-                marks=self._marks,
+                marks=self._marks_of(tenant),
             )
         if isinstance(claimed, processed_events.Published):
             self._stats.duplicates += 1
@@ -196,7 +200,7 @@ class EventHandler:
         """Publish the stored output, or answer, commit and publish; how it ended."""
         if claimed.stored is not None:
             self._stats.republished += 1
-            await self._publish(claimed.key, claimed.stored)
+            await self._publish(claimed.key, claimed.stored, user_id_of(event))
             return "republished"
         last = attempt_limit(event, self._settings.max_delivery_attempts)
         # Our count of claims: processing began that often and never finished (a delivery to
@@ -216,7 +220,7 @@ class EventHandler:
             error = answer.result.error
             if decide(answer, attempt, last) is Decision.NACK and error is not None:
                 raise RetryableFailure(f"{error.code}: {error.message}")
-            await self._send(claimed, answer, progress)
+            await self._send(claimed, answer, progress, user_id_of(event))
         finally:
             await progress.settled()  # never under way once the event is settled
         self._stats.count_outcome(answer.result.outcome)
@@ -227,6 +231,7 @@ class EventHandler:
         claimed: processed_events.Claim,
         answer: Answer,
         progress: ProgressWatch,
+        tenant: str,
     ) -> None:
         """Commit the output, then publish it once a progress message under way went out."""
         settings = self._settings
@@ -241,15 +246,16 @@ class EventHandler:
                 }
             )
             with metrics.timed(metrics.stage_duration, {"stage": "commit"}):
-                await self._commit(claimed, output, answer)
+                await self._commit(claimed, output, answer, tenant)
             await progress.settled()
-            await self._publish(claimed.key, output)
+            await self._publish(claimed.key, output, tenant)
 
     async def _commit(
         self,
         claim: processed_events.Claim,
         output: processed_events.StoredOutput,
         answer: Answer,
+        tenant: str,
     ) -> None:
         """The output record and the answer's memory writes, in one (grouped) transaction."""
         writes = await self._answerer.prepare(answer)
@@ -260,10 +266,11 @@ class EventHandler:
             space = await processed_events.store_output(connection, claim, output)
             await writes.apply(connection, space)
 
-        await self._group.commit(work, [processed_events.row_key(claim.key), *writes.keys])
+        keys = [processed_events.row_key(claim.key), *writes.keys]
+        await self._group.commit(work, keys, tenant=tenant)
 
     async def _publish(
-        self, key: processed_events.EventKey, output: processed_events.StoredOutput
+        self, key: processed_events.EventKey, output: processed_events.StoredOutput, tenant: str
     ) -> None:
         with metrics.timed(metrics.stage_duration, {"stage": "publish"}):
             await self._publisher.publish(
@@ -271,7 +278,18 @@ class EventHandler:
             )
         # Acking need not wait for the mark: unmarked (a crash may lose it), the row only makes
         # a *new* copy of the event publish the stored output again, and that copy is identical.
-        self._marks.add(key)
+        self._marks_of(tenant).add(key)
+
+    def _marks_of(self, tenant: str) -> processed_events.PublishedMarks:
+        """The marks gathered for ``tenant``'s shard: one statement marks them, so it stays on
+        one shard (a statement over several is two-phase committed on Citus), and a claim
+        takes only the marks of its own shard along."""
+        shard = self._group.shard_of(tenant)
+        marks = self._marks.get(shard)
+        if marks is None:
+            defer = functools.partial(self._group.defer, tenant=tenant)
+            marks = self._marks[shard] = processed_events.PublishedMarks(defer)
+        return marks
 
     async def _release(self, claim: processed_events.Claim) -> None:
         try:

@@ -24,6 +24,7 @@ from llm_bot.answer.unit import Answerer
 from llm_bot.db.group_commit import GroupCommitter
 from llm_bot.db.leases import LeaseKeeper
 from llm_bot.db.migrate import migrate
+from llm_bot.db.placements import Placements
 from llm_bot.db.pools import open_pool
 from llm_bot.events.routing import prefixed
 from llm_bot.graph.assembly import context_from_settings, graph_from_settings
@@ -240,6 +241,7 @@ async def open_handler(
         pool,
         max_batch=settings.commit_max_batch,
         max_delay_s=settings.commit_max_delay_ms / 1000,
+        placements=Placements(),  # on Citus, a transaction per node
     )
     resources.callback(_count_commits, stats, committer)  # runs after it closed
     await resources.enter_async_context(committer)
