@@ -1,0 +1,186 @@
+"""The group committer on a local Citus cluster, with and without its split by node: write
+transactions and two-phase commits per event, and the latency of a commit.
+
+Each simulated event does what a worker's does to the database, through one committer: a claim
+(one row inserted) and, after a stand-in for the model's time, its output (that row updated
+and two history rows inserted), every statement naming the event's user, a random one of many.
+``--concurrency`` events are in flight at once, as in a worker. The same load runs twice on
+one cluster (a coordinator and two workers, started here), alternately: ``whole`` commits each batch as one
+transaction, as on plain PostgreSQL; ``by node`` splits it by the shard map
+(:mod:`llm_bot.db.placements`). Prepared transactions (a two-phase commit prepares one on each
+worker it writes) are counted in the coordinator's ``pg_dist_transaction``, whose recovery
+(which empties it) is off for the run. The nodes write durably (``fsync`` on, unlike the
+tests' cluster), as a deployment's would: a prepare is a flush of its own.
+
+    python -m llm_bot_tools.bench.citus_commit --events 2000 --concurrency 32
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import AsyncConnection
+from psycopg_pool import AsyncConnectionPool
+
+from llm_bot.db.group_commit import GroupCommitter, Work
+from llm_bot.db.placements import Placements
+from llm_bot_tools.bench.load import percentiles_ms
+from llm_bot_tools.local.citus_build import find_install, unavailable_reason
+from llm_bot_tools.local.citus_cluster import CitusCluster
+
+USERS = 10_000
+MAX_BATCH = 32  # the worker's defaults (llm_bot/settings.py)
+MAX_DELAY_S = 0.02
+SCHEMA = (
+    "CREATE TABLE bench_events (user_id text, id bigint, stored boolean NOT NULL DEFAULT false,"
+    " PRIMARY KEY (user_id, id))",
+    "CREATE TABLE bench_turns (user_id text, id bigint, seq int, content text,"
+    " PRIMARY KEY (user_id, id, seq))",
+    "SELECT create_distributed_table('bench_events', 'user_id')",
+    "SELECT create_distributed_table('bench_turns', 'user_id', colocate_with => 'bench_events')",
+)
+
+
+@dataclass(frozen=True)
+class CommitReport:
+    mode: str
+    events: int
+    events_per_s: float
+    transactions_per_event: float
+    prepares_per_event: float
+    commit_p50_ms: float
+    commit_p95_ms: float
+    commit_p99_ms: float
+
+
+def claim(user: str, event: int) -> Work:
+    async def work(connection: AsyncConnection[Any]) -> None:
+        await connection.execute("INSERT INTO bench_events VALUES (%s, %s)", (user, event))
+
+    return work
+
+
+def store(user: str, event: int) -> Work:
+    async def work(connection: AsyncConnection[Any]) -> None:
+        await connection.execute(
+            "UPDATE bench_events SET stored = true WHERE user_id = %s AND id = %s", (user, event)
+        )
+        for seq in (1, 2):
+            await connection.execute(
+                "INSERT INTO bench_turns VALUES (%s, %s, %s, 'a turn')", (user, event, seq)
+            )
+
+    return work
+
+
+async def prepared_transactions(pool: AsyncConnectionPool[Any]) -> int:
+    async with pool.connection() as connection:
+        row = await (
+            await connection.execute("SELECT count(*) FROM pg_dist_transaction")
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+async def run_mode(
+    url: str, mode: str, events: int, concurrency: int, model_s: float, first_id: int
+) -> CommitReport:
+    timings: list[float] = []
+    async with AsyncConnectionPool(
+        url, min_size=4, max_size=8, kwargs={"autocommit": True}
+    ) as pool:
+        placements = Placements("bench_events") if mode == "by node" else None
+        committer = GroupCommitter(
+            pool, max_batch=MAX_BATCH, max_delay_s=MAX_DELAY_S, placements=placements
+        )
+        before = await prepared_transactions(pool)
+        rng = random.Random(first_id)  # noqa: S311 - which user, not a secret
+        ids = iter(range(first_id, first_id + events))
+
+        async def commit(work: Work, user: str) -> None:
+            began = time.perf_counter()
+            await committer.commit(work, (user,), tenant=user)
+            timings.append((time.perf_counter() - began) * 1000)
+
+        async def events_in_turn() -> None:
+            for event in ids:
+                user = f"user-{rng.randrange(USERS)}"
+                with committer.expecting_work():
+                    await commit(claim(user, event), user)
+                    await asyncio.sleep(model_s)
+                    await commit(store(user, event), user)
+
+        async with committer:
+            began = time.perf_counter()
+            await asyncio.gather(*(events_in_turn() for _ in range(concurrency)))
+            elapsed = time.perf_counter() - began
+        prepared = await prepared_transactions(pool) - before
+    p50, p95, p99 = percentiles_ms(timings)
+    return CommitReport(
+        mode,
+        events,
+        round(events / elapsed, 1),
+        round(committer.transactions / events, 3),
+        round(prepared / events, 3),
+        round(p50, 2),
+        round(p95, 2),
+        round(p99, 2),
+    )
+
+
+def prepare(cluster: CitusCluster) -> str:
+    """The bench's database, its tables distributed, every node durable."""
+    url = cluster.create_database("bench")
+    for node in cluster.nodes:
+        with psycopg.connect(node.url_for("bench"), autocommit=True) as conn:
+            for setting in (
+                "fsync = on",
+                "full_page_writes = on",
+                "citus.recover_2pc_interval = -1",
+            ):
+                conn.execute(f"ALTER SYSTEM SET {setting}")
+            conn.execute("SELECT pg_reload_conf()")
+    with psycopg.connect(url, autocommit=True) as conn:
+        for statement in SCHEMA:
+            conn.execute(statement)
+    return url
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--events", type=int, default=2000, help="events per mode")
+    parser.add_argument("--concurrency", type=int, default=32, help="events in flight")
+    parser.add_argument("--model-ms", type=float, default=50.0, help="a model call's time")
+    parser.add_argument("--rounds", type=int, default=2, help="runs of each mode, alternating")
+    args = parser.parse_args(argv)
+    install = find_install()
+    if install is None:
+        print(unavailable_reason() or "Citus is not built: run make citus", file=sys.stderr)
+        return 1
+    with (
+        tempfile.TemporaryDirectory(prefix="citus-commit-") as base,
+        CitusCluster(install, Path(base)) as cluster,
+    ):
+        url = prepare(cluster)
+        reports = [
+            asyncio.run(
+                run_mode(url, mode, args.events, args.concurrency, args.model_ms / 1000, n * 10**9)
+            )
+            for n, mode in enumerate(("whole", "by node") * args.rounds)
+        ]
+    for report in reports:
+        print(json.dumps(asdict(report)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
