@@ -27,6 +27,7 @@ from typing import Any
 
 from psycopg import AsyncConnection, sql
 
+from llm_bot.clock import utc_now
 from llm_bot.db.embedding_space import (
     EmbeddingModelMismatch,
     EmbeddingSpace,
@@ -167,7 +168,8 @@ async def _switch(
         await promote_shadow_index(connection, report.dimensions)
         await connection.execute(
             "UPDATE embedding_space SET model = next_model, dimensions = next_dimensions,"
-            " next_model = NULL, next_dimensions = NULL, switched_at = now()"
+            " next_model = NULL, next_dimensions = NULL, switched_at = %s",
+            (utc_now(),),
         )
     report.switched = True
     progress(f"switched: every vector is {report.model}'s ({report.dimensions} dimensions)")

@@ -6,12 +6,17 @@ timer in every instance, it is observable as one execution with one report, and 
 path never shares its CPU or connections with a sweep.
 
 Every rule deletes in batches of ``RETENTION_BATCH_ROWS``, each its own short transaction, so
-no lock is held for long. Several runs at once (a retried job beside a scheduled one) neither
-fail nor double-count: rows picked by age are locked ``SKIP LOCKED`` (two runs take disjoint
-batches), and the per-user memory cap is recomputed from each batch's snapshot (a row that
-another run deleted first is skipped by ``DELETE``). Times compare with ``now``, given by the
-caller, so tests move the clock; a row under a live claim is never touched whatever ``now``
-says.
+no lock is held for long. Runs take turns (a session advisory lock, on the coordinator on
+Citus), so a retried job beside a scheduled one neither fails nor double-counts: the second
+finds what the first left. A batch is picked by a subquery and deleted by a join with it; a
+rule whose rows workers still change (a claim renews its lease, a new turn moves its thread's
+time) checks its condition again on the row as it is when deleted. Times compare with ``now``,
+given by the caller, so tests move the clock; a row under a live claim is never touched
+whatever ``now`` says (its lease is compared with the real time too).
+
+Each statement is one Citus runs on distributed tables: no ``FOR UPDATE`` in a subquery that
+reads every shard, no clock function, and a join of two distributed tables only on their
+distribution column (the rest go through a subquery Citus computes first).
 """
 
 from __future__ import annotations
@@ -25,20 +30,25 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.rows import tuple_row
 
+from llm_bot.clock import utc_now
 from llm_bot.settings import Settings
 
 PROGRESS_EVERY_S = 2.0
 
+# Serialises runs of ``maintain`` (any value no other lock of ours uses).
+_LOCK_ID = 0x11B07_0003
+
 # Published (or abandoned) records: a redelivery can no longer come after Pub/Sub's retention.
-_PROCESSED_EVENTS = """
+_EVENT_EXPIRED = """claimed_at < %(cutoff)s
+   AND (published AND published_at < %(cutoff)s
+        OR NOT published AND lease_until < %(lease_cutoff)s)"""
+_PROCESSED_EVENTS = f"""
 DELETE FROM processed_events p USING (
-    SELECT correlation_id, step_key FROM processed_events
-     WHERE claimed_at < %(cutoff)s
-       AND (published AND published_at < %(cutoff)s
-            OR NOT published AND lease_until < least(%(cutoff)s, clock_timestamp()))
-     LIMIT %(batch)s FOR UPDATE SKIP LOCKED) old
+    SELECT correlation_id, step_key FROM processed_events WHERE {_EVENT_EXPIRED}
+     LIMIT %(batch)s) old
  WHERE p.correlation_id = old.correlation_id AND p.step_key = old.step_key
-"""
+   AND {_EVENT_EXPIRED}
+"""  # noqa: S608 (constants only)
 
 # Tool calls go with the event records they belong to: a call is kept as long as its event's
 # record may still meet a redelivery (the record is what makes the redelivery replay it), and
@@ -50,8 +60,9 @@ DELETE FROM tool_calls t USING (
     SELECT user_id, correlation_id, step_key, call_index FROM tool_calls c
      WHERE c.started_at < %(cutoff)s
        AND NOT EXISTS (SELECT 1 FROM processed_events p
-                        WHERE p.correlation_id = c.correlation_id AND p.step_key = c.step_key)
-     LIMIT %(batch)s FOR UPDATE SKIP LOCKED) old
+                        WHERE p.user_id = c.user_id AND p.correlation_id = c.correlation_id
+                          AND p.step_key = c.step_key)
+     LIMIT %(batch)s) old
  WHERE t.user_id = old.user_id AND t.correlation_id = old.correlation_id
    AND t.step_key = old.step_key AND t.call_index = old.call_index
 """
@@ -59,27 +70,31 @@ DELETE FROM tool_calls t USING (
 _OLD_TURNS = """
 DELETE FROM conversation_turns t USING (
     SELECT thread_id, seq FROM conversation_turns WHERE created_at < %(cutoff)s
-     LIMIT %(batch)s FOR UPDATE SKIP LOCKED) old
+     LIMIT %(batch)s) old
  WHERE t.thread_id = old.thread_id AND t.seq = old.seq
 """
 
-# seq is gap-free per thread, so the newest N turns are those above last_seq - N.
+# seq is gap-free per thread, so the newest N turns are those above last_seq - N. (A thread's
+# turns and its row are on different shards on Citus: the threads over the cap come first.)
 _TURNS_BEYOND_CAP = """
+WITH th AS (SELECT thread_id, last_seq - %(cap)s AS last_dropped FROM conversation_threads
+             WHERE last_seq > %(cap)s)
 DELETE FROM conversation_turns t USING (
-    SELECT u.thread_id, u.seq FROM conversation_threads th
-      JOIN conversation_turns u ON u.thread_id = th.thread_id AND u.seq <= th.last_seq - %(cap)s
-     LIMIT %(batch)s FOR UPDATE OF u SKIP LOCKED) old
+    SELECT u.thread_id, u.seq FROM th
+      JOIN conversation_turns u ON u.thread_id = th.thread_id AND u.seq <= th.last_dropped
+     LIMIT %(batch)s) old
  WHERE t.thread_id = old.thread_id AND t.seq = old.seq
 """
 
-# A thread row whose turns are all gone; a new message starts it again.
+# A thread row whose turns are all gone (the old turns went just before); a new message
+# starts it again.
 _EMPTY_THREADS = """
-DELETE FROM conversation_threads th USING (
-    SELECT thread_id FROM conversation_threads c
-     WHERE c.last_turn_at < %(cutoff)s
-       AND NOT EXISTS (SELECT 1 FROM conversation_turns u WHERE u.thread_id = c.thread_id)
-     LIMIT %(batch)s FOR UPDATE SKIP LOCKED) old
- WHERE th.thread_id = old.thread_id
+WITH old AS (SELECT thread_id FROM conversation_threads WHERE last_turn_at < %(cutoff)s
+              LIMIT %(batch)s),
+busy AS (SELECT thread_id FROM conversation_turns WHERE thread_id IN (SELECT thread_id FROM old))
+DELETE FROM conversation_threads th USING old
+ WHERE th.thread_id = old.thread_id AND th.last_turn_at < %(cutoff)s
+   AND old.thread_id NOT IN (SELECT thread_id FROM busy)
 """
 
 _USERS_OVER_CAP = """
@@ -104,7 +119,7 @@ DELETE FROM memory_versions mv USING (
     SELECT user_id, key, version FROM memory_versions v
      WHERE v.valid_to < %(cutoff)s
         OR NOT EXISTS (SELECT 1 FROM memories m WHERE m.user_id = v.user_id AND m.key = v.key)
-     LIMIT %(batch)s FOR UPDATE SKIP LOCKED) old
+     LIMIT %(batch)s) old
  WHERE mv.user_id = old.user_id AND mv.key = old.key AND mv.version = old.version
 """
 
@@ -136,13 +151,25 @@ Progress = Callable[[str], None]
 async def maintain(
     connection: AsyncConnection[Any], policy: RetentionPolicy, now: datetime, progress: Progress
 ) -> dict[str, int]:
-    """Apply every rule on an autocommit ``connection``; rows deleted per rule."""
+    """Apply every rule on an autocommit ``connection``, once no other run is under way; rows
+    deleted per rule."""
+    await connection.execute("SELECT pg_advisory_lock(%s)", (_LOCK_ID,))
+    try:
+        return await _apply(connection, policy, now, progress)
+    finally:
+        await connection.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_ID,))
+
+
+async def _apply(
+    connection: AsyncConnection[Any], policy: RetentionPolicy, now: datetime, progress: Progress
+) -> dict[str, int]:
     deleted: dict[str, int] = {}
     batch = {"batch": policy.batch_rows}
     if policy.processed_events_days:
         cutoff = now - timedelta(days=policy.processed_events_days)
+        expired = {**batch, "cutoff": cutoff, "lease_cutoff": min(cutoff, utc_now())}
         deleted["processed_events"] = await _sweep(
-            connection, "processed_events", _PROCESSED_EVENTS, {**batch, "cutoff": cutoff}, progress
+            connection, "processed_events", _PROCESSED_EVENTS, expired, progress
         )
         deleted["tool_calls"] = await _sweep(
             connection, "tool_calls", _TOOL_CALLS, {**batch, "cutoff": cutoff}, progress

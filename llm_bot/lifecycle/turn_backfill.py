@@ -34,12 +34,16 @@ SELECT u.user_id FROM (SELECT DISTINCT user_id FROM conversation_turns WHERE NOT
  ORDER BY u.user_id
 """  # noqa: S608 (constants only)
 
+# One user's statement, so Citus runs it on that user's shard alone (the row lock is only
+# possible there); the batch is read once (materialized), else a plan that reads it again per
+# row locks, and marks, a further batch each time.
 _MARK = """
-UPDATE conversation_turns t SET indexed = true FROM (
+WITH b AS MATERIALIZED (
     SELECT thread_id, seq FROM conversation_turns
      WHERE user_id = %(user)s AND NOT indexed
-     LIMIT %(batch)s FOR UPDATE SKIP LOCKED) b
- WHERE t.thread_id = b.thread_id AND t.seq = b.seq
+     LIMIT %(batch)s FOR UPDATE SKIP LOCKED)
+UPDATE conversation_turns t SET indexed = true FROM b
+ WHERE t.user_id = %(user)s AND t.thread_id = b.thread_id AND t.seq = b.seq
 """
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.rows import tuple_row
 
+from llm_bot.clock import utc_now
 from llm_bot.llm.messages import ToolSpec
 from llm_bot.memory.notes import OPERATIONS, NotesError, apply_operation
 from llm_bot.memory.run_writes import NotesEdit, RunWrites, Visibility
@@ -57,16 +58,19 @@ async def apply_notes_edits(
 ) -> None:
     """The run's edits, applied in the caller's transaction to the row as it is now (locked).
     An edit that does not apply to it (its section is gone, the notes would be too long) is left
-    out; the others still apply. Once written in a DM, the notes stay private."""
+    out; the others still apply. Once written in a DM, the notes stay private. The time is the
+    worker's, a parameter (Citus evaluates no clock function inside ``ON CONFLICT``/``UPDATE``
+    of a distributed table)."""
     user = (writes.user_id, agent)
+    now = utc_now()
     # The row as it is, locked until the transaction ends; created empty when there is none.
     # The no-op update is what takes the lock and returns an existing row's columns.
     async with connection.cursor(row_factory=tuple_row) as cursor:
         await cursor.execute(
             "INSERT INTO agent_notes (user_id, agent_name, content, visibility, updated_at)"
-            " VALUES (%s, %s, '', %s, now()) ON CONFLICT (user_id, agent_name)"
+            " VALUES (%s, %s, '', %s, %s) ON CONFLICT (user_id, agent_name)"
             " DO UPDATE SET agent_name = EXCLUDED.agent_name RETURNING content, visibility",
-            (*user, writes.visibility),
+            (*user, writes.visibility, now),
         )
         content, visibility = _columns(await cursor.fetchone())
     if visibility == "dm" and writes.visibility == "public":
@@ -84,10 +88,10 @@ async def apply_notes_edits(
                 extra={"userId": writes.user_id, "cause": str(error)},
             )
     await connection.execute(
-        "UPDATE agent_notes SET content = %s, updated_at = now(),"
+        "UPDATE agent_notes SET content = %s, updated_at = %s,"
         " visibility = CASE WHEN visibility = 'dm' THEN 'dm' ELSE %s END"
         " WHERE user_id = %s AND agent_name = %s",
-        (content, writes.visibility, *user),
+        (content, now, writes.visibility, *user),
     )
 
 

@@ -17,8 +17,8 @@ from llm_bot.lifecycle.retention import RetentionPolicy, maintain
 
 pytestmark = pytest.mark.integration
 
-# The test's clock; a live lease is judged by the database's own clock, so NOW is not in its
-# future (a lease that ended "30 days ago" must have ended for real).
+# The test's clock; a live lease is judged by the real clock too, so NOW is not in its future
+# (a lease that ended "30 days ago" must have ended for real).
 NOW = datetime.now(UTC)
 POLICY = RetentionPolicy(
     processed_events_days=7,
@@ -46,9 +46,9 @@ def fill(url: str, copies: int) -> None:
             ]
             for step, claimed, published, lease in events:
                 db.execute(
-                    "INSERT INTO processed_events (correlation_id, step_key, lease_until,"
+                    "INSERT INTO processed_events (user_id, correlation_id, step_key, lease_until,"
                     " claimed_at, published, published_at, outcome, output_data)"
-                    " VALUES (%s, %s, coalesce(%s, clock_timestamp() + interval '1 hour'),"
+                    " VALUES ('u', %s, %s, coalesce(%s, clock_timestamp() + interval '1 hour'),"
                     " %s, %s, %s, 'OK', 'x')",
                     (f"c{n}", step, lease, claimed, published is not None, published),
                 )
