@@ -44,10 +44,10 @@ _EVENT_EXPIRED = """claimed_at < %(cutoff)s
         OR NOT published AND lease_until < %(lease_cutoff)s)"""
 _PROCESSED_EVENTS = f"""
 DELETE FROM processed_events p USING (
-    SELECT correlation_id, step_key FROM processed_events WHERE {_EVENT_EXPIRED}
+    SELECT user_id, correlation_id, step_key FROM processed_events WHERE {_EVENT_EXPIRED}
      LIMIT %(batch)s) old
- WHERE p.correlation_id = old.correlation_id AND p.step_key = old.step_key
-   AND {_EVENT_EXPIRED}
+ WHERE p.user_id = old.user_id AND p.correlation_id = old.correlation_id
+   AND p.step_key = old.step_key AND {_EVENT_EXPIRED}
 """  # noqa: S608 (constants only)
 
 # Tool calls go with the event records they belong to: a call is kept as long as its event's
@@ -69,32 +69,46 @@ DELETE FROM tool_calls t USING (
 
 _OLD_TURNS = """
 DELETE FROM conversation_turns t USING (
-    SELECT thread_id, seq FROM conversation_turns WHERE created_at < %(cutoff)s
+    SELECT user_id, thread_id, seq FROM conversation_turns WHERE created_at < %(cutoff)s
+     LIMIT %(batch)s) old
+ WHERE t.user_id = old.user_id AND t.thread_id = old.thread_id AND t.seq = old.seq
+"""
+
+# The copies of a shared channel's newest turns (its window) expire with the turns.
+_OLD_CHANNEL_TURNS = """
+DELETE FROM channel_turns t USING (
+    SELECT thread_id, seq FROM channel_turns WHERE created_at < %(cutoff)s
      LIMIT %(batch)s) old
  WHERE t.thread_id = old.thread_id AND t.seq = old.seq
 """
 
-# seq is gap-free per thread, so the newest N turns are those above last_seq - N. (A thread's
-# turns and its row are on different shards on Citus: the threads over the cap come first.)
+# seq is gap-free per thread, so the newest N turns are those above last_seq - N. A shared
+# channel's row and its turns are on different shards (the channel's, the authors'), which
+# Citus joins only through a result it computes first: the threads over the cap.
 _TURNS_BEYOND_CAP = """
 WITH th AS (SELECT thread_id, last_seq - %(cap)s AS last_dropped FROM conversation_threads
              WHERE last_seq > %(cap)s)
 DELETE FROM conversation_turns t USING (
-    SELECT u.thread_id, u.seq FROM th
+    SELECT u.user_id, u.thread_id, u.seq FROM th
       JOIN conversation_turns u ON u.thread_id = th.thread_id AND u.seq <= th.last_dropped
      LIMIT %(batch)s) old
- WHERE t.thread_id = old.thread_id AND t.seq = old.seq
+ WHERE t.user_id = old.user_id AND t.thread_id = old.thread_id AND t.seq = old.seq
 """
 
-# A thread row whose turns are all gone (the old turns went just before); a new message
-# starts it again.
+# A thread row whose turns are all gone; a new message starts it again. Every turn of a thread
+# idle since before the cutoff went with the expired turns above, so the checks only keep a row
+# a pair is being written to: a DM's turns are its user's, a shared channel's newest are in its
+# window's copy. A pair written since the batch was picked moved the row's time: checked again.
 _EMPTY_THREADS = """
-WITH old AS (SELECT thread_id FROM conversation_threads WHERE last_turn_at < %(cutoff)s
-              LIMIT %(batch)s),
-busy AS (SELECT thread_id FROM conversation_turns WHERE thread_id IN (SELECT thread_id FROM old))
-DELETE FROM conversation_threads th USING old
- WHERE th.thread_id = old.thread_id AND th.last_turn_at < %(cutoff)s
-   AND old.thread_id NOT IN (SELECT thread_id FROM busy)
+DELETE FROM conversation_threads th USING (
+    SELECT tenant, thread_id FROM conversation_threads c
+     WHERE c.last_turn_at < %(cutoff)s
+       AND NOT EXISTS (SELECT 1 FROM conversation_turns u
+                        WHERE u.user_id = c.tenant AND u.thread_id = c.thread_id)
+       AND NOT EXISTS (SELECT 1 FROM channel_turns w WHERE w.thread_id = c.tenant)
+     LIMIT %(batch)s) old
+ WHERE th.tenant = old.tenant AND th.thread_id = old.thread_id
+   AND th.last_turn_at < %(cutoff)s
 """
 
 _USERS_OVER_CAP = """
@@ -179,6 +193,9 @@ async def _apply(
         params = {**batch, "cutoff": cutoff}
         deleted["turns_expired"] = await _sweep(
             connection, "turns_expired", _OLD_TURNS, params, progress
+        )
+        deleted["channel_turns_expired"] = await _sweep(
+            connection, "channel_turns_expired", _OLD_CHANNEL_TURNS, params, progress
         )
         deleted["threads_empty"] = await _sweep(
             connection, "threads_empty", _EMPTY_THREADS, params, progress

@@ -62,7 +62,7 @@ async def pool(citus_database_url: str, logged: Logged) -> AsyncIterator[AsyncCo
 
 def insert(user_id: str, n: int) -> Callable[[AsyncConnection[Any]], Awaitable[None]]:
     async def work(connection: AsyncConnection[Any]) -> None:
-        await connection.execute(f"INSERT INTO {TABLE} VALUES (%s, %s)", (user_id, n))  # noqa: S608
+        await connection.execute(f"INSERT INTO {TABLE} VALUES (%s, %s)", (user_id, n))
 
     return work
 
@@ -93,7 +93,9 @@ async def test_the_shard_map_places_every_tenant_where_citus_does(
     placed = await placement_of(pool)
     async with pool.connection() as connection:
         shard_map = await read_shard_map(connection, TABLE)
-    assert {t: tenant_hash(t) for t in TENANTS} == {t: hashed for t, (hashed, _, _) in placed.items()}
+    assert {t: tenant_hash(t) for t in TENANTS} == {
+        t: hashed for t, (hashed, _, _) in placed.items()
+    }
     assert {t: shard_map.shard_of(t) for t in TENANTS} == {t: s for t, (_, s, _) in placed.items()}
     assert {t: shard_map.node_of(t) for t in TENANTS} == {t: n for t, (_, _, n) in placed.items()}
     assert shard_map.node_count == 2
@@ -104,7 +106,8 @@ async def test_a_batch_of_users_on_both_workers_commits_on_each_without_two_phas
 ) -> None:
     nodes = per_node(await placement_of(pool))
     users = [user for tenants in nodes.values() for user in tenants[:PER_NODE]]
-    assert len(nodes) == 2 and len(users) == 2 * PER_NODE
+    assert len(nodes) == 2
+    assert len(users) == 2 * PER_NODE
     logged.lines.clear()
     committer = GroupCommitter(pool, max_batch=64, max_delay_s=0.0, placements=Placements(TABLE))
     async with committer:
@@ -114,7 +117,7 @@ async def test_a_batch_of_users_on_both_workers_commits_on_each_without_two_phas
     assert logged.count("COMMIT") == 2, logged.lines
     assert logged.count(PREPARE) == 0, logged.lines
     async with pool.connection() as connection:
-        stored = await (await connection.execute(f"SELECT user_id FROM {TABLE}")).fetchall()  # noqa: S608
+        stored = await (await connection.execute(f"SELECT user_id FROM {TABLE}")).fetchall()
     assert sorted(row[0] for row in stored) == sorted(users)
 
 

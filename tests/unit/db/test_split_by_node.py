@@ -48,7 +48,8 @@ def test_a_tenant_is_placed_by_the_range_its_hash_falls_in() -> None:
     assert {TWO_NODES.node_of(name) for name in ON_1} == {1}
     assert {TWO_NODES.node_of(name) for name in ON_2} == {2}
     assert TWO_NODES.shard_of("alice") == 102
-    assert ONE_NODE.node_of("alice") is None and ONE_NODE.node_count == 1
+    assert ONE_NODE.node_of("alice") is None
+    assert ONE_NODE.node_count == 1
 
 
 def test_a_batch_is_one_transaction_per_node_in_arrival_order() -> None:

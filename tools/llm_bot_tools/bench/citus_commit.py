@@ -4,13 +4,14 @@ transactions and two-phase commits per event, and the latency of a commit.
 Each simulated event does what a worker's does to the database, through one committer: a claim
 (one row inserted) and, after a stand-in for the model's time, its output (that row updated
 and two history rows inserted), every statement naming the event's user, a random one of many.
-``--concurrency`` events are in flight at once, as in a worker. The same load runs twice on
-one cluster (a coordinator and two workers, started here), alternately: ``whole`` commits each batch as one
-transaction, as on plain PostgreSQL; ``by node`` splits it by the shard map
-(:mod:`llm_bot.db.placements`). Prepared transactions (a two-phase commit prepares one on each
-worker it writes) are counted in the coordinator's ``pg_dist_transaction``, whose recovery
-(which empties it) is off for the run. The nodes write durably (``fsync`` on, unlike the
-tests' cluster), as a deployment's would: a prepare is a flush of its own.
+``--concurrency`` events are in flight at once, as in a worker. The same load runs in turns,
+``--rounds`` times each, on one cluster (a coordinator and two workers, started here):
+``whole`` commits each batch as one transaction, as on plain PostgreSQL; ``by node`` splits
+it by the shard map (:mod:`llm_bot.db.placements`). Prepared transactions (a two-phase commit
+prepares one on each worker it writes) are counted in the coordinator's
+``pg_dist_transaction``, whose recovery (which empties it) is off for the run. The nodes write
+durably (``fsync`` on, unlike the tests' cluster), as a deployment's would: a prepare is a
+flush of its own.
 
     python -m llm_bot_tools.bench.citus_commit --events 2000 --concurrency 32
 """
