@@ -34,11 +34,10 @@ import psycopg
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
+from llm_bot.db.distribution import ANCHOR
+
 logger = logging.getLogger(__name__)
 
-# Every table llm-bot distributes is co-located with this one: its shards' ranges and nodes
-# are every table's.
-TENANT_TABLE = "processed_events"
 REFRESH_S = 30.0
 # Ids of the kinds a tenant has (a platform user id, a thread id), to check the hash with.
 _PROBES = ("", "alice", "twitch:123456789", "discord:guild%3A1:channel", "ü€𝄞" * 5)
@@ -142,8 +141,9 @@ SELECT probe, get_shard_id_for_distribution_column(%(table)s, probe)
 """
 
 
-async def read_shard_map(connection: AsyncConnection[Any], table: str = TENANT_TABLE) -> ShardMap:
-    """The map of ``table``'s shards from the coordinator's metadata; :data:`ONE_NODE` without
+async def read_shard_map(connection: AsyncConnection[Any], table: str = ANCHOR) -> ShardMap:
+    """The map of ``table``'s shards (by default those of the colocation group every table
+    llm-bot distributes is in) from the coordinator's metadata; :data:`ONE_NODE` without
     Citus, with ``table`` not distributed, or when the computed hash does not place the probes
     where the coordinator does (a big-endian server, a nondeterministic collation)."""
     params = {"table": table, "probes": list(_PROBES)}
@@ -166,7 +166,7 @@ async def read_shard_map(connection: AsyncConnection[Any], table: str = TENANT_T
 class Placements:
     """The current :class:`ShardMap`, read again every ``refresh_s`` by :meth:`keep_current`."""
 
-    def __init__(self, table: str = TENANT_TABLE, refresh_s: float = REFRESH_S) -> None:
+    def __init__(self, table: str = ANCHOR, refresh_s: float = REFRESH_S) -> None:
         self._table = table
         self._refresh_s = refresh_s
         self.current = ONE_NODE

@@ -17,7 +17,6 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Hashable
 from typing import Any
 
 from opentelemetry.trace import SpanKind
@@ -29,6 +28,7 @@ from llm_bot.clock import iso_timestamp, utc_now
 from llm_bot.db import processed_events
 from llm_bot.db.group_commit import GroupCommitter
 from llm_bot.db.leases import LeaseKeeper
+from llm_bot.db.marks_by_shard import MarksByShard
 from llm_bot.errors import DeadLetterError, RetryLaterError
 from llm_bot.events.codec import decode, encode
 from llm_bot.events.deadletter import Cause, deadletter_body
@@ -118,7 +118,7 @@ class EventHandler:
         self._publisher = publisher
         self._stats = stats
         self._leases = leases
-        self._marks: dict[Hashable, processed_events.PublishedMarks] = {}
+        self._marks = MarksByShard(group)
         self._progress = ProgressFeedback(
             publisher,
             stats,
@@ -171,14 +171,14 @@ class EventHandler:
     async def _claim_and_answer(self, delivery: Delivery, event: InternalEventV2) -> str:
         settings = self._settings
         limit_s = deadline_s(event, settings.event_deadline_ms, settings.max_response_ms)
-        tenant = user_id_of(event)
+        key = processed_events.key_of(event)
         with metrics.timed(metrics.stage_duration, {"stage": "claim"}):
             claimed = await processed_events.claim_or_wait(
-                functools.partial(self._group.commit, tenant=tenant),
-                processed_events.key_of(event),
+                functools.partial(self._group.commit, tenant=key.user_id),
+                key,
                 lease_s=settings.claim_lease_s,
                 wait_s=limit_s + settings.claim_lease_s,
-                marks=self._marks_of(tenant),
+                marks=self._marks.of(key.user_id),
             )
         if isinstance(claimed, processed_events.Published):
             self._stats.duplicates += 1
@@ -200,7 +200,7 @@ class EventHandler:
         """Publish the stored output, or answer, commit and publish; how it ended."""
         if claimed.stored is not None:
             self._stats.republished += 1
-            await self._publish(claimed.key, claimed.stored, user_id_of(event))
+            await self._publish(claimed.key, claimed.stored)
             return "republished"
         last = attempt_limit(event, self._settings.max_delivery_attempts)
         # Our count of claims: processing began that often and never finished (a delivery to
@@ -220,7 +220,7 @@ class EventHandler:
             error = answer.result.error
             if decide(answer, attempt, last) is Decision.NACK and error is not None:
                 raise RetryableFailure(f"{error.code}: {error.message}")
-            await self._send(claimed, answer, progress, user_id_of(event))
+            await self._send(claimed, answer, progress)
         finally:
             await progress.settled()  # never under way once the event is settled
         self._stats.count_outcome(answer.result.outcome)
@@ -231,7 +231,6 @@ class EventHandler:
         claimed: processed_events.Claim,
         answer: Answer,
         progress: ProgressWatch,
-        tenant: str,
     ) -> None:
         """Commit the output, then publish it once a progress message under way went out."""
         settings = self._settings
@@ -246,16 +245,15 @@ class EventHandler:
                 }
             )
             with metrics.timed(metrics.stage_duration, {"stage": "commit"}):
-                await self._commit(claimed, output, answer, tenant)
+                await self._commit(claimed, output, answer)
             await progress.settled()
-            await self._publish(claimed.key, output, tenant)
+            await self._publish(claimed.key, output)
 
     async def _commit(
         self,
         claim: processed_events.Claim,
         output: processed_events.StoredOutput,
         answer: Answer,
-        tenant: str,
     ) -> None:
         """The output record and the answer's memory writes, in one (grouped) transaction."""
         writes = await self._answerer.prepare(answer)
@@ -267,10 +265,10 @@ class EventHandler:
             await writes.apply(connection, space)
 
         keys = [processed_events.row_key(claim.key), *writes.keys]
-        await self._group.commit(work, keys, tenant=tenant)
+        await self._group.commit(work, keys, tenant=claim.key.user_id)
 
     async def _publish(
-        self, key: processed_events.EventKey, output: processed_events.StoredOutput, tenant: str
+        self, key: processed_events.EventKey, output: processed_events.StoredOutput
     ) -> None:
         with metrics.timed(metrics.stage_duration, {"stage": "publish"}):
             await self._publisher.publish(
@@ -278,18 +276,7 @@ class EventHandler:
             )
         # Acking need not wait for the mark: unmarked (a crash may lose it), the row only makes
         # a *new* copy of the event publish the stored output again, and that copy is identical.
-        self._marks_of(tenant).add(key)
-
-    def _marks_of(self, tenant: str) -> processed_events.PublishedMarks:
-        """The marks gathered for ``tenant``'s shard: one statement marks them, so it stays on
-        one shard (a statement over several is two-phase committed on Citus), and a claim
-        takes only the marks of its own shard along."""
-        shard = self._group.shard_of(tenant)
-        marks = self._marks.get(shard)
-        if marks is None:
-            defer = functools.partial(self._group.defer, tenant=tenant)
-            marks = self._marks[shard] = processed_events.PublishedMarks(defer)
-        return marks
+        self._marks.of(key.user_id).add(key)
 
     async def _release(self, claim: processed_events.Claim) -> None:
         try:

@@ -5,7 +5,8 @@ commit, and a shard moved by a rebalance is found on its new node."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from typing import Any
 
 import psycopg
@@ -14,7 +15,10 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from llm_bot.db.group_commit import GroupCommitter
+from llm_bot.db.marks_by_shard import MarksByShard
+from llm_bot.db.migrate import migrate
 from llm_bot.db.placements import Placements, read_shard_map, tenant_hash
+from llm_bot.db.processed_events import Claim, EventKey, claim_or_wait
 
 pytestmark = [pytest.mark.integration, pytest.mark.citus]
 
@@ -34,7 +38,10 @@ class Logged:
 
     async def configure(self, connection: AsyncConnection[Any]) -> None:
         await connection.execute("SET citus.log_remote_commands = on")
-        connection.add_notice_handler(lambda notice: self.lines.append(notice.message_primary))
+        connection.add_notice_handler(self._notice)
+
+    def _notice(self, notice: psycopg.errors.Diagnostic) -> None:
+        self.lines.append(notice.message_primary or "")
 
     def count(self, command: str) -> int:
         return sum(line.startswith(f"issuing {command}") for line in self.lines)
@@ -151,4 +158,48 @@ async def test_a_shard_moved_by_a_rebalance_is_found_on_its_new_node_after_a_rel
     async with committer:
         await asyncio.gather(*(committer.commit(insert(u, 2), (u,), tenant=u) for u in users))
     assert committer.transactions == 1
+    assert logged.count(PREPARE) == 0, logged.lines
+
+
+async def test_claims_carrying_published_marks_stay_on_their_nodes(
+    citus_database_url: str, pool: AsyncConnectionPool[Any], logged: Logged
+) -> None:
+    """A claim takes the marks of its own shard along and the rest are marked by a deferred
+    statement per shard, so neither makes a two-phase commit (marks gathered for every user
+    at once would: a statement over several shards is one, even on one node)."""
+    await asyncio.to_thread(migrate, citus_database_url)  # distributes the tables
+    async with pool.connection() as connection:
+        shard_map = await read_shard_map(connection)
+    nodes: dict[Hashable, list[str]] = {}
+    for tenant in TENANTS:
+        nodes.setdefault(shard_map.node_of(tenant), []).append(tenant)
+    users = [user for tenants in nodes.values() for user in tenants[:PER_NODE]]
+    assert len(nodes) == 2
+    committer = GroupCommitter(pool, max_batch=64, max_delay_s=0.0, placements=Placements())
+    async with committer:
+        marks = MarksByShard(committer)
+
+        async def claim(user: str, event: str) -> EventKey:
+            key = EventKey(user, f"{event}-{user}", "0:llm-bot")
+            transact = functools.partial(committer.commit, tenant=user)
+            claimed = await claim_or_wait(transact, key, lease_s=30, wait_s=5, marks=marks.of(user))
+            assert isinstance(claimed, Claim)
+            return key
+
+        first = await asyncio.gather(*(claim(user, "first") for user in users))
+        async with pool.connection() as connection:  # their outputs stored and published
+            await connection.execute(
+                "UPDATE processed_events SET outcome = 'OK', output_data = 'x'"
+                " WHERE user_id = ANY(%s)",
+                (users,),
+            )
+        for key in first:
+            marks.of(key.user_id).add(key)
+        logged.lines.clear()
+        await asyncio.gather(*(claim(user, "second") for user in users))
+    async with pool.connection() as connection:
+        cursor = await connection.execute(
+            "SELECT count(*) FILTER (WHERE published), count(*) FROM processed_events"
+        )
+        assert await cursor.fetchone() == (len(users), 2 * len(users))
     assert logged.count(PREPARE) == 0, logged.lines
