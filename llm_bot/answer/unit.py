@@ -23,7 +23,7 @@ from llm_bot.db.embedding_space import EmbeddingSpace
 from llm_bot.db.group_commit import LockKey
 from llm_bot.db.processed_events import source_of
 from llm_bot.errors import ForwardAsError
-from llm_bot.events.identity import thread_id_of, user_id_of
+from llm_bot.events.identity import tenant_of_thread, thread_id_of, user_id_of
 from llm_bot.events.models import InternalEventV2
 from llm_bot.graph.builder import LlmBotGraph
 from llm_bot.graph.process import ProcessResult, process_event, record_failure
@@ -65,10 +65,12 @@ ApplyWrites = Callable[[AsyncConnection[Any], EmbeddingSpace | None], Awaitable[
 @dataclass(frozen=True)
 class Writes:
     """An answer's memory writes with their embeddings made: ``apply`` runs inside the caller's
-    transaction and touches what ``keys`` name (the group committer orders works by them)."""
+    transaction and touches what ``keys`` name (the group committer orders works by them), on
+    the shards of ``tenants`` (the user's, and a shared channel's for its counter and window)."""
 
     apply: ApplyWrites
     keys: tuple[LockKey, ...] = ()
+    tenants: tuple[str, ...] = ()
 
 
 async def _nothing(connection: AsyncConnection[Any], space: EmbeddingSpace | None) -> None:
@@ -134,7 +136,9 @@ class Answerer:
         async def apply(connection: AsyncConnection[Any], space: EmbeddingSpace | None) -> None:
             await memory.apply(connection, pair, prepared, space)
 
-        return Writes(apply, memory.lock_keys(pair))
+        return Writes(
+            apply, memory.lock_keys(pair), (pair.user_id, tenant_of_thread(pair.thread_id))
+        )
 
     async def commit(self, answer: Answer) -> None:
         """The memory writes of ``answer`` in a transaction of their own."""

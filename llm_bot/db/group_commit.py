@@ -31,11 +31,13 @@ retry the whole batch with jittered backoff (tenacity); if they persist, every e
 batch gets the error and is nacked.
 
 On Citus a transaction that writes on two nodes is a two-phase commit, which a batch of
-unrelated users' events would nearly always be. So each work names its *tenant* (whose shard
-it writes) and, given the shard map (:mod:`llm_bot.db.placements`), a batch is split into one
-transaction per node, committed side by side. Works sharing a key stay in one transaction
-(with the chains writing the same nodes); a work without a tenant joins the first. On plain
-PostgreSQL there is one node and a batch is one transaction.
+unrelated users' events would nearly always be. So each work names its *tenants* (whose
+shards it writes) and, given the shard map (:mod:`llm_bot.db.placements`), a batch is split
+into one transaction per set of nodes its chains write, committed side by side: one node's
+works commit there alone, and the works that must write two nodes (a shared channel's, its
+author's and the channel's) share one two-phase commit. Works sharing a key stay in one
+transaction; a work without tenants joins the first. On plain PostgreSQL there is one node
+and a batch is one transaction.
 """
 
 from __future__ import annotations
@@ -119,7 +121,7 @@ class Item:
     work: Work
     keys: Collection[LockKey]
     done: asyncio.Future[None] | None  # None: deferred, nobody waits
-    tenant: str | None = None  # whose shard it writes (the batch is split by node)
+    tenants: Collection[str] = ()  # whose shards it writes (the batch is split by node)
 
 
 class GroupCommitter:
@@ -176,19 +178,19 @@ class GroupCommitter:
                 await each
 
     async def commit(
-        self, work: Work, keys: Collection[LockKey], tenant: str | None = None
+        self, work: Work, keys: Collection[LockKey], tenants: Collection[str] = ()
     ) -> None:
         """Run ``work`` in a (shared) transaction; returns once that transaction committed.
         ``keys`` name what it reads and writes (a thread, a user, an event): works of a batch
-        with a key in common run in order, the rest interleaved. ``tenant``: the distribution
-        value of the rows it writes (on Citus, its transaction is that tenant's node's)."""
+        with a key in common run in order, the rest interleaved. ``tenants``: the distribution
+        values of the rows it writes (on Citus, its transaction is their nodes')."""
         if self._task is None:
             raise RuntimeError("group committer not started")
         loop = asyncio.get_running_loop()
         self.arrivals.note(loop.time())
         done: asyncio.Future[None] = loop.create_future()
         self._waited_for += 1
-        await self._queue.put(Item(work, keys, done, tenant))
+        await self._queue.put(Item(work, keys, done, tenants))
         await done
 
     @contextlib.contextmanager
@@ -209,13 +211,13 @@ class GroupCommitter:
             return False
         return self.arrivals.expected_within(self._max_delay_s) >= MIN_EXPECTED_ARRIVALS
 
-    def defer(self, work: Work, keys: Collection[LockKey], tenant: str | None = None) -> None:
-        """Queue ``work`` for a coming transaction (of ``tenant``'s node) without waiting for
+    def defer(self, work: Work, keys: Collection[LockKey], tenants: Collection[str] = ()) -> None:
+        """Queue ``work`` for a coming transaction (of ``tenants``' nodes) without waiting for
         it; a failure is logged (deferred work must be safe to lose, as after a crash)."""
         if self._task is None:
             raise RuntimeError("group committer not started")
         self._deferred += 1
-        self._queue.put_nowait(Item(work, keys, None, tenant))
+        self._queue.put_nowait(Item(work, keys, None, tenants))
 
     def shard_of(self, tenant: str) -> Hashable:
         """``tenant``'s shard, for work that writes several tenants' rows in one statement
@@ -352,14 +354,13 @@ def chains(batch: list[Item]) -> list[list[Work]]:
 
 def by_node(batch: list[Item], shard_map: ShardMap) -> list[list[Item]]:
     """The batch as one transaction per set of nodes its chains write (:func:`linked`), each
-    in the order its works came; chains without a tenant go with the first."""
+    in the order its works came; chains without tenants go with the first."""
     if shard_map.node_count == 1:
         return [batch]
     parts: dict[frozenset[Hashable], list[int]] = {}
     unplaced: list[int] = []
     for chain in linked(batch):
-        tenants = (batch[index].tenant for index in chain)
-        nodes = frozenset(shard_map.node_of(tenant) for tenant in tenants if tenant is not None)
+        nodes = frozenset(shard_map.node_of(t) for index in chain for t in batch[index].tenants)
         (parts.setdefault(nodes, []) if nodes else unplaced).extend(chain)
     ordered = sorted((sorted(indexes) for indexes in parts.values()), key=lambda part: part[0])
     if not ordered:

@@ -30,6 +30,6 @@ class MarksByShard:
         shard = self._committer.shard_of(tenant)
         marks = self._by_shard.get(shard)
         if marks is None:
-            defer = functools.partial(self._committer.defer, tenant=tenant)
+            defer = functools.partial(self._committer.defer, tenants=(tenant,))
             marks = self._by_shard[shard] = PublishedMarks(defer)
         return marks

@@ -174,7 +174,7 @@ class EventHandler:
         key = processed_events.key_of(event)
         with metrics.timed(metrics.stage_duration, {"stage": "claim"}):
             claimed = await processed_events.claim_or_wait(
-                functools.partial(self._group.commit, tenant=key.user_id),
+                functools.partial(self._group.commit, tenants=(key.user_id,)),
                 key,
                 lease_s=settings.claim_lease_s,
                 wait_s=limit_s + settings.claim_lease_s,
@@ -265,7 +265,7 @@ class EventHandler:
             await writes.apply(connection, space)
 
         keys = [processed_events.row_key(claim.key), *writes.keys]
-        await self._group.commit(work, keys, tenant=claim.key.user_id)
+        await self._group.commit(work, keys, tenants=(claim.key.user_id, *writes.tenants))
 
     async def _publish(
         self, key: processed_events.EventKey, output: processed_events.StoredOutput

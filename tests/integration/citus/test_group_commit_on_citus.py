@@ -118,7 +118,7 @@ async def test_a_batch_of_users_on_both_workers_commits_on_each_without_two_phas
     logged.lines.clear()
     committer = GroupCommitter(pool, max_batch=64, max_delay_s=0.0, placements=Placements(TABLE))
     async with committer:
-        await asyncio.gather(*(committer.commit(insert(u, 1), (u,), tenant=u) for u in users))
+        await asyncio.gather(*(committer.commit(insert(u, 1), (u,), tenants=(u,)) for u in users))
     assert committer.committed == len(users)
     assert committer.transactions == 2, "one batch, one transaction per worker"
     assert logged.count("COMMIT") == 2, logged.lines
@@ -156,7 +156,7 @@ async def test_a_shard_moved_by_a_rebalance_is_found_on_its_new_node_after_a_rel
     logged.lines.clear()
     committer = GroupCommitter(pool, max_batch=64, max_delay_s=0.0, placements=placements)
     async with committer:
-        await asyncio.gather(*(committer.commit(insert(u, 2), (u,), tenant=u) for u in users))
+        await asyncio.gather(*(committer.commit(insert(u, 2), (u,), tenants=(u,)) for u in users))
     assert committer.transactions == 1
     assert logged.count(PREPARE) == 0, logged.lines
 
@@ -181,7 +181,7 @@ async def test_claims_carrying_published_marks_stay_on_their_nodes(
 
         async def claim(user: str, event: str) -> EventKey:
             key = EventKey(user, f"{event}-{user}", "0:llm-bot")
-            transact = functools.partial(committer.commit, tenant=user)
+            transact = functools.partial(committer.commit, tenants=(user,))
             claimed = await claim_or_wait(transact, key, lease_s=30, wait_s=5, marks=marks.of(user))
             assert isinstance(claimed, Claim)
             return key

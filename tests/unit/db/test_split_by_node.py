@@ -1,6 +1,6 @@
 """The group committer's split of a batch by Citus node, and the hash that places a tenant:
-one transaction per node, works sharing a key kept together and in order, no split with one
-node."""
+one transaction per set of nodes written, works sharing a key kept together and in order, no
+split with one node."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ async def work(connection: AsyncConnection[Any]) -> None:
 
 
 def item(tenant: str | None, *keys: str) -> Item:
-    return Item(functools.partial(work), keys, None, tenant)
+    return Item(functools.partial(work), keys, None, () if tenant is None else (tenant,))
 
 
 @pytest.mark.parametrize(("tenant", "expected"), HASHES.items())
@@ -76,6 +76,14 @@ def test_works_sharing_a_key_stay_in_one_transaction_across_nodes() -> None:
         [batch[1]],
         [batch[5]],
     ]
+
+
+def test_a_work_writing_two_nodes_commits_with_the_others_writing_both() -> None:
+    """A shared channel's event (its author's shard and the channel's): the one transaction
+    that needs a two-phase commit, while each node's other works commit there alone."""
+    both = Item(functools.partial(work), (), None, (ON_1[0], ON_2[0]))
+    batch = [item(ON_1[1]), both, item(ON_2[1]), item(ON_2[2], "lobby"), item(ON_1[2], "lobby")]
+    assert by_node(batch, TWO_NODES) == [[batch[0]], [batch[1], batch[3], batch[4]], [batch[2]]]
 
 
 def test_one_node_leaves_the_batch_whole() -> None:

@@ -4,6 +4,8 @@ transactions and two-phase commits per event, and the latency of a commit.
 Each simulated event does what a worker's does to the database, through one committer: a claim
 (one row inserted) and, after a stand-in for the model's time, its output (that row updated
 and two history rows inserted), every statement naming the event's user, a random one of many.
+A ``--shared`` fraction of the events are in one of a few shared channels: their output also
+moves the channel's counter, on the channel's shard (two tenants, as a shared channel's event).
 ``--concurrency`` events are in flight at once, as in a worker. The same load runs in turns,
 ``--rounds`` times each, on one cluster (a coordinator and two workers, started here):
 ``whole`` commits each batch as one transaction, as on plain PostgreSQL; ``by node`` splits
@@ -40,6 +42,7 @@ from llm_bot_tools.local.citus_build import find_install, unavailable_reason
 from llm_bot_tools.local.citus_cluster import CitusCluster
 
 USERS = 10_000
+CHANNELS = 20
 MAX_BATCH = 32  # the worker's defaults (llm_bot/settings.py)
 MAX_DELAY_S = 0.02
 SCHEMA = (
@@ -48,8 +51,19 @@ SCHEMA = (
     "CREATE TABLE bench_turns (user_id text, id bigint, seq int, content text,"
     " PRIMARY KEY (user_id, id, seq))",
     "SELECT create_distributed_table('bench_events', 'user_id')",
+    "CREATE TABLE bench_channels (channel text PRIMARY KEY, last_seq bigint NOT NULL)",
     "SELECT create_distributed_table('bench_turns', 'user_id', colocate_with => 'bench_events')",
+    "SELECT create_distributed_table('bench_channels', 'channel', colocate_with => 'bench_events')",
+    f"INSERT INTO bench_channels SELECT 'channel-' || n, 0 FROM generate_series(1, {CHANNELS}) n",  # noqa: S608 (a constant)
 )
+
+
+@dataclass(frozen=True)
+class Load:
+    events: int
+    concurrency: int
+    model_s: float
+    shared: float  # the fraction of events in a shared channel
 
 
 @dataclass(frozen=True)
@@ -71,11 +85,15 @@ def claim(user: str, event: int) -> Work:
     return work
 
 
-def store(user: str, event: int) -> Work:
+def store(user: str, event: int, channel: str | None) -> Work:
     async def work(connection: AsyncConnection[Any]) -> None:
         await connection.execute(
             "UPDATE bench_events SET stored = true WHERE user_id = %s AND id = %s", (user, event)
         )
+        if channel is not None:
+            await connection.execute(
+                "UPDATE bench_channels SET last_seq = last_seq + 1 WHERE channel = %s", (channel,)
+            )
         for seq in (1, 2):
             await connection.execute(
                 "INSERT INTO bench_turns VALUES (%s, %s, %s, 'a turn')", (user, event, seq)
@@ -92,9 +110,7 @@ async def prepared_transactions(pool: AsyncConnectionPool[Any]) -> int:
     return int(row[0]) if row else 0
 
 
-async def run_mode(
-    url: str, mode: str, events: int, concurrency: int, model_s: float, first_id: int
-) -> CommitReport:
+async def run_mode(url: str, mode: str, load: Load, first_id: int) -> CommitReport:
     timings: list[float] = []
     async with AsyncConnectionPool(
         url, min_size=4, max_size=8, kwargs={"autocommit": True}
@@ -105,33 +121,37 @@ async def run_mode(
         )
         before = await prepared_transactions(pool)
         rng = random.Random(first_id)  # noqa: S311 - which user, not a secret
-        ids = iter(range(first_id, first_id + events))
+        ids = iter(range(first_id, first_id + load.events))
 
-        async def commit(work: Work, user: str) -> None:
+        async def commit(work: Work, tenants: tuple[str, ...]) -> None:
             began = time.perf_counter()
-            await committer.commit(work, (user,), tenant=user)
+            await committer.commit(work, tenants, tenants=tenants)
             timings.append((time.perf_counter() - began) * 1000)
 
         async def events_in_turn() -> None:
             for event in ids:
                 user = f"user-{rng.randrange(USERS)}"
+                channel = None
+                if rng.random() < load.shared:
+                    channel = f"channel-{rng.randrange(CHANNELS) + 1}"
                 with committer.expecting_work():
-                    await commit(claim(user, event), user)
-                    await asyncio.sleep(model_s)
-                    await commit(store(user, event), user)
+                    await commit(claim(user, event), (user,))
+                    await asyncio.sleep(load.model_s)
+                    tenants = (user,) if channel is None else (user, channel)
+                    await commit(store(user, event, channel), tenants)
 
         async with committer:
             began = time.perf_counter()
-            await asyncio.gather(*(events_in_turn() for _ in range(concurrency)))
+            await asyncio.gather(*(events_in_turn() for _ in range(load.concurrency)))
             elapsed = time.perf_counter() - began
         prepared = await prepared_transactions(pool) - before
     p50, p95, p99 = percentiles_ms(timings)
     return CommitReport(
         mode,
-        events,
-        round(events / elapsed, 1),
-        round(committer.transactions / events, 3),
-        round(prepared / events, 3),
+        load.events,
+        round(load.events / elapsed, 1),
+        round(committer.transactions / load.events, 3),
+        round(prepared / load.events, 3),
         round(p50, 2),
         round(p95, 2),
         round(p99, 2),
@@ -162,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=32, help="events in flight")
     parser.add_argument("--model-ms", type=float, default=50.0, help="a model call's time")
     parser.add_argument("--rounds", type=int, default=2, help="runs of each mode, alternating")
+    parser.add_argument("--shared", type=float, default=0.0, help="events in shared channels")
     args = parser.parse_args(argv)
     install = find_install()
     if install is None:
@@ -172,11 +193,10 @@ def main(argv: list[str] | None = None) -> int:
         CitusCluster(install, Path(base)) as cluster,
     ):
         url = prepare(cluster)
+        load = Load(args.events, args.concurrency, args.model_ms / 1000, args.shared)
+        modes = ("whole", "by node") * args.rounds
         reports = [
-            asyncio.run(
-                run_mode(url, mode, args.events, args.concurrency, args.model_ms / 1000, n * 10**9)
-            )
-            for n, mode in enumerate(("whole", "by node") * args.rounds)
+            asyncio.run(run_mode(url, mode, load, n * 10**9)) for n, mode in enumerate(modes)
         ]
     for report in reports:
         print(json.dumps(asdict(report)))
