@@ -1,5 +1,5 @@
 """The group committer on a local Citus cluster, with and without its split by node: write
-transactions and two-phase commits per event, and the latency of a commit.
+transactions, two-phase commits and database CPU per event, and the latency of a commit.
 
 Each simulated event does what a worker's does to the database, through one committer: a claim
 (one row inserted) and, after a stand-in for the model's time, its output (that row updated
@@ -11,9 +11,10 @@ moves the channel's counter, on the channel's shard (two tenants, as a shared ch
 ``whole`` commits each batch as one transaction, as on plain PostgreSQL; ``by node`` splits
 it by the shard map (:mod:`llm_bot.db.placements`). Prepared transactions (a two-phase commit
 prepares one on each worker it writes) are counted in the coordinator's
-``pg_dist_transaction``, whose recovery (which empties it) is off for the run. The nodes write
-durably (``fsync`` on, unlike the tests' cluster), as a deployment's would: a prepare is a
-flush of its own.
+``pg_dist_transaction``, whose recovery (which empties it) is off for the run. The database's
+CPU is that of every node's server processes (it moves less with the other load on a shared
+machine than latency does). The nodes write durably (``fsync`` on, unlike the tests' cluster),
+as a deployment's would: a prepare is a flush of its own.
 
     python -m llm_bot_tools.bench.citus_commit --events 2000 --concurrency 32
 """
@@ -38,9 +39,11 @@ from psycopg_pool import AsyncConnectionPool
 from llm_bot.db.group_commit import GroupCommitter, Work
 from llm_bot.db.placements import Placements
 from llm_bot_tools.bench.load import percentiles_ms
+from llm_bot_tools.bench.procfs import server_cpu_seconds
 from llm_bot_tools.local.citus_build import find_install, unavailable_reason
 from llm_bot_tools.local.citus_cluster import CitusCluster
 
+DATABASE = "bench"
 USERS = 10_000
 CHANNELS = 20
 MAX_BATCH = 32  # the worker's defaults (llm_bot/settings.py)
@@ -73,6 +76,7 @@ class CommitReport:
     events_per_s: float
     transactions_per_event: float
     prepares_per_event: float
+    database_cpu_ms_per_event: float  # the coordinator's and the workers' processes
     commit_p50_ms: float
     commit_p95_ms: float
     commit_p99_ms: float
@@ -110,16 +114,25 @@ async def prepared_transactions(pool: AsyncConnectionPool[Any]) -> int:
     return int(row[0]) if row else 0
 
 
-async def run_mode(url: str, mode: str, load: Load, first_id: int) -> CommitReport:
+def cluster_cpu_s(cluster: CitusCluster) -> float:
+    """The CPU time every node's server has used so far (the bench's cluster is its own)."""
+    pids = (
+        int((node.data_dir / "postmaster.pid").read_text().split()[0]) for node in cluster.nodes
+    )
+    return sum(server_cpu_seconds(pid) for pid in pids)
+
+
+async def run_mode(cluster: CitusCluster, mode: str, load: Load, first_id: int) -> CommitReport:
     timings: list[float] = []
     async with AsyncConnectionPool(
-        url, min_size=4, max_size=8, kwargs={"autocommit": True}
+        cluster.url_for(DATABASE), min_size=4, max_size=8, kwargs={"autocommit": True}
     ) as pool:
         placements = Placements("bench_events") if mode == "by node" else None
         committer = GroupCommitter(
             pool, max_batch=MAX_BATCH, max_delay_s=MAX_DELAY_S, placements=placements
         )
         before = await prepared_transactions(pool)
+        cpu_before = cluster_cpu_s(cluster)
         rng = random.Random(first_id)  # noqa: S311 - which user, not a secret
         ids = iter(range(first_id, first_id + load.events))
 
@@ -144,6 +157,7 @@ async def run_mode(url: str, mode: str, load: Load, first_id: int) -> CommitRepo
             began = time.perf_counter()
             await asyncio.gather(*(events_in_turn() for _ in range(load.concurrency)))
             elapsed = time.perf_counter() - began
+        cpu_s = cluster_cpu_s(cluster) - cpu_before
         prepared = await prepared_transactions(pool) - before
     p50, p95, p99 = percentiles_ms(timings)
     return CommitReport(
@@ -152,17 +166,18 @@ async def run_mode(url: str, mode: str, load: Load, first_id: int) -> CommitRepo
         round(load.events / elapsed, 1),
         round(committer.transactions / load.events, 3),
         round(prepared / load.events, 3),
+        round(cpu_s * 1000 / load.events, 2),
         round(p50, 2),
         round(p95, 2),
         round(p99, 2),
     )
 
 
-def prepare(cluster: CitusCluster) -> str:
+def prepare(cluster: CitusCluster) -> None:
     """The bench's database, its tables distributed, every node durable."""
-    url = cluster.create_database("bench")
+    url = cluster.create_database(DATABASE)
     for node in cluster.nodes:
-        with psycopg.connect(node.url_for("bench"), autocommit=True) as conn:
+        with psycopg.connect(node.url_for(DATABASE), autocommit=True) as conn:
             for setting in (
                 "fsync = on",
                 "full_page_writes = on",
@@ -173,7 +188,6 @@ def prepare(cluster: CitusCluster) -> str:
     with psycopg.connect(url, autocommit=True) as conn:
         for statement in SCHEMA:
             conn.execute(statement)
-    return url
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -192,11 +206,11 @@ def main(argv: list[str] | None = None) -> int:
         tempfile.TemporaryDirectory(prefix="citus-commit-") as base,
         CitusCluster(install, Path(base)) as cluster,
     ):
-        url = prepare(cluster)
+        prepare(cluster)
         load = Load(args.events, args.concurrency, args.model_ms / 1000, args.shared)
         modes = ("whole", "by node") * args.rounds
         reports = [
-            asyncio.run(run_mode(url, mode, load, n * 10**9)) for n, mode in enumerate(modes)
+            asyncio.run(run_mode(cluster, mode, load, n * 10**9)) for n, mode in enumerate(modes)
         ]
     for report in reports:
         print(json.dumps(asdict(report)))

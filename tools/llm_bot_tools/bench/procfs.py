@@ -28,3 +28,18 @@ def peak_rss_kb(pid: int) -> int:
         if line.startswith("VmHWM:"):
             return int(line.split()[1])
     raise RuntimeError(f"no VmHWM for process {pid}")
+
+
+def server_cpu_seconds(pid: int) -> float:
+    """CPU time of a server and every process it started (a PostgreSQL postmaster and its
+    backends): those that ended were added to its children's time when it reaped them."""
+    own = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    total = sum(int(field) for field in own[11:15]) / os.sysconf("SC_CLK_TCK")
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # ended meanwhile: its time is in the parent's by now
+            continue
+        if int(fields[1]) == pid:
+            total += cpu_seconds(int(stat.parent.name))
+    return total
