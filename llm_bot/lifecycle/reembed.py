@@ -43,6 +43,18 @@ logger = logging.getLogger(__name__)
 
 Progress = Callable[[str], None]
 
+# The columns' changes, of each table that holds vectors: one command per statement (Citus
+# refuses several in one string when it sends them on to the shards).
+_MAKE_ROOM = (
+    "ALTER TABLE {t} DROP COLUMN IF EXISTS embedding_next",
+    "ALTER TABLE {t} ADD COLUMN embedding_next vector",
+)
+_SWAP = (
+    "ALTER TABLE {t} DROP COLUMN embedding",
+    "ALTER TABLE {t} RENAME COLUMN embedding_next TO embedding",
+    "ALTER TABLE {t} ADD COLUMN embedding_next vector",
+)
+
 # A pass that finds no more than this many rows to embed leaves the rest to the switch, which
 # embeds while the writers wait (or, with the model already live, to the next run).
 SWITCH_WHEN_AT_MOST = 200
@@ -110,13 +122,7 @@ async def _begin(
     progress(f"moving vectors from {space.model} ({space.dimensions}) to {model} ({dimensions})")
     async with connection.transaction():
         await lock_for_switch(connection)
-        for table in TABLES:
-            await connection.execute(
-                sql.SQL(
-                    "ALTER TABLE {t} DROP COLUMN IF EXISTS embedding_next;"
-                    " ALTER TABLE {t} ADD COLUMN embedding_next vector"
-                ).format(t=sql.Identifier(table))
-            )
+        await _alter(connection, _MAKE_ROOM)
         await connection.execute(
             "UPDATE embedding_space SET next_model = %s, next_dimensions = %s",
             (model, dimensions),
@@ -157,14 +163,7 @@ async def _switch(
     async with connection.transaction():
         await lock_for_switch(connection)
         await _fill_until(connection, embedder, SHADOW, batch, progress, report, at_most=0)
-        for table in TABLES:
-            await connection.execute(
-                sql.SQL(
-                    "ALTER TABLE {t} DROP COLUMN embedding;"
-                    " ALTER TABLE {t} RENAME COLUMN embedding_next TO embedding;"
-                    " ALTER TABLE {t} ADD COLUMN embedding_next vector"
-                ).format(t=sql.Identifier(table))
-            )
+        await _alter(connection, _SWAP)
         await promote_shadow_index(connection, report.dimensions)
         await connection.execute(
             "UPDATE embedding_space SET model = next_model, dimensions = next_dimensions,"
@@ -173,3 +172,9 @@ async def _switch(
         )
     report.switched = True
     progress(f"switched: every vector is {report.model}'s ({report.dimensions} dimensions)")
+
+
+async def _alter(connection: AsyncConnection[Any], statements: tuple[str, ...]) -> None:
+    for table in TABLES:
+        for statement in statements:
+            await connection.execute(sql.SQL(statement).format(t=sql.Identifier(table)))
