@@ -122,9 +122,10 @@ class ShardMap:
 
 ONE_NODE = ShardMap()
 
+_HAS_CITUS = "SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')"
+# Citus's catalog, only there with the extension.
 _IS_DISTRIBUTED = """
-SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')
-   AND EXISTS (SELECT FROM pg_dist_partition
+SELECT EXISTS (SELECT FROM pg_dist_partition
                 WHERE logicalrelid = to_regclass(%(table)s) AND partmethod = 'h')
 """
 
@@ -147,9 +148,10 @@ async def read_shard_map(connection: AsyncConnection[Any], table: str = ANCHOR) 
     Citus, with ``table`` not distributed, or when the computed hash does not place the probes
     where the coordinator does (a big-endian server, a nondeterministic collation)."""
     params = {"table": table, "probes": list(_PROBES)}
-    row = await (await connection.execute(_IS_DISTRIBUTED, params)).fetchone()
-    if row is None or not row[0]:
-        return ONE_NODE
+    for question in (_HAS_CITUS, _IS_DISTRIBUTED):
+        row = await (await connection.execute(question, params)).fetchone()
+        if row is None or not row[0]:
+            return ONE_NODE
     rows = await (await connection.execute(_SHARDS, params)).fetchall()
     if not rows:
         return ONE_NODE

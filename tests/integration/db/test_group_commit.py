@@ -13,6 +13,7 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from llm_bot.db.group_commit import GroupCommitter, Item, RejectedWrite, chains
+from llm_bot.db.placements import ONE_NODE, Placements
 
 pytestmark = pytest.mark.integration
 
@@ -204,3 +205,18 @@ async def test_a_batch_waits_for_an_event_in_progress_and_goes_when_it_arrived(
     assert committer.transactions == 1
     assert committer.waits == 1
     assert await count(fresh_database_url) == 2
+
+
+async def test_without_citus_a_batch_of_many_tenants_is_one_transaction(
+    pool: AsyncConnectionPool[Any], fresh_database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The shard map of a database without distributed tables is one node, read without a
+    complaint, and a batch is one transaction whatever its works' tenants."""
+    placements = Placements()
+    async with GroupCommitter(pool, max_batch=16, max_delay_s=0.0, placements=placements) as gc:
+        works = (gc.commit(insert(n), (), tenants=(f"user-{n}",)) for n in range(8))
+        await asyncio.gather(*works)
+    assert placements.current == ONE_NODE
+    assert gc.transactions == 1
+    assert await count(fresh_database_url) == 8
+    assert not [r for r in caplog.records if r.name == "llm_bot.db.placements"], caplog.text
