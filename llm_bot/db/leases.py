@@ -31,7 +31,7 @@ class LeaseKeeper:
     def __init__(self, pool: AsyncConnectionPool[Any], *, lease_s: float) -> None:
         self._pool = pool
         self._lease_s = lease_s
-        self._tokens: set[UUID] = set()
+        self._held: dict[UUID, Claim] = {}
         self._task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> Self:
@@ -47,20 +47,20 @@ class LeaseKeeper:
     @contextlib.contextmanager
     def holding(self, claim: Claim) -> Iterator[None]:
         """Keep ``claim``'s lease alive while the block runs."""
-        self._tokens.add(claim.token)
+        self._held[claim.token] = claim
         try:
             yield
         finally:
-            self._tokens.discard(claim.token)
+            self._held.pop(claim.token, None)
 
     async def _renew_forever(self) -> None:
         interval_s = self._lease_s / HEARTBEATS_PER_LEASE
         while True:
             await asyncio.sleep(interval_s)
-            if not self._tokens:
+            if not self._held:
                 continue
             try:
                 async with self._pool.connection() as connection:
-                    await renew(connection, list(self._tokens), self._lease_s)
+                    await renew(connection, list(self._held.values()), self._lease_s)
             except Exception as error:  # the next heartbeat tries again; leases outlast a few
                 logger.warning("could not renew claim leases: %s", error)

@@ -4,10 +4,14 @@ Several instances may start at once (Cloud Run scale-out), so applying holds a P
 advisory lock; each file runs in its own transaction together with its bookkeeping row, so a
 failed file leaves no half-applied state and the next run retries it.
 
-A schema that is already current is seen without taking the lock (the usual start). The lock
-is waited for by polling ``pg_try_advisory_lock`` between short statements, never inside one:
-a waiting instance holds no transaction open (which an index built ``CONCURRENTLY`` would wait
-for) and gives up after ``LOCK_WAIT_S``.
+After the migrations, on a Citus cluster, the tables are distributed
+(:mod:`llm_bot.db.distribution`), under the same lock: the lock is the coordinator's, where
+this connects.
+
+A schema that is already current (and distributed, on Citus) is seen without taking the lock
+(the usual start). The lock is waited for by polling ``pg_try_advisory_lock`` between short
+statements, never inside one: a waiting instance holds no transaction open (which an index
+built ``CONCURRENTLY`` would wait for) and gives up after ``LOCK_WAIT_S``.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any
 
 import psycopg
 
+from llm_bot.db.distribution import distribute, undistributed
 from llm_bot.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -59,10 +64,12 @@ def migrate(database_url: str, connect_timeout_s: int = CONNECT_TIMEOUT_S) -> li
     with psycopg.connect(
         database_url, autocommit=True, connect_timeout=connect_timeout_s
     ) as connection:
-        if not _pending(connection):
+        if not _pending(connection) and not undistributed(connection):
             return []
         with migration_lock(connection):
-            return [apply_migration(connection, migration) for migration in _pending(connection)]
+            applied = [apply_migration(connection, migration) for migration in _pending(connection)]
+            distribute(connection)
+            return applied
 
 
 def _pending(connection: psycopg.Connection[Any]) -> list[Migration]:

@@ -1,4 +1,5 @@
-"""The effectively-once record: one row per (correlation id, routing step) holding its output.
+"""The effectively-once record: one row per (user, correlation id, routing step) holding its
+output.
 
 Pub/Sub delivers at least once and many instances share the subscription, so before the graph
 runs an event its row is *claimed* (``INSERT ... ON CONFLICT`` with a lease). The row then stores
@@ -21,6 +22,13 @@ connection (the caller's transaction) so the event's other writes can commit wit
 Each statement here is one an event would otherwise spend a round trip and a parse on: a claim
 carries the "published" marks gathered since the last one (:class:`PublishedMarks`), and the
 store takes the embedding space's write guard for the memory writes of its transaction.
+
+Every statement names the rows' users (the tenant, first in the key: docs/citus.md, "The shard
+key"), so on Citus each goes to the shards of those users only, a redelivery lands on its
+first delivery's shard, and one event's record is one shard's. Times are the worker's clock
+(``now``, a parameter), never the database's inside the statement: Citus refuses volatile
+functions in ``ON CONFLICT`` and ``UPDATE``, and the leases compare with the same clock that
+set them.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -40,6 +49,7 @@ from llm_bot.clock import utc_now
 from llm_bot.db.embedding_space import SPACE_FOR_WRITE, EmbeddingSpace, space_of
 from llm_bot.db.group_commit import Work
 from llm_bot.errors import RetryLaterError
+from llm_bot.events.identity import user_id_of
 from llm_bot.events.models import InternalEventV2, Outcome
 
 NO_STEP = "none"
@@ -61,6 +71,10 @@ class ClaimBusy(RetryLaterError):
 
 @dataclass(frozen=True)
 class EventKey:
+    """An event's record: its user (the tenant, :func:`llm_bot.events.identity.user_id_of`),
+    then the event and its routing step."""
+
+    user_id: str
     correlation_id: str
     step: str
 
@@ -74,8 +88,8 @@ class StoredOutput:
     attributes: Mapping[str, str]
     ordering_key: str
     outcome: Outcome
-    # Whose conversation it is: erasure and export find the record by these (llm_bot/lifecycle).
-    user_id: str | None = None
+    # Which conversation: forgetting a thread finds the record by it (llm_bot/lifecycle); the
+    # user is the record's key.
     thread_id: str | None = None
 
 
@@ -108,32 +122,35 @@ class Held:
 
 def row_key(key: EventKey) -> str:
     """The event's row, as the group committer's keys name it."""
-    return f"processed_events {key.correlation_id} {key.step}"
+    return f"processed_events {key.user_id} {key.correlation_id} {key.step}"
 
 
 def key_of(event: InternalEventV2) -> EventKey:
-    """The current (first PENDING) step by position and id: a slip may visit llm-bot twice."""
+    """The event's user, and its current (first PENDING) step by position and id: a slip may
+    visit llm-bot twice."""
+    user_id = user_id_of(event)
     for index, step in enumerate(event.routing.slip):
         if step.status == "PENDING":
-            return EventKey(event.correlation_id, f"{index}:{step.id}")
-    return EventKey(event.correlation_id, NO_STEP)
+            return EventKey(user_id, event.correlation_id, f"{index}:{step.id}")
+    return EventKey(user_id, event.correlation_id, NO_STEP)
 
 
 _CLAIM = """
-INSERT INTO processed_events AS p (correlation_id, step_key, claim_token, lease_until, attempts)
-VALUES (%(correlation_id)s, %(step)s, %(token)s,
-        clock_timestamp() + %(lease_s)s * interval '1 second', 1)
-ON CONFLICT (correlation_id, step_key) DO UPDATE
+INSERT INTO processed_events AS p (user_id, correlation_id, step_key, claim_token, lease_until,
+                                   attempts, claimed_at)
+VALUES (%(user_id)s, %(correlation_id)s, %(step)s, %(token)s, %(lease_until)s, 1, %(now)s)
+ON CONFLICT (user_id, correlation_id, step_key) DO UPDATE
    SET claim_token = EXCLUDED.claim_token, lease_until = EXCLUDED.lease_until,
        attempts = p.attempts + 1
- WHERE NOT p.published AND p.lease_until < clock_timestamp()
+ WHERE NOT p.published AND p.lease_until < %(now)s
 RETURNING p.outcome, p.output_topic, p.output_data, p.output_attributes, p.ordering_key,
           p.attempts
 """
 
 _STATE = """
-SELECT published, greatest(0, extract(epoch FROM lease_until - clock_timestamp()))::float8
-  FROM processed_events WHERE correlation_id = %(correlation_id)s AND step_key = %(step)s
+SELECT published, greatest(0, extract(epoch FROM lease_until - %(now)s))::float8
+  FROM processed_events
+ WHERE user_id = %(user_id)s AND correlation_id = %(correlation_id)s AND step_key = %(step)s
 """
 
 # The output, and the embedding space under its write guard, read after the lock (a table
@@ -144,8 +161,8 @@ stored AS (
     UPDATE processed_events
        SET outcome = %(outcome)s, output_topic = %(topic)s, output_data = %(data)s,
            output_attributes = %(attributes)s, ordering_key = %(ordering_key)s,
-           user_id = %(user_id)s, thread_id = %(thread_id)s, stored_at = clock_timestamp()
-     WHERE correlation_id = %(correlation_id)s AND step_key = %(step)s
+           thread_id = %(thread_id)s, stored_at = %(now)s
+     WHERE user_id = %(user_id)s AND correlation_id = %(correlation_id)s AND step_key = %(step)s
        AND claim_token = %(token)s
     RETURNING 1
 )
@@ -153,12 +170,15 @@ SELECT EXISTS (SELECT FROM stored), space.*
   FROM (VALUES (1)) AS one LEFT JOIN space ON true
 """  # noqa: S608 (constants only)
 
-# Whoever confirmed a publish may record it, even if its lease was taken over meanwhile.
+# Whoever confirmed a publish may record it, even if its lease was taken over meanwhile. The
+# users' list, besides the join, is what Citus prunes the shards by.
 _MARK_PUBLISHED = """
 UPDATE processed_events AS p
    SET published = true, published_at = %(published_at)s, claim_token = NULL
-  FROM unnest(%(correlation_ids)s::text[], %(steps)s::text[]) AS k(correlation_id, step_key)
- WHERE p.correlation_id = k.correlation_id AND p.step_key = k.step_key
+  FROM unnest(%(user_ids)s::text[], %(correlation_ids)s::text[], %(steps)s::text[])
+       AS k(user_id, correlation_id, step_key)
+ WHERE p.user_id = ANY(%(user_ids)s::text[])
+   AND p.user_id = k.user_id AND p.correlation_id = k.correlation_id AND p.step_key = k.step_key
    AND p.output_data IS NOT NULL
 """
 
@@ -167,22 +187,30 @@ _MARK_AND_CLAIM = f"WITH marked AS ({_MARK_PUBLISHED}) {_CLAIM}"
 
 # The row stays (its attempt count with it); only the lease ends, so a redelivery claims at once.
 _RELEASE = """
-UPDATE processed_events SET claim_token = NULL, lease_until = clock_timestamp()
- WHERE correlation_id = %(correlation_id)s AND step_key = %(step)s AND claim_token = %(token)s
+UPDATE processed_events SET claim_token = NULL, lease_until = %(now)s
+ WHERE user_id = %(user_id)s AND correlation_id = %(correlation_id)s AND step_key = %(step)s
+   AND claim_token = %(token)s
 """
 
+# The claims' users narrow the statement to their shards (a token alone names no shard).
 _RENEW = """
-UPDATE processed_events SET lease_until = clock_timestamp() + %(lease_s)s * interval '1 second'
- WHERE claim_token = ANY(%(tokens)s::uuid[]) AND NOT published
+UPDATE processed_events SET lease_until = %(lease_until)s
+ WHERE user_id = ANY(%(user_ids)s::text[]) AND claim_token = ANY(%(tokens)s::uuid[])
+   AND NOT published
 """
 
 
 def _key_params(key: EventKey) -> dict[str, Any]:
-    return {"correlation_id": key.correlation_id, "step": key.step}
+    return {"user_id": key.user_id, "correlation_id": key.correlation_id, "step": key.step}
+
+
+def _lease_until(now: datetime, lease_s: float) -> datetime:
+    return now + timedelta(seconds=lease_s)
 
 
 def _marks_params(keys: Collection[EventKey]) -> dict[str, Any]:
     return {
+        "user_ids": [key.user_id for key in keys],
         "correlation_ids": [key.correlation_id for key in keys],
         "steps": [key.step for key in keys],
         "published_at": utc_now(),
@@ -196,7 +224,13 @@ async def try_claim(
     the same statement marks the events ``marks`` names published (never ``key``: a statement
     cannot change one row twice)."""
     token = uuid4()
-    params = {**_key_params(key), "token": token, "lease_s": lease_s}
+    now = utc_now()
+    params = {
+        **_key_params(key),
+        "token": token,
+        "now": now,
+        "lease_until": _lease_until(now, lease_s),
+    }
     sql = _CLAIM
     if marks:
         if key in marks:
@@ -210,7 +244,7 @@ async def try_claim(
         if data is not None:
             stored = StoredOutput(topic, bytes(data), dict(attributes), ordering_key, outcome)
         return Claim(key, token, stored, attempt)
-    state = await (await connection.execute(_STATE, _key_params(key))).fetchone()
+    state = await (await connection.execute(_STATE, {**_key_params(key), "now": now})).fetchone()
     if state is None:  # released between our two statements: claim again at once
         return Held(published=False, lease_left_s=0.0)
     return Held(published=bool(state[0]), lease_left_s=float(state[1]))
@@ -277,8 +311,8 @@ async def store_output(
         "data": output.data,
         "attributes": Jsonb(dict(output.attributes)),
         "ordering_key": output.ordering_key,
-        "user_id": output.user_id,
         "thread_id": output.thread_id,
+        "now": utc_now(),
     }
     # A fetched row, not ``rowcount``: in pipeline mode (the group commit) that is only known
     # once the result has been fetched.
@@ -337,12 +371,22 @@ class PublishedMarks:
 async def release(connection: AnyConnection, claim: Claim) -> None:
     """Give the event up (it failed here), so a redelivery can claim it at once rather than
     wait out the lease: to process it, or to publish the output stored before the failure."""
-    await connection.execute(_RELEASE, {**_key_params(claim.key), "token": claim.token})
+    params = {**_key_params(claim.key), "token": claim.token, "now": utc_now()}
+    await connection.execute(_RELEASE, params)
 
 
-async def renew(connection: AnyConnection, tokens: Collection[UUID], lease_s: float) -> None:
-    """Extend the leases of the claims ``tokens`` name by ``lease_s`` from now, in one statement."""
-    await connection.execute(_RENEW, {"tokens": list(tokens), "lease_s": lease_s})
+async def renew(connection: AnyConnection, claims: Collection[Claim], lease_s: float) -> None:
+    """Extend the leases of ``claims`` by ``lease_s`` from now, in one statement.
+
+    On Citus it writes the shards of every user held, so a worker holding claims of users on
+    several nodes commits it with two-phase commit: once per heartbeat for all the claims, not
+    once per event, and nothing else waits for it."""
+    params = {
+        "user_ids": sorted({claim.key.user_id for claim in claims}),
+        "tokens": [claim.token for claim in claims],
+        "lease_until": _lease_until(utc_now(), lease_s),
+    }
+    await connection.execute(_RENEW, params)
 
 
 def source_of(event: InternalEventV2) -> str:

@@ -78,6 +78,19 @@ def thread_id_of(event: InternalEventV2) -> str:
     return base
 
 
+def tenant_of_thread(thread_id: str) -> str:
+    """The tenant whose shard holds the thread's counter and window (docs/citus.md, "The shard
+    key"): a DM's user (everything after the second colon, the parts before it being
+    escaped), a shared channel's own thread id."""
+    parts = thread_id.split(":", 2)
+    return parts[2] if len(parts) == 3 else thread_id
+
+
+def is_shared_thread(thread_id: str) -> bool:
+    """A shared channel's thread: its own tenant (:func:`tenant_of_thread`)."""
+    return tenant_of_thread(thread_id) == thread_id
+
+
 def escaped(part: str) -> str:
     """``part`` with ``%`` and ``:`` percent-encoded (see the module docstring)."""
     return part.replace("%", "%25").replace(":", "%3A")

@@ -70,7 +70,8 @@ class PreparedPair:
 class MemoryCommit:
     """``max_chars`` bounds each history message as stored (``HISTORY_MAX_CHARS``): a prompt
     may be as long as a Pub/Sub message, and every later context and recall would carry it.
-    ``notes_max_chars`` (``NOTES_MAX_CHARS``) bounds the notes as the commit rewrites them."""
+    ``notes_max_chars`` (``NOTES_MAX_CHARS``) bounds the notes as the commit rewrites them;
+    a shared channel keeps its newest ``window_pairs`` (``CONTEXT_PAIRS``) for its window."""
 
     def __init__(
         self,
@@ -80,12 +81,14 @@ class MemoryCommit:
         *,
         max_chars: int,
         notes_max_chars: int,
+        window_pairs: int,
     ) -> None:
         self._store = store
         self._agent = agent
         self._idle = idle
         self._max_chars = max_chars
         self._notes_max_chars = notes_max_chars
+        self._window_pairs = window_pairs
         self._warned_of_switch = False
 
     @classmethod
@@ -96,6 +99,7 @@ class MemoryCommit:
             timedelta(seconds=settings.session_idle_seconds),
             max_chars=settings.history_max_chars,
             notes_max_chars=settings.notes_max_chars,
+            window_pairs=settings.context_pairs,
         )
 
     async def prepare(self, pair: Pair) -> PreparedPair:
@@ -153,7 +157,7 @@ class MemoryCommit:
             await self._apply_memories(connection, writes, prepared, pair.at)
         if writes is not None and writes.notes_edits:
             await apply_notes_edits(connection, writes, self._agent, self._notes_max_chars)
-        await write_pair(connection, prepared.rows, self._idle)
+        await write_pair(connection, prepared.rows, self._idle, self._window_pairs)
 
     async def _apply_memories(
         self,

@@ -34,7 +34,7 @@ from typing import TypeVar
 from psycopg.rows import dict_row
 
 from llm_bot.llm.messages import ChatMessage
-from llm_bot.memory.history import WINDOW_SQL, Turn, read_window, window_of, window_params
+from llm_bot.memory.history import Turn, read_window, window_of, window_params, window_sql
 from llm_bot.memory.long_term import render_memories
 from llm_bot.memory.notes_store import NOTES_SQL, Notes, notes_of
 from llm_bot.memory.recall import NO_RECALL, Recall, RecalledTurn, recall
@@ -68,11 +68,18 @@ SHARED_CHANNEL = (
 MEMORY_CANDIDATES = 50
 
 # The notes row and the window's turns in one statement: the notes' columns on a row of their
-# own (none without notes), each turn's on one of its own.
-_NOTES_AND_WINDOW = f"""
+# own (none without notes), each turn's on one of its own. In a DM both are the user's rows (one
+# shard on Citus); a shared channel's window is the channel's.
+_NOTES_AND_WINDOW = """
 SELECT notes.content AS notes_content, notes.visibility AS notes_visibility, turn.*
-  FROM ({NOTES_SQL}) AS notes FULL JOIN ({WINDOW_SQL}) AS turn ON false
-"""  # noqa: S608 (constants only)
+  FROM ({notes}) AS notes FULL JOIN ({window}) AS turn ON false
+"""
+
+
+def _notes_and_window_sql(thread_id: str) -> str:
+    return _NOTES_AND_WINDOW.format(notes=NOTES_SQL, window=window_sql(thread_id))
+
+
 NO_NOTES = notes_of(None, None)
 
 
@@ -213,7 +220,7 @@ class PostgresMemoryRetriever:
             self._store.connection() as connection,
             connection.cursor(row_factory=dict_row) as cursor,
         ):
-            await cursor.execute(_NOTES_AND_WINDOW, params)
+            await cursor.execute(_notes_and_window_sql(thread_id), params)
             rows = await cursor.fetchall()
         notes = NO_NOTES
         turns = []

@@ -6,6 +6,12 @@ its transaction, so pairs of one thread are written one after the other. A threa
 longer than ``SESSION_IDLE_SECONDS`` starts a new session; the window shows only the current
 session, older ones stay searchable by recall. Everything lives in Postgres, so any instance
 continues any conversation; there is no in-process cache to go stale.
+
+Each turn is its author's row (recall reads a user's turns from every thread); the thread's row
+is its tenant's (:func:`llm_bot.events.identity.tenant_of_thread`). A shared channel's window
+is read from ``channel_turns``, a copy of its newest turns under the channel's tenant, so on a
+sharded database it is one shard's read rather than one of every speaker's (docs/citus.md,
+"The shard key").
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
 from llm_bot.db.vectors import vector_param
+from llm_bot.events.identity import is_shared_thread, tenant_of_thread
 from llm_bot.memory.run_writes import Visibility
 
 
@@ -49,40 +56,24 @@ class PairRows:
     indexed: bool = False  # both turns enter recall's index (llm_bot.db.turn_index): a deep user's
 
 
-# One statement: the thread's row is created on its first pair, else locked and moved on by
-# two seqs (ON CONFLICT updates the newest version of the row, whatever the statement's
-# snapshot), and the pair takes the two seqs it made room for; a thread silent for longer than
-# ``idle`` starts a new session. A pair already written for the event (a batch rerun after a
-# commit whose acknowledgement was lost) moves nothing. A concurrent write of the same event
-# cannot get this far: its transaction stored the event's output first, under the claim's
-# token (:mod:`llm_bot.db.processed_events`), and (source_event, role) is unique besides.
+# One statement for the caller: migration 0019's ``append_pair`` (it says why a function). It
+# appends the pair under the thread's tenant (:func:`llm_bot.events.identity.tenant_of_thread`)
+# unless the event's pair is there already (a batch rerun after a commit whose
+# acknowledgement was lost). A concurrent write of the same event cannot get this far: its
+# transaction stored the event's output first, under the claim's token
+# (:mod:`llm_bot.db.processed_events`), and (user_id, source_event, role) is unique besides.
 _APPEND_PAIR = """
-WITH thread AS (
-    INSERT INTO conversation_threads AS th (thread_id, last_seq, session_id, last_turn_at)
-    SELECT %(thread_id)s, 2, 1, %(at)s
-     WHERE NOT EXISTS (SELECT 1 FROM conversation_turns WHERE source_event = %(source_event)s)
-    ON CONFLICT (thread_id) DO UPDATE
-       SET last_seq = th.last_seq + 2,
-           session_id = th.session_id + CASE
-               WHEN th.last_turn_at IS NULL OR EXCLUDED.last_turn_at - th.last_turn_at > %(idle)s
-               THEN 1 ELSE 0 END,
-           last_turn_at = EXCLUDED.last_turn_at
-    RETURNING th.last_seq, th.session_id
-)
-INSERT INTO conversation_turns (thread_id, seq, user_id, session_id, pair_index, role, content,
-                                created_at, source_event, embedding, visibility, indexed)
-SELECT %(thread_id)s, thread.last_seq - 2 + t.step, %(user_id)s, thread.session_id,
-       thread.last_seq / 2, t.role, t.content, %(at)s, %(source_event)s, t.embedding,
-       %(visibility)s, %(indexed)s
-  FROM thread,
-       (VALUES (1, 'user', %(user_text)s, %(user_vector)s::vector),
-               (2, 'assistant', %(assistant_text)s, %(assistant_vector)s::vector)
-       ) AS t (step, role, content, embedding)
+SELECT append_pair(%(tenant)s, %(thread_id)s, %(user_id)s, %(at)s, %(idle)s, %(source_event)s,
+                   %(user_text)s, %(assistant_text)s, %(user_vector)s::vector,
+                   %(assistant_vector)s::vector, %(visibility)s, %(indexed)s, %(window_turns)s)
 """
 
 
-async def write_pair(connection: AsyncConnection[Any], pair: PairRows, idle: timedelta) -> None:
-    """Append ``pair`` to its thread inside the caller's transaction, unless it is there.
+async def write_pair(
+    connection: AsyncConnection[Any], pair: PairRows, idle: timedelta, window_pairs: int
+) -> None:
+    """Append ``pair`` to its thread inside the caller's transaction, unless it is there; a
+    shared channel keeps its newest ``window_pairs`` pairs for its window (:func:`window_sql`).
 
     One statement, since every statement of a write is spent inside the group commit that
     other events wait on; its result is not read, so in the group commit's pipeline it goes
@@ -90,6 +81,7 @@ async def write_pair(connection: AsyncConnection[Any], pair: PairRows, idle: tim
     await connection.execute(
         _APPEND_PAIR,
         {
+            "tenant": tenant_of_thread(pair.thread_id),
             "thread_id": pair.thread_id,
             "user_id": pair.user_id,
             "at": pair.at,
@@ -101,28 +93,48 @@ async def write_pair(connection: AsyncConnection[Any], pair: PairRows, idle: tim
             "assistant_vector": vector_param(pair.assistant_vector),
             "visibility": pair.visibility,
             "indexed": pair.indexed,
+            "window_turns": window_pairs * 2,
         },
     )
 
 
-# The newest turns of the thread's current session (newest first), unless it idled: a query a
-# caller may also compose with others into one statement (context assembly does).
-WINDOW_SQL = """
+# The newest turns of the thread's current session (newest first), unless it idled, from the
+# tenant's shard: a DM's from its user's turns, a shared channel's from its copy of its newest
+# turns (channel_turns). A query a caller may also compose with others into one statement
+# (context assembly does): :func:`window_sql` picks the thread's.
+_WINDOW_SQL = """
 SELECT t.thread_id, t.seq, t.user_id, t.session_id, t.role, t.content, t.created_at
-  FROM conversation_threads th JOIN conversation_turns t
-    ON t.thread_id = th.thread_id AND t.session_id = th.session_id
- WHERE th.thread_id = %(thread_id)s AND th.last_turn_at >= %(since)s
+  FROM conversation_threads th JOIN {table} t
+    ON {same_tenant} AND t.session_id = th.session_id
+ WHERE th.tenant = %(tenant)s AND th.thread_id = %(thread_id)s AND th.last_turn_at >= %(since)s
  ORDER BY t.seq DESC LIMIT %(turns)s
 """
+DM_WINDOW_SQL = _WINDOW_SQL.format(
+    table="conversation_turns",
+    same_tenant="t.user_id = th.tenant AND t.thread_id = th.thread_id",
+)
+CHANNEL_WINDOW_SQL = _WINDOW_SQL.format(
+    table="channel_turns", same_tenant="t.thread_id = th.tenant"
+)
+
+
+def window_sql(thread_id: str) -> str:
+    """The window's query for ``thread_id``: a shared channel's or a DM's."""
+    return CHANNEL_WINDOW_SQL if is_shared_thread(thread_id) else DM_WINDOW_SQL
 
 
 def window_params(thread_id: str, pairs: int, now: datetime, idle: timedelta) -> dict[str, Any]:
-    """:data:`WINDOW_SQL`'s parameters for the last ``pairs`` pairs as of ``now``."""
-    return {"thread_id": thread_id, "since": now - idle, "turns": pairs * 2}
+    """:func:`window_sql`'s parameters for the last ``pairs`` pairs as of ``now``."""
+    return {
+        "tenant": tenant_of_thread(thread_id),
+        "thread_id": thread_id,
+        "since": now - idle,
+        "turns": pairs * 2,
+    }
 
 
 def window_of(rows: list[dict[str, Any]]) -> list[Turn]:
-    """:data:`WINDOW_SQL`'s rows as the window, oldest first."""
+    """:func:`window_sql`'s rows as the window, oldest first."""
     return sorted((Turn(**row) for row in rows), key=lambda turn: turn.seq)
 
 
@@ -131,5 +143,5 @@ async def read_window(
 ) -> list[Turn]:
     """The window alone, in its own statement (context assembly reads it with the notes)."""
     async with connection.cursor(row_factory=dict_row) as cursor:
-        await cursor.execute(WINDOW_SQL, window_params(thread_id, pairs, now, idle))
+        await cursor.execute(window_sql(thread_id), window_params(thread_id, pairs, now, idle))
         return window_of(await cursor.fetchall())

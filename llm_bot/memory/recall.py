@@ -188,17 +188,18 @@ around AS (
          generate_series(-{NEIGHBOUR_REACH}, {NEIGHBOUR_REACH}) AS step
 )
 -- A primary-key lookup per candidate (LIMIT 1 keeps the planner from reading the user's whole
--- history by its index instead, which a generic plan of this statement chose).
+-- history by its index instead, which a generic plan of this statement chose). A neighbour in
+-- a shared channel may be another speaker's turn: not the user's, so not found.
 SELECT t.thread_id, t.seq, t.role, t.content, t.created_at,
        1 - (t.embedding <=> %(vector)s::vector) AS similarity,
        coalesce({_BM25}, 0) AS keyword_score, (SELECT deep FROM depth) AS deep
 FROM around
 CROSS JOIN LATERAL (
     SELECT * FROM conversation_turns
-    WHERE thread_id = around.thread_id AND seq = around.seq
+    WHERE user_id = %(user)s AND thread_id = around.thread_id AND seq = around.seq
     LIMIT 1
 ) t
-WHERE t.user_id = %(user)s AND t.embedding IS NOT NULL AND {_visible("t.visibility")}
+WHERE t.embedding IS NOT NULL AND {_visible("t.visibility")}
 """
 
 

@@ -92,7 +92,7 @@ def output_of(result: ProcessResult, settings: Settings) -> processed_events.Sto
     thread_id = thread_id_of(event)
     ordering_key = thread_id if settings.ordering else ""
     return processed_events.StoredOutput(
-        hop.topic, data, attributes, ordering_key, result.outcome, user_id_of(event), thread_id
+        hop.topic, data, attributes, ordering_key, result.outcome, thread_id
     )
 
 

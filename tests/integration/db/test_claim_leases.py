@@ -55,7 +55,7 @@ async def test_a_renewed_claim_outlives_many_leases_and_an_abandoned_one_is_take
     pool: AsyncConnectionPool[Any],
     transact: Callable[[Work, Collection[str]], Awaitable[None]],
 ) -> None:
-    key = EventKey("slow-event", "0:llm-bot")
+    key = EventKey("ada", "slow-event", "0:llm-bot")
     first = await claim(transact, key, wait_s=0)
     async with LeaseKeeper(pool, lease_s=LEASE_S) as keeper:
         with keeper.holding(first), pytest.raises(ClaimBusy):  # four leases on, still held
@@ -72,7 +72,7 @@ async def test_a_released_claim_is_taken_at_once_and_keeps_its_attempt_count(
     pool: AsyncConnectionPool[Any],
     transact: Callable[[Work, Collection[str]], Awaitable[None]],
 ) -> None:
-    key = EventKey("failed-event", "0:llm-bot")
+    key = EventKey("ada", "failed-event", "0:llm-bot")
     first = await claim(transact, key, wait_s=0)
     async with pool.connection() as connection:
         await release(connection, first)

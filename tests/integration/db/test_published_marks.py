@@ -36,7 +36,7 @@ async def committer(fresh_database_url: str) -> AsyncIterator[GroupCommitter]:
 
 async def stored_keys(url: str, count: int) -> list[EventKey]:
     """Keys of events whose outputs are stored, as after a commit, not yet marked published."""
-    keys = [EventKey(f"e{n}", "0:llm-bot") for n in range(count)]
+    keys = [EventKey(f"user-{n}", f"e{n}", "0:llm-bot") for n in range(count)]
     async with await AsyncConnection.connect(url, autocommit=True) as connection:
         for key in keys:
             claim = await try_claim(connection, key, lease_s=60)

@@ -164,6 +164,7 @@ async def load_through_commit(
         NEVER_IDLE,
         max_chars=settings.history_max_chars,
         notes_max_chars=settings.notes_max_chars,
+        window_pairs=settings.context_pairs,
     )
     pairs = pairs_of(corpus)
     for done, (user, assistant) in enumerate(pairs, start=1):
