@@ -647,4 +647,36 @@ BEGIN
     END IF;
 END
 $$;
+
+-- An event's output stored under its claim (llm_bot/db/processed_events.py), with the embedding
+-- space under its write guard (0016) for the memory writes of the same transaction: one
+-- statement for the caller, as before. A function, so that on Citus the guard's lock is taken
+-- on the coordinator, where `llm-bot reembed` takes it exclusively: a statement holding both
+-- would be sent whole to the event's shard, lock and all. The guard comes first (the record is
+-- not a table the re-embedding's switch alters). ``stored`` is false when the claim was lost;
+-- the space's columns are null when no model is recorded.
+CREATE FUNCTION store_event_output(
+    lock_id bigint, owner text, event text, step text, token uuid, result text, topic text,
+    data bytea, attributes jsonb, ordering text, thread text, at timestamptz,
+    OUT stored boolean, OUT model text, OUT dimensions integer, OUT next_model text,
+    OUT next_dimensions integer)
+LANGUAGE plpgsql AS $$
+BEGIN
+    SELECT s.model, s.dimensions, s.next_model, s.next_dimensions
+      INTO model, dimensions, next_model, next_dimensions
+      FROM embedding_space_for_write(lock_id) s;
+    UPDATE processed_events p
+       SET outcome = result, output_topic = topic, output_data = data,
+           output_attributes = attributes, ordering_key = ordering, thread_id = thread,
+           stored_at = at
+     WHERE p.user_id = owner AND p.correlation_id = event AND p.step_key = step
+       AND p.claim_token = token;
+    stored := FOUND;
+END
+$$;
+
+-- A table's estimated rows, by its oid: recall (llm_bot/memory/recall.py) reads the size of the
+-- table holding a user's turns through one of them, which on Citus is the user's shard.
+CREATE FUNCTION relation_rows(relation oid) RETURNS real LANGUAGE sql STABLE PARALLEL SAFE
+    RETURN (SELECT reltuples FROM pg_class WHERE oid = relation);
 INSERT INTO schema_migrations (version, name) VALUES (19, '0019_tenant_keys.sql') ON CONFLICT DO NOTHING;

@@ -10,7 +10,9 @@ PostgreSQL and moved onto Citus is distributed by the same command, and a second
 nothing. On PostgreSQL without Citus there is nothing to do.
 
 Distributing a table copies its rows into its shards; the coordinator's own copy of them is
-then emptied (it would only take space: queries read the shards).
+then emptied (it would only take space: queries read the shards). A function that statements
+sent to the shards call is made to exist on every node: one created before the database had
+Citus is on the coordinator only (those created since, Citus copies to the workers itself).
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ DISTRIBUTED_TABLES = (
     ("agent_notes", "user_id"),
 )
 ANCHOR = DISTRIBUTED_TABLES[0][0]
+# Called by statements that run on the shards (a table's own dependencies, such as the function
+# of an index, go with the table).
+WORKER_FUNCTIONS = ("relation_rows(oid)",)
 
 _HAS_CITUS = "SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')"
 _DISTRIBUTED = """
@@ -44,30 +49,45 @@ SELECT c.relname FROM pg_dist_partition p JOIN pg_class c ON c.oid = p.logicalre
 """
 
 
+_ON_WORKERS = """
+SELECT f FROM unnest(%s::text[]) AS f
+ WHERE EXISTS (SELECT FROM pg_dist_object WHERE objid = f::regprocedure)
+"""
+
+
 def undistributed(connection: psycopg.Connection[Any]) -> list[str]:
-    """The tables still to distribute: none without Citus."""
+    """The tables still to distribute and the functions still to copy to the workers: none
+    without Citus."""
     row = connection.execute(_HAS_CITUS).fetchone()
     if not (row and row[0]):
         return []
     done = {name for (name,) in connection.execute(_DISTRIBUTED)}
-    every = [*REFERENCE_TABLES, *(table for table, _ in DISTRIBUTED_TABLES)]
-    return [table for table in every if table not in done]
+    done |= {name for (name,) in connection.execute(_ON_WORKERS, (list(WORKER_FUNCTIONS),))}
+    every = [*REFERENCE_TABLES, *(table for table, _ in DISTRIBUTED_TABLES), *WORKER_FUNCTIONS]
+    return [each for each in every if each not in done]
 
 
 def distribute(connection: psycopg.Connection[Any]) -> list[str]:
-    """Distribute the tables not yet distributed, on an autocommit ``connection`` holding the
-    migration lock; the tables distributed now."""
+    """Distribute the tables and functions not yet distributed, on an autocommit
+    ``connection`` holding the migration lock; what was distributed now."""
     pending = undistributed(connection)
-    columns = dict(DISTRIBUTED_TABLES)
-    for table in pending:
-        if table in columns:
-            colocate_with = "none" if table == ANCHOR else ANCHOR
-            connection.execute(
-                "SELECT create_distributed_table(%s, %s, colocate_with => %s)",
-                (table, columns[table], colocate_with),
-            )
+    for name in pending:
+        if name in WORKER_FUNCTIONS:
+            connection.execute("SELECT create_distributed_function(%s)", (name,))
         else:
-            connection.execute("SELECT create_reference_table(%s)", (table,))
-        connection.execute("SELECT truncate_local_data_after_distributing_table(%s)", (table,))
-        logger.info("distributed table %s", table)
+            _distribute_table(connection, name)
+        logger.info("distributed %s", name)
     return pending
+
+
+def _distribute_table(connection: psycopg.Connection[Any], table: str) -> None:
+    column = dict(DISTRIBUTED_TABLES).get(table)
+    if column is None:
+        connection.execute("SELECT create_reference_table(%s)", (table,))
+    else:
+        colocate_with = "none" if table == ANCHOR else ANCHOR
+        connection.execute(
+            "SELECT create_distributed_table(%s, %s, colocate_with => %s)",
+            (table, column, colocate_with),
+        )
+    connection.execute("SELECT truncate_local_data_after_distributing_table(%s)", (table,))

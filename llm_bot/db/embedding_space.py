@@ -109,8 +109,8 @@ async def _legacy_dimensions(connection: AsyncConnection[Any]) -> list[int]:
 
 # The live space under the shared lock that :func:`lock_for_switch` excludes, read with a
 # snapshot taken after the lock was granted (migration 0016), so it cannot change before the
-# transaction ends. A query of its own, or a CTE of the first statement of a transaction that
-# touches neither table the switch alters (the stored output's: one statement for both).
+# transaction ends. A query of its own, or the first step of the statement that stores an
+# event's output (migration 0019's store_event_output: one statement for both).
 SPACE_FOR_WRITE = f"SELECT * FROM embedding_space_for_write({SPACE_LOCK_ID})"  # noqa: S608
 
 

@@ -46,7 +46,7 @@ from psycopg.rows import tuple_row
 from psycopg.types.json import Jsonb
 
 from llm_bot.clock import utc_now
-from llm_bot.db.embedding_space import SPACE_FOR_WRITE, EmbeddingSpace, space_of
+from llm_bot.db.embedding_space import SPACE_LOCK_ID, EmbeddingSpace, space_of
 from llm_bot.db.group_commit import Work
 from llm_bot.errors import RetryLaterError
 from llm_bot.events.identity import user_id_of
@@ -153,21 +153,12 @@ SELECT published, greatest(0, extract(epoch FROM lease_until - %(now)s))::float8
  WHERE user_id = %(user_id)s AND correlation_id = %(correlation_id)s AND step_key = %(step)s
 """
 
-# The output, and the embedding space under its write guard, read after the lock (a table
-# the re-embedding's switch does not alter, so the guard comes first in the transaction).
+# The output, and the embedding space under its write guard (migration 0019 says why a
+# function): stored or not, then the space's columns.
 _STORE = f"""
-WITH space AS ({SPACE_FOR_WRITE}),
-stored AS (
-    UPDATE processed_events
-       SET outcome = %(outcome)s, output_topic = %(topic)s, output_data = %(data)s,
-           output_attributes = %(attributes)s, ordering_key = %(ordering_key)s,
-           thread_id = %(thread_id)s, stored_at = %(now)s
-     WHERE user_id = %(user_id)s AND correlation_id = %(correlation_id)s AND step_key = %(step)s
-       AND claim_token = %(token)s
-    RETURNING 1
-)
-SELECT EXISTS (SELECT FROM stored), space.*
-  FROM (VALUES (1)) AS one LEFT JOIN space ON true
+SELECT * FROM store_event_output({SPACE_LOCK_ID}, %(user_id)s, %(correlation_id)s, %(step)s,
+                                 %(token)s, %(outcome)s, %(topic)s, %(data)s, %(attributes)s,
+                                 %(ordering_key)s, %(thread_id)s, %(now)s)
 """  # noqa: S608 (constants only)
 
 # Whoever confirmed a publish may record it, even if its lease was taken over meanwhile. The

@@ -1,11 +1,11 @@
 """Erasure with a receipt: every row that holds one user's (or one thread's) data, in every
 table we own, deleted in one transaction, and how many rows went from each table.
 
-A user's rows are found by what names them: ``user_id`` (memories and their versions, turns,
-notes, processed-event records, tool calls) and the thread id of each of the user's
-direct-message threads (:func:`llm_bot.events.identity.thread_id_of` ends a DM thread with
-``":" + user id`` after a base of exactly one unescaped colon). A shared thread's row names
-only its room, so it stays, with the other speakers' turns.
+A user's rows are found by what names them: ``user_id`` (memories and their versions, turns
+and their copies in shared channels' windows, notes, processed-event records, tool calls) and
+the tenant of each of the user's direct-message threads
+(:func:`llm_bot.events.identity.tenant_of_thread`). A shared thread's row is the room's, so it
+stays, with the other speakers' turns.
 
 A table added later must be added to :data:`USER_ROWS`: the erasure test scans every column of
 every table in the schema, from the catalog, and fails when a user's data survives anywhere.
@@ -20,20 +20,17 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-# A DM thread of %(user)s: "<connector>:<channel>:<user id>", the part before the user id
-# holding exactly one (unescaped) colon.
-_IS_USERS_DM = """(right(thread_id, length(%(user)s) + 1) = ':' || %(user)s
-    AND array_length(string_to_array(
-        left(thread_id, length(thread_id) - length(%(user)s) - 1), ':'), 1) = 2)"""
+from llm_bot.events.identity import tenant_of_thread
 
-# (table, condition). Every turn and event record of a DM thread names the thread's user (the
-# same user id makes both), so ``user_id`` finds them through its index; only the thread's own
-# row needs the id rule.
+# (table, condition). Every turn and event record names its user, so ``user_id`` finds them
+# through its key; a thread's row names its tenant: the user for a DM, the thread itself for a
+# shared channel (whose id may read as a user's id, so it is left out by that).
 USER_ROWS: tuple[tuple[str, str], ...] = (
     ("memory_versions", "user_id = %(user)s"),
     ("memories", "user_id = %(user)s"),
     ("conversation_turns", "user_id = %(user)s"),
-    ("conversation_threads", _IS_USERS_DM),
+    ("channel_turns", "user_id = %(user)s"),
+    ("conversation_threads", "tenant = %(user)s AND thread_id <> tenant"),
     ("agent_notes", "user_id = %(user)s"),
     ("processed_events", "user_id = %(user)s"),
     ("tool_calls", "user_id = %(user)s"),
@@ -41,12 +38,13 @@ USER_ROWS: tuple[tuple[str, str], ...] = (
 
 # A thread's tool calls are those of its event records (a tool call names its user and event,
 # not its thread), so they go before the records.
-_OF_THREADS_EVENTS = """(correlation_id, step_key) IN (
-    SELECT correlation_id, step_key FROM processed_events WHERE thread_id = %(thread)s)"""
+_OF_THREADS_EVENTS = """(user_id, correlation_id, step_key) IN (
+    SELECT user_id, correlation_id, step_key FROM processed_events WHERE thread_id = %(thread)s)"""
 
 THREAD_ROWS: tuple[tuple[str, str], ...] = (
     ("conversation_turns", "thread_id = %(thread)s"),
-    ("conversation_threads", "thread_id = %(thread)s"),
+    ("channel_turns", "thread_id = %(thread)s"),
+    ("conversation_threads", "tenant = %(tenant)s AND thread_id = %(thread)s"),
     ("tool_calls", _OF_THREADS_EVENTS),
     ("processed_events", "thread_id = %(thread)s"),
 )
@@ -79,7 +77,7 @@ async def forget_thread(connection: AsyncConnection[Any], thread_id: str) -> Rec
     """Delete one conversation: its turns (every speaker's), its row, its event records and
     their tool calls. Memories and notes are the users' own and stay; forget those per memory
     or per user."""
-    params = {"thread": thread_id}
+    params = {"thread": thread_id, "tenant": tenant_of_thread(thread_id)}
     return Receipt(f"thread {thread_id}", await _delete_all(connection, THREAD_ROWS, params))
 
 

@@ -32,12 +32,13 @@ PROGRESS_EVERY_S = 2.0
 # Published (or abandoned) records: a redelivery can no longer come after Pub/Sub's retention.
 _PROCESSED_EVENTS = """
 DELETE FROM processed_events p USING (
-    SELECT correlation_id, step_key FROM processed_events
+    SELECT user_id, correlation_id, step_key FROM processed_events
      WHERE claimed_at < %(cutoff)s
        AND (published AND published_at < %(cutoff)s
             OR NOT published AND lease_until < least(%(cutoff)s, clock_timestamp()))
      LIMIT %(batch)s FOR UPDATE SKIP LOCKED) old
- WHERE p.correlation_id = old.correlation_id AND p.step_key = old.step_key
+ WHERE p.user_id = old.user_id AND p.correlation_id = old.correlation_id
+   AND p.step_key = old.step_key
 """
 
 # Tool calls go with the event records they belong to: a call is kept as long as its event's
@@ -50,7 +51,8 @@ DELETE FROM tool_calls t USING (
     SELECT user_id, correlation_id, step_key, call_index FROM tool_calls c
      WHERE c.started_at < %(cutoff)s
        AND NOT EXISTS (SELECT 1 FROM processed_events p
-                        WHERE p.correlation_id = c.correlation_id AND p.step_key = c.step_key)
+                        WHERE p.user_id = c.user_id AND p.correlation_id = c.correlation_id
+                          AND p.step_key = c.step_key)
      LIMIT %(batch)s FOR UPDATE SKIP LOCKED) old
  WHERE t.user_id = old.user_id AND t.correlation_id = old.correlation_id
    AND t.step_key = old.step_key AND t.call_index = old.call_index
@@ -58,7 +60,15 @@ DELETE FROM tool_calls t USING (
 
 _OLD_TURNS = """
 DELETE FROM conversation_turns t USING (
-    SELECT thread_id, seq FROM conversation_turns WHERE created_at < %(cutoff)s
+    SELECT user_id, thread_id, seq FROM conversation_turns WHERE created_at < %(cutoff)s
+     LIMIT %(batch)s FOR UPDATE SKIP LOCKED) old
+ WHERE t.user_id = old.user_id AND t.thread_id = old.thread_id AND t.seq = old.seq
+"""
+
+# The copies of a shared channel's newest turns (its window) expire with the turns.
+_OLD_CHANNEL_TURNS = """
+DELETE FROM channel_turns t USING (
+    SELECT thread_id, seq FROM channel_turns WHERE created_at < %(cutoff)s
      LIMIT %(batch)s FOR UPDATE SKIP LOCKED) old
  WHERE t.thread_id = old.thread_id AND t.seq = old.seq
 """
@@ -66,20 +76,25 @@ DELETE FROM conversation_turns t USING (
 # seq is gap-free per thread, so the newest N turns are those above last_seq - N.
 _TURNS_BEYOND_CAP = """
 DELETE FROM conversation_turns t USING (
-    SELECT u.thread_id, u.seq FROM conversation_threads th
+    SELECT u.user_id, u.thread_id, u.seq FROM conversation_threads th
       JOIN conversation_turns u ON u.thread_id = th.thread_id AND u.seq <= th.last_seq - %(cap)s
      LIMIT %(batch)s FOR UPDATE OF u SKIP LOCKED) old
- WHERE t.thread_id = old.thread_id AND t.seq = old.seq
+ WHERE t.user_id = old.user_id AND t.thread_id = old.thread_id AND t.seq = old.seq
 """
 
-# A thread row whose turns are all gone; a new message starts it again.
+# A thread row whose turns are all gone; a new message starts it again. Every turn of a thread
+# idle since before the cutoff went with the expired turns above, so the checks only keep a row
+# a pair is being written to: a DM's turns are its user's, a shared channel's newest are in its
+# window's copy.
 _EMPTY_THREADS = """
 DELETE FROM conversation_threads th USING (
-    SELECT thread_id FROM conversation_threads c
+    SELECT tenant, thread_id FROM conversation_threads c
      WHERE c.last_turn_at < %(cutoff)s
-       AND NOT EXISTS (SELECT 1 FROM conversation_turns u WHERE u.thread_id = c.thread_id)
+       AND NOT EXISTS (SELECT 1 FROM conversation_turns u
+                        WHERE u.user_id = c.tenant AND u.thread_id = c.thread_id)
+       AND NOT EXISTS (SELECT 1 FROM channel_turns w WHERE w.thread_id = c.tenant)
      LIMIT %(batch)s FOR UPDATE SKIP LOCKED) old
- WHERE th.thread_id = old.thread_id
+ WHERE th.tenant = old.tenant AND th.thread_id = old.thread_id
 """
 
 _USERS_OVER_CAP = """
@@ -152,6 +167,9 @@ async def maintain(
         params = {**batch, "cutoff": cutoff}
         deleted["turns_expired"] = await _sweep(
             connection, "turns_expired", _OLD_TURNS, params, progress
+        )
+        deleted["channel_turns_expired"] = await _sweep(
+            connection, "channel_turns_expired", _OLD_CHANNEL_TURNS, params, progress
         )
         deleted["threads_empty"] = await _sweep(
             connection, "threads_empty", _EMPTY_THREADS, params, progress

@@ -39,7 +39,7 @@ UPDATE conversation_turns t SET indexed = true FROM (
     SELECT thread_id, seq FROM conversation_turns
      WHERE user_id = %(user)s AND NOT indexed
      LIMIT %(batch)s FOR UPDATE SKIP LOCKED) b
- WHERE t.thread_id = b.thread_id AND t.seq = b.seq
+ WHERE t.user_id = %(user)s AND t.thread_id = b.thread_id AND t.seq = b.seq
 """
 
 

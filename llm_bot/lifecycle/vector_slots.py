@@ -107,20 +107,20 @@ def _turn_rows(slot: Slot) -> _Rows:
     column = sql.Identifier(slot)
     return _Rows(
         name="history",
-        start=("", -1),
+        start=("", "", -1),
         count_query=sql.SQL("SELECT count(*) FROM conversation_turns WHERE {} IS NULL").format(
             column
         ),
         page_query=sql.SQL(
-            "SELECT thread_id, seq, content FROM conversation_turns"
-            " WHERE {c} IS NULL AND (thread_id, seq) > (%s, %s)"
-            " ORDER BY thread_id, seq LIMIT %s"
+            "SELECT user_id, thread_id, seq, content FROM conversation_turns"
+            " WHERE {c} IS NULL AND (user_id, thread_id, seq) > (%s, %s, %s)"
+            " ORDER BY user_id, thread_id, seq LIMIT %s"
         ).format(c=column),
         write=sql.SQL(
             "UPDATE conversation_turns SET {c} = %s::vector"
-            " WHERE thread_id = %s AND seq = %s AND {c} IS NULL"
+            " WHERE user_id = %s AND thread_id = %s AND seq = %s AND {c} IS NULL"
         ).format(c=column),
-        write_params=lambda row, vector: (vector_param(vector), row[0], row[1]),
+        write_params=lambda row, vector: (vector_param(vector), row[0], row[1], row[2]),
     )
 
 

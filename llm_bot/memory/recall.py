@@ -72,13 +72,25 @@ BM25_K1 = 1.2  # the textbook saturation and length normalisation, not fitted to
 BM25_B = 0.75
 
 
-# The depth from which a user is deep, one row: ``%(deep_from)s`` when given (a test), else
-# from the table's size and ``%(pool)s`` (ANN_ROW_COST).
-DEEP_FROM_SQL = f"""
+def _deep_from_sql(rows: str, source: str) -> str:
+    """The depth from which a user is deep, one row: ``%(deep_from)s`` when given (a test),
+    else from ``rows``, the size of the table of turns, and ``%(pool)s`` (ANN_ROW_COST)."""
+    return f"""
     SELECT coalesce(%(deep_from)s::bigint, greatest({DEEP_FROM}, ceil(sqrt(
-        {ANN_ROW_COST} * %(pool)s * greatest(reltuples, 0)))))::bigint AS turns
-    FROM pg_class WHERE oid = 'conversation_turns'::regclass
+        {ANN_ROW_COST} * %(pool)s * greatest({rows}, 0)))))::bigint AS turns
+    FROM {source}
 """
+
+
+# For every user (``llm-bot maintain``): the table's size from the catalog.
+DEEP_FROM_SQL = _deep_from_sql("reltuples", "pg_class WHERE oid = 'conversation_turns'::regclass")
+# For one user (recall): the size of the table holding the user's turns, read through one of
+# them (none: no depth). On Citus that is the user's shard, whose own index recall reads, and
+# the statement stays one Citus sends whole to that shard: one that also read the catalog would
+# be planned in pieces, which Citus 14 fails on for recall's ("invalid attnum").
+_USERS_DEEP_FROM = _deep_from_sql(
+    "relation_rows(t.tableoid)", "conversation_turns t WHERE t.user_id = %(user)s LIMIT 1"
+)
 
 
 def _visible(visibility: str) -> str:
@@ -148,7 +160,7 @@ lexical_top AS (
 -- index-only scan; see ANN_ROW_COST), picks one of the two dense sides below. The choice is a
 -- LIMIT of 0 rather than a filter: a Limit node with nothing to return never starts its input,
 -- where a filter was placed under a parallel sort whose workers started anyway (~9 ms).
-deep_from AS ({DEEP_FROM_SQL}),
+deep_from AS ({_USERS_DEEP_FROM}),
 depth AS (
     SELECT count(*) >= (SELECT turns FROM deep_from) AS deep
     FROM (

@@ -33,7 +33,9 @@ def database(fresh_database_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
                 " VALUES (%s, %s, %s, 1, 1, 'user', %s, now() - %s::interval, %s)",
                 (thread, seq, user, f"{user} says hi", age, f"e{seq}"),
             )
-        db.execute("INSERT INTO conversation_threads (thread_id) VALUES ('cli:dm:quinn')")
+        db.execute(
+            "INSERT INTO conversation_threads (tenant, thread_id) VALUES ('quinn', 'cli:dm:quinn')"
+        )
         db.execute(
             "INSERT INTO agent_notes (user_id, agent_name, content) VALUES ('quinn', 'b', 'n')"
         )
@@ -50,6 +52,7 @@ def test_forget_user_prints_a_receipt_per_table(capsys: pytest.CaptureFixture[st
         "memory_versions": "0",
         "memories": "0",
         "conversation_turns": "2",
+        "channel_turns": "0",
         "conversation_threads": "1",
         "agent_notes": "1",
         "processed_events": "0",

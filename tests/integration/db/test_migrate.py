@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from llm_bot.cli import main
-from llm_bot.db.migrate import available_migrations, migrate
+from llm_bot.db.migrate import available_migrations
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.codec import encode
 from llm_bot.events.identity import thread_id_of, user_id_of
@@ -52,7 +52,7 @@ def test_thread_ids_written_before_escaping_are_rewritten_and_stay_reachable(
 ) -> None:
     """Migration 0005 on rows in the old form: a room whose channel holds ':', a DM whose user
     id holds ':', a plain room and DM (unchanged)."""
-    migrate(fresh_database_url)
+    migrate_through(fresh_database_url, 4)
     old = [  # (thread id as written before, the user of its turns, the id it must become)
         ("discord:a:b", "u1", "discord:a%3Ab"),  # room 'a:b' (two speakers below)
         ("discord:a:b", "u2", "discord:a%3Ab"),
@@ -72,8 +72,7 @@ def test_thread_ids_written_before_escaping_are_rewritten_and_stay_reachable(
                 " VALUES (%s, %s, %s, 0, 0, 'user', 'hi', now(), %s)",
                 (thread, seq, user, f"event-{seq}"),
             )
-        connection.execute("DELETE FROM schema_migrations WHERE version = 5")
-    assert migrate(fresh_database_url) == ["0005_unambiguous_thread_ids.sql"]
+    assert migrate_through(fresh_database_url, 5) == ["0005_unambiguous_thread_ids.sql"]
     with psycopg.connect(fresh_database_url) as connection:
         turns = connection.execute(
             "SELECT thread_id, user_id FROM conversation_turns ORDER BY seq"
@@ -111,10 +110,9 @@ def test_processed_events_stored_before_0009_get_their_user_and_thread(
 ) -> None:
     """Migration 0009 reads the ids back from the stored event by the rules of
     llm_bot/events/identity.py, so erasure finds records written before it."""
-    migrate(fresh_database_url)
+    migrate_through(fresh_database_url, 8)
     event = _event(user, channel, direct, platform_only)
     data, _ = encode(event)
-    (lifecycle,) = [m for m in available_migrations() if m.version == 9]
     with psycopg.connect(fresh_database_url, autocommit=True) as connection:
         connection.execute(
             "INSERT INTO processed_events (correlation_id, step_key, lease_until, outcome,"
@@ -122,7 +120,8 @@ def test_processed_events_stored_before_0009_get_their_user_and_thread(
             " '\\xff00')",
             (data,),
         )
-        connection.execute(lifecycle.sql.encode())  # as it ran on a database of before
+    migrate_through(fresh_database_url, 9)
+    with psycopg.connect(fresh_database_url) as connection:
         rows = dict(
             connection.execute(
                 "SELECT correlation_id, (user_id, thread_id) FROM processed_events"

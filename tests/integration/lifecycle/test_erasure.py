@@ -1,5 +1,6 @@
 """Erasure finds exactly one user's (or one thread's) rows, also among ids made to collide:
-prefixes, dots and wildcards in user ids, colons in user ids and channel names."""
+prefixes, dots and wildcards in user ids, colons in user ids and channel names, a room whose
+id is a user's id."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 from psycopg import AsyncConnection
 
 from llm_bot.db.migrate import migrate
+from llm_bot.events.identity import tenant_of_thread
 from llm_bot.lifecycle.erasure import forget_thread, forget_user
 from llm_bot.lifecycle.export import export_user
 
@@ -17,14 +19,18 @@ USERS = ["x", "cli:x", "a", "a.b", "a%", "u_1", "u%1"]
 # Each user's DM in channel "room", and in a channel whose name holds a colon; a shared room.
 THREADS = {user: [f"cli:room:{user}", f"cli:r%3Aoom:{user}"] for user in USERS}
 SHARED = "cli:room"
+# A room whose thread id (its tenant) reads as the user "cli:x".
+LOOKALIKE = "cli:x"
 
 
 def fill(url: str) -> None:
     migrate(url)
     with psycopg.connect(url) as db:
+        threads = [SHARED, LOOKALIKE, *(thread for each in THREADS.values() for thread in each)]
         db.execute(
-            "INSERT INTO conversation_threads (thread_id) SELECT unnest(%s::text[])",
-            ([SHARED, *(thread for threads in THREADS.values() for thread in threads)],),
+            "INSERT INTO conversation_threads (tenant, thread_id)"
+            " SELECT unnest(%s::text[]), unnest(%s::text[])",
+            ([tenant_of_thread(thread) for thread in threads], threads),
         )
         for user in USERS:
             db.execute(
@@ -48,6 +54,13 @@ def fill(url: str) -> None:
                     " VALUES (%s, %s, %s, 1, 1, 'user', 'hi', now(), %s)",
                     (thread, USERS.index(user) * 10 + seq, user, f"{user}/{thread}"),
                 )
+                if thread == SHARED:  # the room's window holds it too
+                    db.execute(
+                        "INSERT INTO channel_turns (thread_id, seq, user_id, session_id, role,"
+                        " content, created_at, source_event)"
+                        " VALUES (%s, %s, %s, 1, 'user', 'hi', now(), %s)",
+                        (thread, USERS.index(user) * 10 + seq, user, f"{user}/{thread}"),
+                    )
                 db.execute(
                     "INSERT INTO processed_events (correlation_id, step_key, lease_until,"
                     " user_id, thread_id) VALUES (%s, '0:llm-bot', now(), %s, %s)",
@@ -68,6 +81,7 @@ def owners(url: str) -> dict[str, set[str]]:
         return {
             "threads": {r[0] for r in db.execute("SELECT thread_id FROM conversation_threads")},
             "turns": {r[0] for r in db.execute("SELECT DISTINCT user_id FROM conversation_turns")},
+            "window": {r[0] for r in db.execute("SELECT DISTINCT user_id FROM channel_turns")},
             "notes": {r[0] for r in db.execute("SELECT user_id FROM agent_notes")},
             "events": {r[0] for r in db.execute("SELECT DISTINCT user_id FROM processed_events")},
             "memories": {r[0] for r in db.execute("SELECT user_id FROM memories")},
@@ -85,6 +99,7 @@ async def test_forget_user_takes_exactly_their_rows(fresh_database_url: str, gon
         "memory_versions": 1,
         "memories": 1,
         "conversation_turns": 3,
+        "channel_turns": 1,
         "conversation_threads": 2,
         "agent_notes": 1,
         "processed_events": 3,
@@ -92,8 +107,9 @@ async def test_forget_user_takes_exactly_their_rows(fresh_database_url: str, gon
     }
     kept = [user for user in USERS if user != gone]
     assert owners(fresh_database_url) == {
-        "threads": {SHARED, *(thread for user in kept for thread in THREADS[user])},
+        "threads": {SHARED, LOOKALIKE, *(thread for user in kept for thread in THREADS[user])},
         "turns": set(kept),
+        "window": set(kept),
         "notes": set(kept),
         "events": set(kept),
         "memories": set(kept),
@@ -109,11 +125,14 @@ async def test_forget_thread_takes_every_speakers_turns_there_only(fresh_databas
     everyone = len(USERS)
     assert receipt.deleted == {
         "conversation_turns": everyone,
+        "channel_turns": everyone,
         "conversation_threads": 1,
         "tool_calls": 2 * everyone,
         "processed_events": everyone,
     }
-    assert SHARED not in owners(fresh_database_url)["threads"]
+    left = owners(fresh_database_url)
+    assert SHARED not in left["threads"]
+    assert left["window"] == set()
     with psycopg.connect(fresh_database_url) as db:
         row = db.execute("SELECT count(*) FROM conversation_turns").fetchone()
     assert row is not None

@@ -46,9 +46,9 @@ def fill(url: str, copies: int) -> None:
             ]
             for step, claimed, published, lease in events:
                 db.execute(
-                    "INSERT INTO processed_events (correlation_id, step_key, lease_until,"
-                    " claimed_at, published, published_at, outcome, output_data)"
-                    " VALUES (%s, %s, coalesce(%s, clock_timestamp() + interval '1 hour'),"
+                    "INSERT INTO processed_events (user_id, correlation_id, step_key,"
+                    " lease_until, claimed_at, published, published_at, outcome, output_data)"
+                    " VALUES ('u', %s, %s, coalesce(%s, clock_timestamp() + interval '1 hour'),"
                     " %s, %s, %s, 'OK', 'x')",
                     (f"c{n}", step, lease, claimed, published is not None, published),
                 )
@@ -62,24 +62,33 @@ def fill(url: str, copies: int) -> None:
                     " VALUES ('u', %s, %s, 0, 'mcp:echo', '{}', 'started', 1, %s, %s)",
                     (correlation_id, step, started, started),
                 )
-            # An old thread (all turns expire), a long one (beyond the cap), an empty one.
+            # An old room (all turns expire), a long one (beyond the cap), an empty one; each
+            # room's window holds a copy of its newest four turns.
             for thread, turns, at in ((f"old{n}", 4, days_ago(400)), (f"long{n}", 30, NOW)):
                 db.execute(
-                    "INSERT INTO conversation_threads (thread_id, last_seq, session_id,"
-                    " last_turn_at) VALUES (%s, %s, 1, %s)",
-                    (thread, turns, at),
+                    "INSERT INTO conversation_threads (tenant, thread_id, last_seq, session_id,"
+                    " last_turn_at) VALUES (%s, %s, %s, 1, %s)",
+                    (thread, thread, turns, at),
                 )
                 for seq in range(1, turns + 1):
+                    turn = (thread, seq, "user" if seq % 2 else "assistant", at, f"{thread}:{seq}")
                     db.execute(
                         "INSERT INTO conversation_turns (thread_id, seq, user_id, session_id,"
                         " pair_index, role, content, created_at, source_event)"
                         " VALUES (%s, %s, 'u', 1, 1, %s, 'hi', %s, %s)",
-                        (thread, seq, "user" if seq % 2 else "assistant", at, f"{thread}:{seq}"),
+                        turn,
                     )
+                    if seq > turns - 4:
+                        db.execute(
+                            "INSERT INTO channel_turns (thread_id, seq, user_id, session_id, role,"
+                            " content, created_at, source_event)"
+                            " VALUES (%s, %s, 'u', 1, %s, 'hi', %s, %s)",
+                            turn,
+                        )
             db.execute(
-                "INSERT INTO conversation_threads (thread_id, last_seq, session_id, last_turn_at)"
-                " VALUES (%s, 0, 0, %s)",
-                (f"empty{n}", days_ago(400)),
+                "INSERT INTO conversation_threads (tenant, thread_id, last_seq, session_id,"
+                " last_turn_at) VALUES (%s, %s, 0, 0, %s)",
+                (f"empty{n}", f"empty{n}", days_ago(400)),
             )
             for age in range(5):  # five memories; the cap keeps the three created first
                 db.execute(
@@ -109,6 +118,10 @@ def survivors(url: str) -> dict[str, set[str]]:
                 f"{r[0].rstrip('0123456789')}:{r[1]}"
                 for r in db.execute("SELECT DISTINCT thread_id, seq FROM conversation_turns")
             },
+            "window": {
+                f"{r[0].rstrip('0123456789')}:{r[1]}"
+                for r in db.execute("SELECT DISTINCT thread_id, seq FROM channel_turns")
+            },
             "memories": {r[0] for r in db.execute("SELECT DISTINCT key FROM memories")},
             "versions": {r[0] for r in db.execute("SELECT DISTINCT key FROM memory_versions")},
         }
@@ -119,6 +132,7 @@ EXPECTED_SURVIVORS = {
     "tool calls": {"published-recent", "live-claim", "gone-recent"},
     "threads": {"long"},
     "turns": {f"long:{seq}" for seq in range(21, 31)},
+    "window": {f"long:{seq}" for seq in range(27, 31)},
     "memories": {"age2", "age3", "age4"},
     "versions": {"age4"},
 }
@@ -136,6 +150,7 @@ async def test_expired_rows_go_and_recent_rows_stay(fresh_database_url: str) -> 
         "processed_events": 2 * 2,
         "tool_calls": 2 * 3,
         "turns_expired": 2 * 4,
+        "channel_turns_expired": 2 * 4,
         "threads_empty": 2 * 2,
         "turns_beyond_cap": 2 * 20,
         "memories_beyond_cap": 2 * 2,
@@ -156,6 +171,7 @@ async def test_two_runs_at_once_split_the_work(fresh_database_url: str) -> None:
         "processed_events": copies * 2,
         "tool_calls": copies * 3,
         "turns_expired": copies * 4,
+        "channel_turns_expired": copies * 4,
         "threads_empty": copies * 2,
         "turns_beyond_cap": copies * 20,
         "memories_beyond_cap": copies * 2,

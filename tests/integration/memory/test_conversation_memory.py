@@ -18,7 +18,7 @@ from llm_bot.llm.client import ModelClient
 from llm_bot.llm.embeddings import CachingEmbedder
 from llm_bot.memory.commit import MemoryCommit
 from llm_bot.memory.context import PostgresMemoryRetriever
-from llm_bot.memory.history import PairRows, write_pair
+from llm_bot.memory.history import PairRows, read_window, write_pair
 from llm_bot.memory.notes_store import ManageNotesTool
 from llm_bot.memory.store import MemoryStore
 from llm_bot.settings import load_settings
@@ -31,6 +31,7 @@ from ..conftest import server_embedder
 pytestmark = pytest.mark.integration
 GRAPH = graph_from_settings(load_settings())
 IDLE = timedelta(hours=6)
+WINDOW_PAIRS = 4
 
 
 class Clock:
@@ -123,28 +124,46 @@ async def test_forty_events_over_two_instances_and_a_restart_see_the_right_windo
     assert [row["pair_index"] for row in rows] == [n // 2 + 1 for n in range(80)]
 
 
+@pytest.mark.parametrize("thread", ["busy", "cli:dm:vic"], ids=["shared-channel", "dm"])
 async def test_concurrent_writers_of_one_thread_keep_seq_gap_free(
-    fresh_database_url: str, memory_store: MemoryStore, embedding_server: LocalModelServer
+    fresh_database_url: str,
+    memory_store: MemoryStore,
+    embedding_server: LocalModelServer,
+    thread: str,
 ) -> None:
+    """Thirty pairs written at once by two writers, then one of them again (a batch rerun):
+    seqs 1..60 once each; a shared channel's window holds its newest ``WINDOW_PAIRS``."""
     async with MemoryStore.open(
         settings_for(fresh_database_url), CachingEmbedder(server_embedder(embedding_server))
     ) as other:
 
         async def write(store: MemoryStore, number: int) -> None:
-            pair = PairRows("busy", "vic", f"q{number}", f"a{number}", utc_now(), f"event-{number}")
+            pair = PairRows(thread, "vic", f"q{number}", f"a{number}", utc_now(), f"event-{number}")
             async with store.connection() as connection, connection.transaction():
-                await write_pair(connection, pair, IDLE)
+                await write_pair(connection, pair, IDLE, WINDOW_PAIRS)
 
         await asyncio.gather(*(write(memory_store if n % 2 else other, n) for n in range(30)))
-        again = PairRows("busy", "vic", "q0", "a0", utc_now(), "event-0")
+        again = PairRows(thread, "vic", "q0", "a0", utc_now(), "event-0")
         async with other.connection() as connection, connection.transaction():
-            await write_pair(connection, again, IDLE)  # already there: not appended again
+            await write_pair(connection, again, IDLE, WINDOW_PAIRS)  # there: not appended again
     async with memory_store.connection() as connection:
         cursor = await connection.execute(
-            "SELECT seq FROM conversation_turns WHERE thread_id = 'busy' ORDER BY seq"
+            "SELECT seq FROM conversation_turns WHERE thread_id = %s ORDER BY seq", (thread,)
         )
         seqs = [row["seq"] for row in await cursor.fetchall()]
+        cursor = await connection.execute(
+            "SELECT seq, content FROM channel_turns WHERE thread_id = %s ORDER BY seq", (thread,)
+        )
+        copies = await cursor.fetchall()
+        window = await read_window(connection, thread, WINDOW_PAIRS, utc_now(), IDLE)
     assert seqs == list(range(1, 61))
+    newest = list(range(61 - 2 * WINDOW_PAIRS, 61))
+    assert [turn.seq for turn in window] == newest
+    if thread == "busy":
+        assert [row["seq"] for row in copies] == newest
+        assert [row["content"] for row in copies] == [turn.content for turn in window]
+    else:
+        assert copies == []
 
 
 async def test_an_idle_gap_starts_a_session_and_recall_brings_back_the_older_fact(

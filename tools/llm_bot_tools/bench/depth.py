@@ -30,6 +30,7 @@ from llm_bot.db.embedding_space import settle_space
 from llm_bot.db.migrate import migrate
 from llm_bot.db.schemas import scratch_schema
 from llm_bot.db.turn_index import SEARCH_SETTINGS
+from llm_bot.events.identity import tenant_of_thread
 from llm_bot.lifecycle.turn_backfill import index_deep_users
 from llm_bot.memory.history import read_window
 from llm_bot.memory.recall import Depth, recall_turns
@@ -133,10 +134,11 @@ async def load_turns(
                 progress(f"loaded {first + count}/{turns} turns")
     for where in next_seq:
         await connection.execute(
-            "INSERT INTO conversation_threads (thread_id, last_seq, session_id, last_turn_at)"
-            " VALUES (%s, %s, 1, %s) ON CONFLICT (thread_id) DO UPDATE"
+            "INSERT INTO conversation_threads"
+            " (tenant, thread_id, last_seq, session_id, last_turn_at)"
+            " VALUES (%s, %s, %s, 1, %s) ON CONFLICT (tenant, thread_id) DO UPDATE"
             " SET last_seq = excluded.last_seq, last_turn_at = excluded.last_turn_at",
-            (where, next_seq[where], START + timedelta(minutes=turns)),
+            (tenant_of_thread(where), where, next_seq[where], START + timedelta(minutes=turns)),
         )
 
 
@@ -319,6 +321,7 @@ async def shared_channel(
                     lambda _pair: CHANNEL,
                     progress,
                 )
+            await _copy_window(connection, CHANNEL)
             await connection.execute("VACUUM ANALYZE conversation_turns")
             now = START + timedelta(minutes=turns)
 
@@ -339,6 +342,18 @@ async def shared_channel(
             report = latency_report("channel", turns, speakers, "hybrid", timings)
             progress(f"a channel of {turns} turns, window + recall p95 {report.p95_ms} ms")
     return [report]
+
+
+async def _copy_window(connection: AsyncConnection[Any], channel: str) -> None:
+    """The shared channel's window as the writer keeps it (llm_bot.memory.history): a copy of
+    its newest turns, which COPY into conversation_turns does not make."""
+    await connection.execute(
+        "INSERT INTO channel_turns (thread_id, seq, user_id, session_id, role, content,"
+        " created_at, source_event, visibility)"
+        " SELECT thread_id, seq, user_id, session_id, role, content, created_at, source_event,"
+        " visibility FROM conversation_turns WHERE thread_id = %s ORDER BY seq DESC LIMIT %s",
+        (channel, WINDOW_PAIRS * 2),
+    )
 
 
 async def run_depth_bench(
