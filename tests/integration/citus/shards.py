@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import psycopg
+from psycopg import sql
 
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.identity import thread_id_of
@@ -62,6 +64,41 @@ def shared_channel_on(conn: psycopg.Connection, port: int, prefix: str) -> str:
 
 def thread_of(channel: str) -> str:
     return thread_id_of(said_in("", user="anyone", channel=channel, egress_topic="unused"))
+
+
+def shard_name(conn: psycopg.Connection, table: str, tenant: str) -> str:
+    row = conn.execute(
+        "SELECT shard_name FROM citus_shards"
+        " WHERE shardid = get_shard_id_for_distribution_column(%s, %s::text)",
+        (table, tenant),
+    ).fetchone()
+    assert row is not None, f"{table} is not distributed"
+    return str(row[0])
+
+
+@contextmanager
+def at_commit(node: CitusNode, database: str, shard: str, body: str) -> Iterator[None]:
+    """Until the block ends, ``body`` (PL/pgSQL, ``NEW`` the row) runs on ``node`` for each row
+    a transaction inserted into ``shard``, when that transaction commits there: at its
+    ``PREPARE TRANSACTION`` when it wrote another node too, after that node's writes. A fault of
+    this node alone: nothing of it reaches the others."""
+    function = f"CREATE FUNCTION at_commit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN {body}"
+    with psycopg.connect(node.url_for(database), autocommit=True) as conn:
+        conn.execute("SET citus.enable_ddl_propagation = off")
+        conn.execute("SET citus.enable_manual_changes_to_shards = on")
+        conn.execute(f"{function} RETURN NULL; END $$")
+        table = sql.Identifier(shard)
+        conn.execute(
+            sql.SQL(
+                "CREATE CONSTRAINT TRIGGER at_commit AFTER INSERT ON {} DEFERRABLE INITIALLY"
+                " DEFERRED FOR EACH ROW EXECUTE FUNCTION at_commit()"
+            ).format(table)
+        )
+        try:
+            yield
+        finally:
+            conn.execute(sql.SQL("DROP TRIGGER at_commit ON {}").format(table))
+            conn.execute("DROP FUNCTION at_commit()")
 
 
 def shard_placements(conn: psycopg.Connection, table: str) -> dict[int, int]:

@@ -6,8 +6,6 @@ node and its channel's, all or nothing (docs/citus.md, "The shard key")."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import psycopg
 import pytest
@@ -18,17 +16,19 @@ from llm_bot.db.processed_events import key_of, source_of
 from llm_bot.events.identity import thread_id_of
 from llm_bot.events.models import InternalEventV2
 from llm_bot_tools.devstack.worker_harness import Bus, running_worker, wait_until
-from llm_bot_tools.local.citus_cluster import CitusCluster, CitusNode
+from llm_bot_tools.local.citus_cluster import CitusCluster
 
 from .shards import (
     PREPARE,
     WRITE,
     NodeLogs,
+    at_commit,
     dm,
     first_on,
     node_port_of,
     prepared_transactions,
     said_in,
+    shard_name,
     shard_placements,
     shared_channel_on,
     tenants_by_node,
@@ -39,6 +39,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.citus]
 USERS = 40
 CHANNELS = 4
 TABLES = ("processed_events", "conversation_turns", "conversation_threads", "channel_turns")
+REFUSE = "RAISE EXCEPTION 'this node refuses the commit (a test''s fault)';"
 
 
 async def test_events_of_many_users_through_the_coordinator_are_on_both_worker_nodes(
@@ -149,45 +150,6 @@ async def test_a_dm_event_commits_on_one_node_and_a_shared_channels_on_two_by_tw
     )
 
 
-# Raised on one worker node when a transaction that wrote its shard commits (PREPARE
-# TRANSACTION runs the deferred trigger): the failure comes after the other node's writes.
-_REFUSE = """
-CREATE FUNCTION refuse_commit() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN RAISE EXCEPTION 'this node refuses the commit (a test''s fault)'; END $$
-"""
-
-
-@contextmanager
-def refusing_commit(node: CitusNode, database: str, shard: str) -> Iterator[None]:
-    """Every transaction that writes ``shard`` fails at its commit on ``node``, until the end."""
-    with psycopg.connect(node.url_for(database), autocommit=True) as conn:
-        # A fault of this node alone: nothing of it goes to the others.
-        conn.execute("SET citus.enable_ddl_propagation = off")
-        conn.execute("SET citus.enable_manual_changes_to_shards = on")
-        conn.execute(_REFUSE)
-        table = sql.Identifier(shard)
-        conn.execute(
-            sql.SQL(
-                "CREATE CONSTRAINT TRIGGER refuse_commit AFTER INSERT ON {} DEFERRABLE INITIALLY"
-                " DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse_commit()"
-            ).format(table)
-        )
-        try:
-            yield
-        finally:
-            conn.execute(sql.SQL("DROP TRIGGER refuse_commit ON {}").format(table))
-
-
-def shard_name(conn: psycopg.Connection, table: str, tenant: str) -> str:
-    row = conn.execute(
-        "SELECT shard_name FROM citus_shards"
-        " WHERE shardid = get_shard_id_for_distribution_column(%s, %s::text)",
-        (table, tenant),
-    ).fetchone()
-    assert row is not None
-    return str(row[0])
-
-
 def channel_state(url: str, user: str, channel: str) -> tuple[int, int, int, int]:
     """The author's turns, the channel's counter, its window's rows and the stored outputs."""
     with psycopg.connect(url) as conn:
@@ -226,7 +188,7 @@ async def test_a_shared_channel_event_whose_channel_node_fails_to_commit_leaves_
     async with running_worker(bus.settings()):
         await answered(bus, said("hello everyone"))
         assert channel_state(url, user, thread) == (2, 2, 2, 1)
-        with refusing_commit(channel_node, unique_name, window_shard):
+        with at_commit(channel_node, unique_name, window_shard, REFUSE):
             bus.publish_event(refused)
             (dead,) = await dead_letters.take(1)
         # Nothing of the refused event on either node: neither its author's turns and output
