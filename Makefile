@@ -26,12 +26,18 @@ run: install
 dev: install
 	$(BIN)/llm-bot dev --services-only
 
+# The suites that must hold on Citus as on one Postgres: `make test` runs them a second time
+# with every test's database on a local Citus cluster (docs/citus.md, "The tests").
+CITUS_SUITES := tests/integration/db tests/integration/memory tests/integration/worker \
+	tests/integration/handler tests/integration/lifecycle
+
 # Citus is built (or its cache reused) first when its source lies beside the clone; without
-# it the Citus tests skip.
+# it the Citus tests and the run on the cluster skip.
 test: install lint typecheck
 	$(BIN)/python -m llm_bot_tools.local.citus_build --if-source
 	mkdir -p .llm-bot
 	$(BIN)/pytest -q --basetemp=.llm-bot/pytest
+	$(BIN)/pytest -q --basetemp=.llm-bot/pytest-citus --database=citus $(CITUS_SUITES)
 
 # Citus from ../shared/vendor (LLM_BOT_CITUS_SOURCE overrides) into a cache outside the clone:
 # docs/citus.md.

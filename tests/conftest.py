@@ -1,15 +1,69 @@
-"""Shared fixtures: the real Pub/Sub emulator and embedded Postgres, started once per session."""
+"""Shared fixtures: the real Pub/Sub emulator, embedded Postgres and a local Citus cluster,
+each started once per session when a test needs it.
+
+``--database=citus`` puts every test's own database (``database_server``,
+``fresh_database_url``) on the Citus cluster instead of the embedded Postgres, and runs only
+the tests that use one: the suites that must hold on both run twice (``make test``). Without a
+built Citus those tests skip with the reason; a test whose subject exists only on a single
+plain Postgres says so with ``@pytest.mark.not_on_citus(reason)``.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Protocol
 from uuid import uuid4
 
 import pytest
 
+from llm_bot_tools.local.citus_build import find_install, unavailable_reason
+from llm_bot_tools.local.citus_cluster import CitusCluster
 from llm_bot_tools.local.embedded_postgres import EmbeddedPostgres
 from llm_bot_tools.local.pubsub_emulator import PubSubEmulator
 from llm_bot_tools.local.pubsub_front import PubSubFront
+
+EMBEDDED = "embedded"
+CITUS = "citus"
+NOT_ON_CITUS = "not_on_citus"
+
+
+class DatabaseServer(Protocol):
+    """Where a test's own database is made: the embedded Postgres or the Citus cluster."""
+
+    def create_database(self, name: str) -> str: ...
+
+    def drop_database(self, name: str) -> None: ...
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--database",
+        choices=(EMBEDDED, CITUS),
+        default=EMBEDDED,
+        help="where each test's own database is made: the embedded Postgres (default), or a"
+        " local Citus cluster of a coordinator and two workers, running only the tests that use"
+        " a database (docs/citus.md)",
+    )
+
+
+def on_citus(config: pytest.Config) -> bool:
+    return bool(config.getoption("database") == CITUS)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On Citus: only the tests that use a database, less those marked ``not_on_citus``."""
+    if not on_citus(config):
+        return
+    kept, deselected = [], []
+    for item in items:
+        uses_database = "database_server" in getattr(item, "fixturenames", ())
+        (kept if uses_database else deselected).append(item)
+        marker = item.get_closest_marker(NOT_ON_CITUS)
+        if marker is not None:
+            item.add_marker(pytest.mark.skip(reason=f"not on Citus: {marker.args[0]}"))
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = kept
 
 
 @pytest.fixture(scope="session")
@@ -32,6 +86,26 @@ def embedded_postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Embe
         yield postgres
 
 
+@pytest.fixture(scope="session")
+def citus_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CitusCluster]:
+    """A coordinator and two workers; the test skips, with the reason, where Citus is not
+    built (a bare clone without ``../shared/vendor``; ``make test`` builds it when it is)."""
+    install = find_install()
+    if install is None:
+        pytest.skip(unavailable_reason() or "Citus is not built")
+    with CitusCluster(install, tmp_path_factory.mktemp("citus")) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def database_server(request: pytest.FixtureRequest) -> DatabaseServer:
+    """The embedded Postgres, or the Citus cluster under ``--database=citus``."""
+    server: DatabaseServer = request.getfixturevalue(
+        "citus_cluster" if on_citus(request.config) else "embedded_postgres"
+    )
+    return server
+
+
 @pytest.fixture
 def unique_name() -> str:
     """Pub/Sub and Postgres both accept this shape: starts with a letter, no dots."""
@@ -39,7 +113,17 @@ def unique_name() -> str:
 
 
 @pytest.fixture
-def fresh_database_url(embedded_postgres: EmbeddedPostgres, unique_name: str) -> Iterator[str]:
-    url = embedded_postgres.create_database(unique_name)
+def fresh_database_url(database_server: DatabaseServer, unique_name: str) -> Iterator[str]:
+    url = database_server.create_database(unique_name)
     yield url
-    embedded_postgres.drop_database(unique_name)
+    database_server.drop_database(unique_name)
+
+
+@pytest.fixture
+def citus_database_url(citus_cluster: CitusCluster, unique_name: str) -> Iterator[str]:
+    """A database of the test's own on every node of the cluster, Citus in each and the
+    workers registered: the coordinator's URL for it. For the tests of Citus itself, whatever
+    ``--database`` says."""
+    url = citus_cluster.create_database(unique_name)
+    yield url
+    citus_cluster.drop_database(unique_name)

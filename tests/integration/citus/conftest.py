@@ -1,32 +1,23 @@
-"""A local Citus cluster (a coordinator and two workers), started once per session.
-
-The tests skip, with the reason, where Citus is not built (a bare clone without
-``../shared/vendor``): ``make test`` builds it first when the source is there.
-"""
+"""A worker's world on the Citus cluster: the worker tests' bus (``make_bus``: unique topics on
+the session emulator, a local model server) on a database of the test's own on the cluster,
+whatever ``--database`` says."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
-from llm_bot_tools.local.citus_build import find_install, unavailable_reason
-from llm_bot_tools.local.citus_cluster import CitusCluster
+from llm_bot_tools.devstack.worker_harness import Bus
 
-
-@pytest.fixture(scope="session")
-def citus_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CitusCluster]:
-    install = find_install()
-    if install is None:
-        pytest.skip(unavailable_reason() or "Citus is not built")
-    with CitusCluster(install, tmp_path_factory.mktemp("citus")) as cluster:
-        yield cluster
+from ..worker.conftest import BusFactory
+from ..worker.conftest import make_bus as make_bus
 
 
 @pytest.fixture
-def citus_database_url(citus_cluster: CitusCluster, unique_name: str) -> Iterator[str]:
-    """A database of the test's own on every node, Citus in each and the workers registered:
-    the coordinator's URL for it."""
-    url = citus_cluster.create_database(unique_name)
-    yield url
-    citus_cluster.drop_database(unique_name)
+def citus_bus(make_bus: BusFactory, citus_database_url: str) -> Bus:
+    """Redelivered, never dropped by the emulator; the worker's own limit is high enough that a
+    node stopped for a while dead-letters nothing."""
+    return make_bus(
+        citus_database_url,
+        {"LLM_BOT_SHUTDOWN_GRACE_S": "5", "LLM_BOT_MAX_DELIVERY_ATTEMPTS": "100"},
+        max_delivery_attempts=100,
+    )

@@ -61,6 +61,7 @@ def event_of(bus: MemoryBus, user: str, text: str, *, direct: bool) -> InternalE
     return event
 
 
+@pytest.mark.not_on_citus("counts the statements in the embedded server's own log")
 @pytest.mark.parametrize("direct", [True, False], ids=["dm", "shared-channel"])
 async def test_a_returning_users_event_costs_at_most_six_statements(
     bus: MemoryBus, unique_name: str, embedded_postgres: EmbeddedPostgres, direct: bool

@@ -14,8 +14,8 @@ from llm_bot.llm.embeddings import CachingEmbedder, LocalEmbedder
 from llm_bot.memory.context import PostgresMemoryRetriever
 from llm_bot.memory.store import MemoryStore
 from llm_bot.settings import CALIBRATED_THRESHOLDS
-from llm_bot_tools.local.embedded_postgres import EmbeddedPostgres
 
+from ...conftest import DatabaseServer
 from ...from_settings import context_limits, settings_for
 
 pytestmark = pytest.mark.integration
@@ -40,8 +40,8 @@ SCENARIOS = [
 
 
 @pytest.fixture(scope="module")
-async def local_store(embedded_postgres: EmbeddedPostgres) -> AsyncIterator[MemoryStore]:
-    url = embedded_postgres.create_database("seed_scenarios")
+async def local_store(database_server: DatabaseServer) -> AsyncIterator[MemoryStore]:
+    url = database_server.create_database("seed_scenarios")
     migrate(url)
     try:
         async with MemoryStore.open(settings_for(url), CachingEmbedder(LocalEmbedder())) as store:
@@ -50,7 +50,7 @@ async def local_store(embedded_postgres: EmbeddedPostgres) -> AsyncIterator[Memo
             await store.for_user("lee").put("I eat a lot of meat and love westerns")
             yield store
     finally:
-        embedded_postgres.drop_database("seed_scenarios")
+        database_server.drop_database("seed_scenarios")
 
 
 @pytest.mark.parametrize(

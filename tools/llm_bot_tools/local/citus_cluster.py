@@ -53,6 +53,8 @@ _SETTINGS = {
     "full_page_writes": "off",
     # The nodes reach each other over loopback and have no TLS certificate.
     "citus.node_conninfo": "'sslmode=disable'",
+    # Each line of a session names its database, so a test reads the lines of its own.
+    "log_line_prefix": "'%m [%p] %q%d '",
 }
 
 
@@ -99,6 +101,7 @@ class CitusCluster(LocalService):
         self._worker_count = workers
         self._user: str | None = None
         self._nodes: list[CitusNode] = []
+        self._stopped: set[str] = set()
         self.startup_seconds: float | None = None
 
     @property
@@ -222,12 +225,24 @@ class CitusCluster(LocalService):
                     sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
                 )
 
+    def stop_node(self, node: CitusNode, mode: str = "immediate") -> None:
+        """Stop one node while the others run, by default as a crash would (``pg_ctl -m
+        immediate``: no shutdown checkpoint, open transactions die, prepared ones stay in its
+        WAL); ``start_node`` brings it back on its port."""
+        self._pg_ctl(node, "-w", "-m", mode, "stop")
+        self._stopped.add(node.name)
+
+    def start_node(self, node: CitusNode) -> None:
+        self._pg_ctl(node, "-w", "-l", str(node.log_path), "start")
+        self._stopped.discard(node.name)
+
     def stop(self) -> None:
-        """Stop every node (the coordinator first, so nothing new reaches the workers)."""
+        """Stop every running node (the coordinator first, so nothing new reaches the
+        workers)."""
         nodes, self._nodes = self._nodes, []
         atexit.unregister(self.stop)
         failures = []
-        for node in nodes:
+        for node in (each for each in nodes if each.name not in self._stopped):
             try:
                 self._pg_ctl(node, "-w", "-m", "fast", "stop")
             except CitusClusterError as error:
