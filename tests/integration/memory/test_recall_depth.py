@@ -7,6 +7,7 @@ taken over a few turns by moving the depths (``Depth``) instead of loading thous
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
 
 import pytest
 from psycopg.rows import tuple_row
@@ -126,9 +127,9 @@ async def test_within_its_window_the_lexical_side_ranks_as_the_exact_one(
     side."""
     await history(connection, "ada", 40)  # seq 1-20 of each thread, every topic many times
     await add(connection, "ada-old", [("ada", "the harpsichord recital")], vector=direction(0, 99))
-    await connection.execute(
-        "UPDATE conversation_turns SET created_at = created_at - interval '1 year'"
-        " WHERE thread_id = 'ada-old'"
+    await connection.execute(  # a time as a value: Citus refuses timestamptz arithmetic here
+        "UPDATE conversation_turns SET created_at = %s WHERE thread_id = 'ada-old'",
+        (datetime(2000, 1, 1, tzinfo=UTC),),
     )
     window = Depth(lexical_window=40)  # the 40 recent turns, not the old one
     for topic in range(len(TOPICS)):
