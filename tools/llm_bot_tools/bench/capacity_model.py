@@ -23,8 +23,10 @@ MILLION = 1_000_000
 PAGE_BYTES = 8192
 HISTORY_DAYS: int = Settings.model_fields["retention_history_days"].default
 RECORD_DAYS: int = Settings.model_fields["retention_processed_events_days"].default
-# Cloud SQL for PostgreSQL: Enterprise Plus up to 128 vCPUs (Enterprise 96), storage to 64 TB.
+# Cloud SQL for PostgreSQL: Enterprise Plus up to 128 vCPUs and 864 GB of memory (Enterprise 96
+# and 624 GB), storage to 64 TB.
 LARGEST_PRIMARY_VCPUS = 128
+LARGEST_PRIMARY_MEMORY_BYTES = 864 * 10**9
 LARGEST_PRIMARY_BYTES = 64 * 10**12
 # What grows with what (tables not named: constant, or not written by the bench's events).
 PER_EVENT_KEPT = ("conversation_turns",)  # kept HISTORY_DAYS
@@ -66,6 +68,9 @@ class SizeModel:
     storage_tb_per_million_users: float
     users_by_cpu_millions: float  # on LARGEST_PRIMARY_VCPUS at the CPU target
     users_by_storage_millions: float  # on LARGEST_PRIMARY_BYTES
+    # Users whose rows all fit in LARGEST_PRIMARY_MEMORY_BYTES: recall reads a typical user's
+    # every turn, so an event of a user beyond them reads that user's history from disk.
+    users_in_memory_millions: float
     first_limit: str
 
 
@@ -123,6 +128,7 @@ def size_model(stored: StorageReport, kinds: dict[str, KindReport], usage: Usage
         storage_tb_per_million_users=per_user * MILLION / 10**12,
         users_by_cpu_millions=users_by_cpu,
         users_by_storage_millions=users_by_storage,
+        users_in_memory_millions=LARGEST_PRIMARY_MEMORY_BYTES / per_user / MILLION,
         first_limit="CPU" if users_by_cpu <= users_by_storage else "storage",
     )
 
@@ -200,6 +206,7 @@ def render(report: CapacityReport, model: CapacityModel) -> str:
             f"{m.vcpus_per_million_users:.1f} vCPUs, {m.wal_mb_per_s_per_million_users:.2f} "
             f"MB/s of WAL, {m.page_gb_per_s_per_million_users:.1f} GB/s of page accesses; "
             f"one primary holds {m.users_by_cpu_millions:.1f}M users by CPU, "
-            f"{m.users_by_storage_millions:.1f}M by storage: {m.first_limit} first",
+            f"{m.users_by_storage_millions:.1f}M by storage: {m.first_limit} first; the data "
+            f"of {m.users_in_memory_millions * 1000:.0f}k users fits in its memory",
         ]
     return "\n".join(lines)
