@@ -1,5 +1,4 @@
-"""What the kernel keeps about a process: its CPU time and its peak resident memory; and a
-database server's CPU, its postmaster and every backend it started.
+"""What the kernel keeps about a worker process: its CPU time and its peak resident memory.
 
 Read from ``/proc`` rather than asked of the worker, so the figures include everything the
 process does (every thread, the Pub/Sub client's included) and cost the worker nothing. CPU
@@ -13,40 +12,14 @@ import os
 from pathlib import Path
 
 
-def _stat_fields(pid: int) -> list[str]:
-    """``/proc/PID/stat`` after the parenthesized command name (which may itself hold spaces):
-    the first is the state, field 3 of man 5 proc."""
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-
-
-def _ticks(fields: list[str], first: int, last: int) -> int:
-    return sum(int(value) for value in fields[first : last + 1])
-
-
 def cpu_seconds(pid: int) -> float:
     """User plus system CPU time the process has used so far, all its threads."""
-    # utime and stime: fields 14 and 15.
-    return _ticks(_stat_fields(pid), 11, 12) / os.sysconf("SC_CLK_TCK")
-
-
-def server_cpu_seconds(postmaster_pid: int) -> float:
-    """CPU time of a PostgreSQL server so far: the postmaster's own, that of the children it
-    has reaped (``cutime``/``cstime``: every backend whose connection closed) and that of its
-    living children (the other backends, checkpointer, WAL writer, I/O workers, autovacuum).
-    A difference of two readings is what the server spent between them, whatever processes
-    started or ended meanwhile, since a child that ends moves from the living into the reaped."""
-    own = _ticks(_stat_fields(postmaster_pid), 11, 14)  # utime, stime, cutime, cstime
-    children = 0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = _stat_fields(int(entry.name))
-        except (FileNotFoundError, ProcessLookupError):  # ended while we looked
-            continue
-        if int(fields[1]) == postmaster_pid:  # ppid: field 4
-            children += _ticks(fields, 11, 12)
-    return (own + children) / os.sysconf("SC_CLK_TCK")
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    # Fields after the parenthesized command name (which may itself hold spaces): state is
+    # field 3, utime and stime are fields 14 and 15 (man 5 proc).
+    fields = stat.rsplit(")", 1)[1].split()
+    utime, stime = int(fields[11]), int(fields[12])
+    return (utime + stime) / os.sysconf("SC_CLK_TCK")
 
 
 def peak_rss_kb(pid: int) -> int:
@@ -55,3 +28,18 @@ def peak_rss_kb(pid: int) -> int:
         if line.startswith("VmHWM:"):
             return int(line.split()[1])
     raise RuntimeError(f"no VmHWM for process {pid}")
+
+
+def server_cpu_seconds(pid: int) -> float:
+    """CPU time of a server and every process it started (a PostgreSQL postmaster and its
+    backends): those that ended were added to its children's time when it reaped them."""
+    own = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    total = sum(int(field) for field in own[11:15]) / os.sysconf("SC_CLK_TCK")
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # ended meanwhile: its time is in the parent's by now
+            continue
+        if int(fields[1]) == pid:
+            total += cpu_seconds(int(stat.parent.name))
+    return total
