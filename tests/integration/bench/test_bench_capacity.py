@@ -85,3 +85,5 @@ def test_bench_capacity_runs_the_same_events_on_citus(tmp_path: Path) -> None:
     for kind in report["kinds"]:
         assert_sane(kind)
     assert all(not k["statements"] for k in report["kinds"] if k["target"] == "citus")
+    # As many as `llm-bot migrate` distributes (none while it leaves the tables local).
+    assert all(k["distributed_tables"] == 0 for k in report["kinds"] if k["target"] == "postgres")

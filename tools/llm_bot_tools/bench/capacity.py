@@ -93,6 +93,8 @@ class KindReport:
     wal_bytes_per_event: float  # every node
     pages_per_event: float  # 8 kB page accesses, shared buffer hits or not (every node)
     worker_cpu_ms_per_event: float
+    # Tables `llm-bot migrate` made distributed or reference ones (0 on one node).
+    distributed_tables: int = 0
     statements: list[StatementCost] = field(default_factory=list)  # one node only
 
     def as_dict(self) -> dict[str, object]:
@@ -213,12 +215,16 @@ class Database:
         self.name = f"cap{uuid4().hex[:10]}"
         self.url = ""
         self.events = 0  # every event run on it so far
+        self.distributed = 0  # tables in Citus's metadata after the migration
 
     def __enter__(self) -> Database:
         self.url = self.target.create_database(self.name)
         config = self.config
         try:
             migrate(self.url)
+            if self.target.name == "citus":
+                self.distributed = distributed_tables(self.url)
+                self.progress(f"citus: {self.distributed} tables distributed or reference")
             if config.history_turns:
                 fill.fill_history(
                     self.url, config.users, config.history_turns, self.dimensions, self.progress
@@ -236,7 +242,8 @@ class Database:
         for kind in KINDS:
             label = f"{self.target.name}, {self.dimensions} dimensions, {kind}"
             run = self.run_kind(kind, self.config.events, label)
-            reports.append(kind_report(self.target, self.dimensions, kind, run, self.config))
+            report = kind_report(self.target, self.dimensions, kind, run, self.config)
+            reports.append(replace(report, distributed_tables=self.distributed))
             self.progress(summary(label, reports[-1]))
         return reports
 
@@ -290,6 +297,12 @@ class Database:
             bus.close()
         self.events += load.events + len(load.warmup)
         return KindRun(load, drive, after - readings[0], log_offsets[0])
+
+
+def distributed_tables(url: str) -> int:
+    with psycopg.connect(url, autocommit=True) as connection:
+        row = connection.execute("SELECT count(*) FROM pg_dist_partition").fetchone()
+    return int(row[0]) if row else 0
 
 
 def kind_events(

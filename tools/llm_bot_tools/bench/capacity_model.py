@@ -180,6 +180,9 @@ def render(report: CapacityReport, model: CapacityModel) -> str:
             f"{k.db_active_ms_per_event:12.2f}  {k.wal_bytes_per_event / 1024:9.1f}  "
             f"{k.pages_per_event:8.0f}  {k.worker_cpu_ms_per_event:16.2f}"
         )
+    cluster = [k.distributed_tables for k in report.kinds if k.target == "citus"]
+    if cluster:
+        lines.append(f"citus: {max(cluster)} tables distributed or reference (llm-bot migrate)")
     for k in report.kinds:
         if k.statements:
             lines += ["", f"{k.dimensions} dimensions, {k.kind}: ms/event (plan + execute), calls"]
