@@ -3,17 +3,18 @@ the measured figures of the capacity model (docs/performance.md, "Capacity").
 
 The worker runs as ``llm-bot run`` children against the local stack, as in ``bench run``
 (:func:`~llm_bot_tools.bench.service.drive_workers`), at each embedding size asked for, on
-three kinds of event, each a backlog then a closed loop:
+three kinds of event, each a warm-up, a backlog and a closed loop, for users whose earlier
+turns (``history_turns`` each) were loaded first (:mod:`~llm_bot_tools.bench.fill`):
 
 - ``dm``: a returning user's message in a direct conversation (one tenant);
 - ``shared``: a message in a shared channel, ten channels shared by the users;
 - ``memory``: a direct message whose model saves a new memory (``upsertMemory``), then answers.
 
 For each, the server's side (:mod:`~llm_bot_tools.bench.dbserver`): its processes' CPU, the
-database's active time and the WAL written per event, and, in a separate smaller run with
-every statement logged, the statements that take that time. Afterwards, on the same database,
-each table's bytes per row (:mod:`~llm_bot_tools.bench.storage`), ``tool_calls`` filled
-through the ledger.
+database's active time, the WAL written and the pages read per event, and, in a separate
+smaller run with every statement logged, the statements that take that time. Afterwards, on
+the same database, each table's bytes per row (:mod:`~llm_bot_tools.bench.storage`),
+``tool_calls`` filled through the ledger.
 
 With ``citus`` the same events also run against a local Citus cluster (a coordinator and two
 workers, :mod:`llm_bot_tools.local.citus_cluster`, built by ``make citus`` or here), migrated
