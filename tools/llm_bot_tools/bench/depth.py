@@ -76,17 +76,19 @@ def depths_up_to(turns: int) -> list[int]:
 class Topics:
     """Unit topic vectors, one per word of :data:`WORDS`, and vectors made of them."""
 
-    def __init__(self, generator: np.random.Generator) -> None:
-        self._generator = generator
-        self._topics = self._unit(generator.standard_normal((len(WORDS), DIMENSIONS)))
+    def __init__(self, generator: np.random.Generator, dimensions: int = DIMENSIONS) -> None:
+        self._generator, self._dimensions = generator, dimensions
+        self._topics = self._unit(generator.standard_normal((len(WORDS), dimensions)))
 
     def turns(self, words: NDArray[np.int64]) -> NDArray[np.float32]:
         """One vector per row of ``words`` (indexes into WORDS, two a turn)."""
-        noise = self._generator.standard_normal((len(words), DIMENSIONS)) / np.sqrt(DIMENSIONS)
+        size = self._dimensions
+        noise = self._generator.standard_normal((len(words), size)) / np.sqrt(size)
         return self._unit(self._topics[words].sum(axis=1) + noise)
 
     def question(self, word: int) -> list[float]:
-        noise = self._generator.standard_normal(DIMENSIONS) / np.sqrt(DIMENSIONS)
+        size = self._dimensions
+        noise = self._generator.standard_normal(size) / np.sqrt(size)
         return [float(x) for x in self._unit(self._topics[word] + noise)]
 
     @staticmethod

@@ -21,8 +21,10 @@ from google.cloud.pubsub_v1.subscriber.message import Message
 
 from llm_bot.events.builder import prompt_event
 from llm_bot.events.codec import encode
+from llm_bot.events.models import InternalEventV2
 
 PROGRESS_EVERY_S = 5.0
+TEXT = "message {index}: what should I remember about tea, jazz and chess?"
 Progress = Callable[[str], None]
 
 
@@ -38,18 +40,23 @@ def bench_events(
 ) -> list[Outgoing]:
     """``count`` prompts spread round-robin over ``users`` and ``threads``; ids are unique per
     run so the processed-event records never make one a duplicate of another."""
-    events = []
-    for index in range(count):
-        event = prompt_event(
-            f"message {index}: what should I remember about tea, jazz and chess?",
-            user=f"user-{index % users}",
-            thread=f"thread-{index % threads}",
-            egress_topic=egress_topic,
-            correlation_id=f"{prefix}-{index}",
+    return [
+        outgoing(
+            prompt_event(
+                TEXT.format(index=index),
+                user=f"user-{index % users}",
+                thread=f"thread-{index % threads}",
+                egress_topic=egress_topic,
+                correlation_id=f"{prefix}-{index}",
+            )
         )
-        data, attributes = encode(event)
-        events.append(Outgoing(event.correlation_id, data, attributes))
-    return events
+        for index in range(count)
+    ]
+
+
+def outgoing(event: InternalEventV2) -> Outgoing:
+    data, attributes = encode(event)
+    return Outgoing(event.correlation_id, data, attributes)
 
 
 class Arrivals:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from llm_bot_tools.bench.capacity_model import CapacityModel
     from llm_bot_tools.bench.retrieval import LatencyReport
     from llm_bot_tools.bench.service import RunReport
 
@@ -116,4 +117,40 @@ def plot_depth(reports: list[LatencyReport], path: Path, title: str) -> None:
     axis.legend(fontsize=7)
     figure.tight_layout()
     figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def plot_storage(model: CapacityModel, path: Path) -> None:
+    """Storage a year in against users, one line per embedding size, with one primary's disk."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from llm_bot_tools.bench.capacity_model import LARGEST_PRIMARY_BYTES
+
+    millions = [n / 2 for n in range(0, 21)]
+    figure, axes = plt.subplots(figsize=(7, 4.5))
+    for size in model.sizes:
+        axes.plot(
+            millions,
+            [m * size.storage_tb_per_million_users for m in millions],
+            marker="o",
+            markersize=3,
+            label=f"{size.dimensions} dimensions ({size.bytes_per_user / 10**6:.1f} MB a user)",
+        )
+    axes.axhline(LARGEST_PRIMARY_BYTES / 10**12, color="grey", linestyle="--")
+    axes.text(0.1, LARGEST_PRIMARY_BYTES / 10**12 * 1.02, "Cloud SQL's largest disk", color="grey")
+    usage = model.usage
+    axes.set_title(
+        f"Database size a year in: {usage.events_per_user_month:g} events a user a month, "
+        f"{usage.memories_per_user:g} memories",
+        fontsize=10,
+    )
+    axes.set_xlabel("users (millions)")
+    axes.set_ylabel("TB (heap, TOAST and indexes)")
+    axes.grid(alpha=0.3)
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
     plt.close(figure)

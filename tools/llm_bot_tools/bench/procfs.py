@@ -40,6 +40,7 @@ def server_cpu_seconds(pid: int) -> float:
             fields = stat.read_text().rsplit(")", 1)[1].split()
         except OSError:  # ended meanwhile: its time is in the parent's by now
             continue
-        if int(fields[1]) == pid:
-            total += cpu_seconds(int(stat.parent.name))
+        if int(fields[1]) == pid:  # its utime and stime, from the one read (read again, a
+            # child that ended meanwhile would raise ProcessLookupError)
+            total += sum(int(field) for field in fields[11:13]) / os.sysconf("SC_CLK_TCK")
     return total

@@ -26,8 +26,8 @@ import math
 import signal
 import time
 from collections import Counter
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from uuid import uuid4
 
@@ -36,6 +36,7 @@ import psycopg
 from llm_bot.db.migrate import migrate
 from llm_bot_tools.bench.load import (
     Arrivals,
+    Outgoing,
     Progress,
     bench_events,
     closed_loop_latencies_ms,
@@ -230,53 +231,20 @@ def measure_service(
         config.threads,
         bus.egress_topic,
     )
-    tap = Arrivals(
-        bus.clients.subscriber,
-        bus.topology.output_subscriptions[bus.egress_topic],
-        EGRESS_TAP_MAX_MESSAGES,
-    )
-    workers = [
-        WorkerProcess(bus.worker_environment(), stack.logs / f"{prefix}-worker{n}.log")
-        for n in range(config.workers)
-    ]
     try:
-        tap.start()
         xid_before = current_xid(url)
-        ready_s = max(timed_start(worker) for worker in workers)
-        cpu_before = sum(cpu_seconds(worker.process.pid) for worker in workers)
-        # Published once every worker listens: the emulator hands a backlog that is already
-        # there to the first stream that connects, whatever its flow control asks for.
-        publish_all(bus.clients.publisher, bus.topology.input_topic, backlog)
-        ids = [e.correlation_id for e in backlog]
-        tap.wait_for(ids, config.timeout_s, progress, f"{label}, service backlog")
-        rate = drain_rate([tap.times[i] for i in ids])
-        progress(f"{label}, service: {rate:.1f} events/s ({rate / raw.events_per_s:.1%} of raw)")
-        latencies = closed_loop_latencies_ms(
-            bus.clients.publisher,
-            bus.topology.input_topic,
-            closed,
-            tap,
-            in_flight,
-            config.timeout_s,
-            progress,
-        )
-        counts = settled_counts(workers, config.timeout_s)
-        peak_rss_mb = max(peak_rss_kb(worker.process.pid) for worker in workers) / 1024
-        cpu_s = sum(cpu_seconds(worker.process.pid) for worker in workers) - cpu_before
-        for worker in workers:
-            worker.signal(signal.SIGTERM)
-        for worker in workers:
-            worker.wait(60)
+        drive = drive_workers(stack, bus, config, Load(backlog, closed, in_flight), progress, label)
         xid_after = current_xid(url)
     finally:
-        for worker in workers:
-            worker.kill()
-        tap.stop()
         bus.close()
+    progress(
+        f"{label}, service: {drive.events_per_s:.1f} events/s "
+        f"({drive.events_per_s / raw.events_per_s:.1%} of raw)"
+    )
     total = len(backlog) + len(closed)
     requests = stack.model.requests
-    service = Side(rate, *percentiles_ms(latencies))
-    beyond_p50, beyond_p95, _ = percentiles_ms([v - stack.model.latency_ms for v in latencies])
+    service = Side(drive.events_per_s, *percentiles_ms(drive.latencies_ms))
+    beyond_p50, beyond_p95, _ = drive.beyond_model_ms(stack.model.latency_ms)
     return RunReport(
         model_latency_ms=stack.model.latency_ms,
         in_flight=in_flight,
@@ -291,14 +259,107 @@ def measure_service(
         write_transactions_per_event=(xid_after - xid_before - 1) / total,
         model_calls_per_event=sum(r.path == CHAT_PATH for r in requests) / total,
         embedding_calls_per_event=sum(r.path == EMBEDDINGS_PATH for r in requests) / total,
-        worker_peak_rss_mb=peak_rss_mb,
-        worker_counts=counts,
-        worker_cpu_ms_per_event=cpu_s * 1000 / total,
+        worker_peak_rss_mb=drive.peak_rss_mb,
+        worker_counts=drive.counts,
+        worker_cpu_ms_per_event=drive.cpu_s * 1000 / total,
         beyond_model_p50_ms=beyond_p50,
         beyond_model_p95_ms=beyond_p95,
-        worker_beyond_model_ms=in_flight * 1000 / rate - stack.model.latency_ms,
-        worker_ready_s=ready_s,
+        worker_beyond_model_ms=in_flight * 1000 / drive.events_per_s - stack.model.latency_ms,
+        worker_ready_s=drive.ready_s,
     )
+
+
+@dataclass(frozen=True)
+class Load:
+    """What one run of the workers is given: a backlog published at once, then events kept
+    ``in_flight`` at a time for the closed-loop latency. A warm-up, if any, goes first and
+    is in no figure: a new worker's connections start with empty caches on the server."""
+
+    backlog: list[Outgoing]
+    closed: list[Outgoing]
+    in_flight: int
+    warmup: list[Outgoing] = field(default_factory=list)
+
+    @property
+    def events(self) -> int:
+        """The measured events (the warm-up's are not)."""
+        return len(self.backlog) + len(self.closed)
+
+
+@dataclass(frozen=True)
+class Drive:
+    """What the workers did with a :class:`Load`, from ready to stop."""
+
+    events_per_s: float  # the backlog's drain rate
+    latencies_ms: list[float]  # closed loop
+    cpu_s: float  # the workers' CPU, summed
+    peak_rss_mb: float  # the largest of the workers'
+    counts: dict[str, int]  # summed over the workers, from their /metrics
+    ready_s: float  # launch to /ready answering 200, the slowest worker
+
+    def beyond_model_ms(self, model_latency_ms: float) -> tuple[float, float, float]:
+        """p50, p95, p99 of the closed-loop latency less the model server's delay."""
+        return percentiles_ms([v - model_latency_ms for v in self.latencies_ms])
+
+
+def drive_workers(
+    stack: Stack,
+    bus: Bus,
+    config: BenchConfig,
+    load: Load,
+    progress: Progress,
+    label: str,
+    on_ready: Callable[[], None] = lambda: None,
+) -> Drive:
+    """Start ``config.workers`` ``llm-bot run`` children on ``bus``, drain the backlog, run the
+    closed loop, and stop them (SIGTERM, as Cloud Run does): on return no worker holds a
+    connection. ``on_ready`` runs once every worker is ready and warmed up, before the backlog
+    is published."""
+    tap = Arrivals(
+        bus.clients.subscriber,
+        bus.topology.output_subscriptions[bus.egress_topic],
+        EGRESS_TAP_MAX_MESSAGES,
+    )
+    workers = [
+        WorkerProcess(bus.worker_environment(), stack.logs / f"{bus.prefix}-worker{n}.log")
+        for n in range(config.workers)
+    ]
+    try:
+        tap.start()
+        ready_s = max(timed_start(worker) for worker in workers)
+        if load.warmup:
+            publish_all(bus.clients.publisher, bus.topology.input_topic, load.warmup)
+            warmup = [e.correlation_id for e in load.warmup]
+            tap.wait_for(warmup, config.timeout_s, progress, f"{label}, warm-up")
+        on_ready()
+        cpu_before = sum(cpu_seconds(worker.process.pid) for worker in workers)
+        # Published once every worker listens: the emulator hands a backlog that is already
+        # there to the first stream that connects, whatever its flow control asks for.
+        publish_all(bus.clients.publisher, bus.topology.input_topic, load.backlog)
+        ids = [e.correlation_id for e in load.backlog]
+        tap.wait_for(ids, config.timeout_s, progress, f"{label}, service backlog")
+        rate = drain_rate([tap.times[i] for i in ids])
+        latencies = closed_loop_latencies_ms(
+            bus.clients.publisher,
+            bus.topology.input_topic,
+            load.closed,
+            tap,
+            load.in_flight,
+            config.timeout_s,
+            progress,
+        )
+        counts = settled_counts(workers, config.timeout_s)
+        peak_rss_mb = max(peak_rss_kb(worker.process.pid) for worker in workers) / 1024
+        cpu_s = sum(cpu_seconds(worker.process.pid) for worker in workers) - cpu_before
+        for worker in workers:
+            worker.signal(signal.SIGTERM)
+        for worker in workers:
+            worker.wait(60)
+    finally:
+        for worker in workers:
+            worker.kill()
+        tap.stop()
+    return Drive(rate, latencies, cpu_s, peak_rss_mb, counts, ready_s)
 
 
 def timed_start(worker: WorkerProcess) -> float:

@@ -63,6 +63,7 @@ def add_bench_commands(commands: Any, parser_class: type[argparse.ArgumentParser
     floor.add_argument("--json", action="store_true", help="print JSON")
     floor.set_defaults(handler=run_floor)
     add_tools_command(kinds)
+    add_capacity_command(kinds)
     compare = kinds.add_parser(
         "compare", help="medians of repeated `bench run --json` outputs per version, vs targets"
     )
@@ -126,6 +127,41 @@ def add_tools_command(kinds: Any) -> None:
     )
     tools.add_argument("--json", action="store_true", help="print JSON")
     tools.set_defaults(handler=run_tools)
+
+
+def add_capacity_command(kinds: Any) -> None:
+    capacity = kinds.add_parser(
+        "capacity",
+        help="database CPU, active time and WAL per event, bytes per row: the capacity model",
+    )
+    capacity.add_argument("--events", type=positive, default=2000, help="per kind and size")
+    capacity.add_argument(
+        "--statement-events", type=positive, default=200, help="per kind, every statement logged"
+    )
+    capacity.add_argument("--users", type=positive, default=100)
+    capacity.add_argument("--in-flight", type=positive, default=16)
+    capacity.add_argument("--model-latency-ms", type=float, default=0.0)
+    capacity.add_argument(
+        "--dimensions", type=sizes, default=[384, 1536], help="embedding sizes, e.g. 384,1536"
+    )
+    capacity.add_argument(
+        "--tool-calls", type=positive, default=10_000, help="rows written through the ledger"
+    )
+    capacity.add_argument(
+        "--history-turns",
+        type=int,
+        default=2400,
+        help="turns loaded for each user before the events (0: none)",
+    )
+    capacity.add_argument(
+        "--citus",
+        action="store_true",
+        help="also run the events on a local Citus cluster (coordinator and two workers)",
+    )
+    capacity.add_argument("--data-dir", type=Path, default=Path(".llm-bot/bench"))
+    capacity.add_argument("--plot", type=Path, help="write a PNG of storage against users here")
+    capacity.add_argument("--json", action="store_true", help="print JSON")
+    capacity.set_defaults(handler=run_capacity)
 
 
 N = TypeVar("N", int, float)
@@ -303,4 +339,35 @@ def run_retrieval(args: argparse.Namespace, settings: Settings) -> int:
     for r in reports:
         percentiles = f"{r.p50_ms:6.2f}  {r.p95_ms:6.2f}  {r.p99_ms:6.2f}"
         print(f"{r.kind:14s}  {r.size:7d}  {r.users:5d}  {r.mode:7s}  {percentiles}")
+    return 0
+
+
+def run_capacity(args: argparse.Namespace, settings: Settings) -> int:
+    from llm_bot_tools.bench.capacity import CapacityConfig, run_capacity
+    from llm_bot_tools.bench.capacity_model import model_of, render
+
+    if args.model_latency_ms < 0 or args.history_turns < 0:
+        raise UsageError("--model-latency-ms and --history-turns must be at least 0")
+    config = CapacityConfig(
+        events=args.events,
+        statement_events=args.statement_events,
+        users=args.users,
+        in_flight=args.in_flight,
+        model_latency_ms=args.model_latency_ms,
+        dimensions=args.dimensions,
+        tool_calls=args.tool_calls,
+        history_turns=args.history_turns,
+        data_dir=args.data_dir,
+        citus=args.citus,
+    )
+    report = run_capacity(config, progress)
+    model = model_of(report)
+    if args.plot:
+        from llm_bot_tools.bench.plots import plot_storage
+
+        plot_storage(model, args.plot)
+    if args.json:
+        print(json.dumps({**report.as_dict(), "model": model.as_dict()}, indent=2))
+        return 0
+    print(render(report, model))
     return 0
