@@ -369,9 +369,9 @@ async def release(connection: AnyConnection, claim: Claim) -> None:
 async def renew(connection: AnyConnection, claims: Collection[Claim], lease_s: float) -> None:
     """Extend the leases of ``claims`` by ``lease_s`` from now, in one statement.
 
-    On Citus it writes the shards of every user held, so a worker holding claims of users on
-    several nodes commits it with two-phase commit: once per heartbeat for all the claims, not
-    once per event, and nothing else waits for it."""
+    On Citus the statement writes the shard of every user it names: the caller gives it the
+    claims of one shard (:class:`llm_bot.db.leases.LeaseKeeper`), so it commits there alone,
+    without two-phase commit and without joining a deadlock that spans nodes."""
     params = {
         "user_ids": sorted({claim.key.user_id for claim in claims}),
         "tokens": [claim.token for claim in claims],

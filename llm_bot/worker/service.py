@@ -237,15 +237,16 @@ async def open_handler(
         gateway,
         PostgresToolLedger.from_settings(pool, settings),
     )
+    placements = Placements()  # where users' rows are, on Citus
     committer = GroupCommitter(
         pool,
         max_batch=settings.commit_max_batch,
         max_delay_s=settings.commit_max_delay_ms / 1000,
-        placements=Placements(),  # on Citus, a transaction per node
+        placements=placements,  # on Citus, a transaction per node
     )
     resources.callback(_count_commits, stats, committer)  # runs after it closed
     await resources.enter_async_context(committer)
-    leases = LeaseKeeper(pool, lease_s=settings.claim_lease_s)
+    leases = LeaseKeeper(pool, lease_s=settings.claim_lease_s, placements=placements)
     await resources.enter_async_context(leases)
     handler = EventHandler(
         settings=settings,

@@ -5,6 +5,7 @@ commit, and a shard moved by a rebalance is found on its new node."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from typing import Any
@@ -15,10 +16,11 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from llm_bot.db.group_commit import GroupCommitter
+from llm_bot.db.leases import LeaseKeeper
 from llm_bot.db.marks_by_shard import MarksByShard
 from llm_bot.db.migrate import migrate
 from llm_bot.db.placements import Placements, read_shard_map, tenant_hash
-from llm_bot.db.processed_events import Claim, EventKey, claim_or_wait
+from llm_bot.db.processed_events import Claim, EventKey, claim_or_wait, try_claim
 
 pytestmark = [pytest.mark.integration, pytest.mark.citus]
 
@@ -203,3 +205,46 @@ async def test_claims_carrying_published_marks_stay_on_their_nodes(
         )
         assert await cursor.fetchone() == (len(users), 2 * len(users))
     assert logged.count(PREPARE) == 0, logged.lines
+
+
+async def test_leases_of_users_on_both_workers_are_renewed_without_two_phase_commit(
+    citus_database_url: str, pool: AsyncConnectionPool[Any], logged: Logged
+) -> None:
+    """A heartbeat renews each shard's claims in a statement of its own: one statement over
+    users on several nodes is a two-phase commit that can close a deadlock between nodes."""
+    await asyncio.to_thread(migrate, citus_database_url)
+    placements = Placements()
+    await placements.load(pool)
+    nodes: dict[Hashable, list[str]] = {}
+    for tenant in TENANTS:
+        nodes.setdefault(placements.current.node_of(tenant), []).append(tenant)
+    users = [user for tenants in nodes.values() for user in tenants[:PER_NODE]]
+    assert len(nodes) == 2
+    claims = []
+    async with pool.connection() as connection:
+        for user in users:
+            claimed = await try_claim(connection, EventKey(user, f"lease-{user}", "0:x"), 30)
+            assert isinstance(claimed, Claim)
+            claims.append(claimed)
+        before = await lease_ends(connection, users)
+    logged.lines.clear()
+    async with LeaseKeeper(pool, lease_s=0.4, placements=placements) as leases:
+        with contextlib.ExitStack() as holding:
+            for claimed in claims:
+                holding.enter_context(leases.holding(claimed))
+            async with asyncio.timeout(30):
+                while True:  # until one heartbeat renewed every lease
+                    async with pool.connection() as connection:
+                        after = await lease_ends(connection, users)
+                    if all(after[user] != before[user] for user in users):
+                        break
+                    await asyncio.sleep(0.05)
+    assert logged.count("UPDATE") >= 2, logged.lines
+    assert logged.count(PREPARE) == 0, logged.lines
+
+
+async def lease_ends(connection: AsyncConnection[Any], users: list[str]) -> dict[str, Any]:
+    cursor = await connection.execute(
+        "SELECT user_id, lease_until FROM processed_events WHERE user_id = ANY(%s)", (users,)
+    )
+    return {row[0]: row[1] for row in await cursor.fetchall()}
