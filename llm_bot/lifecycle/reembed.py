@@ -23,7 +23,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, LiteralString
 
 from psycopg import AsyncConnection, sql
 
@@ -110,11 +110,11 @@ async def _begin(
     async with connection.transaction():
         await lock_for_switch(connection)
         for table in TABLES:
-            await connection.execute(
-                sql.SQL(
-                    "ALTER TABLE {t} DROP COLUMN IF EXISTS embedding_next;"
-                    " ALTER TABLE {t} ADD COLUMN embedding_next vector"
-                ).format(t=sql.Identifier(table))
+            await _alter(
+                connection,
+                table,
+                "DROP COLUMN IF EXISTS embedding_next",
+                "ADD COLUMN embedding_next vector",
             )
         await connection.execute(
             "UPDATE embedding_space SET next_model = %s, next_dimensions = %s",
@@ -157,12 +157,12 @@ async def _switch(
         await lock_for_switch(connection)
         await _fill_until(connection, embedder, SHADOW, batch, progress, report, at_most=0)
         for table in TABLES:
-            await connection.execute(
-                sql.SQL(
-                    "ALTER TABLE {t} DROP COLUMN embedding;"
-                    " ALTER TABLE {t} RENAME COLUMN embedding_next TO embedding;"
-                    " ALTER TABLE {t} ADD COLUMN embedding_next vector"
-                ).format(t=sql.Identifier(table))
+            await _alter(
+                connection,
+                table,
+                "DROP COLUMN embedding",
+                "RENAME COLUMN embedding_next TO embedding",
+                "ADD COLUMN embedding_next vector",
             )
         await promote_shadow_index(connection, report.dimensions)
         await connection.execute(
@@ -171,3 +171,12 @@ async def _switch(
         )
     report.switched = True
     progress(f"switched: every vector is {report.model}'s ({report.dimensions} dimensions)")
+
+
+async def _alter(connection: AsyncConnection[Any], table: str, *changes: LiteralString) -> None:
+    """``ALTER TABLE`` with each change in a statement of its own: Citus sends a statement to
+    every shard as a prepared statement, which holds one command."""
+    for change in changes:
+        await connection.execute(
+            sql.SQL("ALTER TABLE {} ").format(sql.Identifier(table)) + sql.SQL(change)
+        )

@@ -27,6 +27,8 @@ from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
+from llm_bot.clock import utc_now
+
 STATUSES = ("active", "inactive", "archived")
 _FIELDS = (
     "name, version, status, text, platform, model, tags, description, author,"
@@ -137,22 +139,23 @@ async def get(source: Source, name: str, version: int | None = None) -> Personal
 
 async def put(source: Source, personality: Personality) -> Personality:
     """Store ``personality`` as its ``(name, version)``, replacing that version if it exists
-    (its ``created_at`` kept unless the document gives one)."""
+    (its ``created_at`` kept unless the document gives one). The time is this process's, a
+    parameter: Citus refuses a volatile function in ``ON CONFLICT``."""
     check(personality)
     p = personality
+    now = utc_now()
     async with _connected(source) as connection:
         cursor = connection.cursor(row_factory=dict_row)
         await cursor.execute(
             f"""
             INSERT INTO personalities ({_FIELDS})
-            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s,
-                    coalesce(%s, now()), coalesce(%s, now()))
+            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
             ON CONFLICT (name, version) DO UPDATE SET
                 status = excluded.status, text = excluded.text, platform = excluded.platform,
                 model = excluded.model, tags = excluded.tags,
                 description = excluded.description, author = excluded.author,
                 created_at = coalesce(%s, personalities.created_at),
-                updated_at = coalesce(%s, now())
+                updated_at = %s
             RETURNING {_FIELDS}
             """,  # noqa: S608 (constant parts only)
             (
@@ -165,10 +168,10 @@ async def put(source: Source, personality: Personality) -> Personality:
                 list(p.tags) if p.tags is not None else None,
                 p.description,
                 p.author,
+                p.created_at or now,
+                p.updated_at or now,
                 p.created_at,
-                p.updated_at,
-                p.created_at,
-                p.updated_at,
+                p.updated_at or now,
             ),
         )
         row = await cursor.fetchone()

@@ -126,8 +126,9 @@ async def test_within_its_window_the_lexical_side_ranks_as_the_exact_one(
     side."""
     await history(connection, "ada", 40)  # seq 1-20 of each thread, every topic many times
     await add(connection, "ada-old", [("ada", "the harpsichord recital")], vector=direction(0, 99))
-    await connection.execute(
-        "UPDATE conversation_turns SET created_at = created_at - interval '1 year'"
+    await connection.execute(  # in UTC: Citus takes only immutable functions of a column here
+        "UPDATE conversation_turns"
+        " SET created_at = (created_at AT TIME ZONE 'UTC' - interval '1 year') AT TIME ZONE 'UTC'"
         " WHERE thread_id = 'ada-old'"
     )
     window = Depth(lexical_window=40)  # the 40 recent turns, not the old one
