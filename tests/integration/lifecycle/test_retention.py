@@ -17,8 +17,8 @@ from llm_bot.lifecycle.retention import RetentionPolicy, maintain
 
 pytestmark = pytest.mark.integration
 
-# The test's clock; a live lease is judged by the database's own clock, so NOW is not in its
-# future (a lease that ended "30 days ago" must have ended for real).
+# The test's clock; a live lease is also judged by the real clock (of the process running
+# maintain), so NOW is not in its future (a lease that ended "30 days ago" must have ended).
 NOW = datetime.now(UTC)
 POLICY = RetentionPolicy(
     processed_events_days=7,
