@@ -109,16 +109,16 @@ scanned AS (
 ),
 -- A deep user: per word of the question, the memories holding it, through the index and up
 -- to one past WORD_HOLDERS, so a common word costs at most that many rows. The key names the
--- user (an md5 of the id); the user's own id is checked too, inside the subquery, where
--- Citus needs it to send the statement to the user's shard alone. The planner then also reads
--- the user's primary-key entries beside the index (a BitmapAnd: 0.19 ms a word for a user
--- with 10,000 memories, 40k rows in the table, measured with EXPLAIN ANALYZE).
+-- user (an md5 of the id); the user's own id is checked too, inside the subquery so that
+-- Citus sends the statement to the user's shard, and under COLLATE "C" (the same equality
+-- for ids) so that the primary key's index, of the database's collation, is not read beside
+-- the word index (every row of a deep user).
 held AS MATERIALIZED (
     SELECT holder.key, holder.search, holder.visibility,
            count(*) OVER (PARTITION BY word) AS holders
     FROM unnest({WORD_KEYS}) AS word, LATERAL (
         SELECT key, search, visibility FROM memories
-        WHERE memory_words(user_id, content) @> ARRAY[word] AND user_id = %(user)s
+        WHERE memory_words(user_id, content) @> ARRAY[word] AND user_id = %(user)s COLLATE "C"
         LIMIT %(holders)s + 1
     ) AS holder
     WHERE %(use_lexical)s AND (SELECT memories FROM depth) > least(%(shallow)s, %(holders)s)

@@ -17,11 +17,13 @@ EVENTS = 24
 
 
 def connections_of(database_url: str) -> int:
-    """Client connections to the worker's database, this one left out."""
+    """Client connections to the worker's database, this one left out, and on Citus the
+    cluster's own between its nodes (its deadlock detection's)."""
     with psycopg.connect(database_url, autocommit=True) as connection:
         row = connection.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
             " AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
+            " AND application_name NOT LIKE 'citus\\_internal %%'"
         ).fetchone()
     assert row is not None
     return int(row[0])
