@@ -95,8 +95,18 @@ def _open_for_traversal(directory: Path) -> None:
 class CitusCluster(LocalService):
     """A coordinator and ``workers`` worker nodes; ``url`` is the coordinator's admin database."""
 
-    def __init__(self, install: CitusInstall, base_dir: Path, workers: int = 2) -> None:
+    def __init__(
+        self,
+        install: CitusInstall,
+        base_dir: Path,
+        workers: int = 2,
+        shard_count: int | None = None,
+    ) -> None:
+        """``shard_count``: shards of each distributed table (``citus.shard_count``; None:
+        Citus's 32). The tests take few: distributing a table and each DDL statement on it
+        cost a command per shard, and with 32 those dominate a test's own database."""
         self._install = install
+        self._shard_count = shard_count
         self._base_dir = base_dir.expanduser().resolve()
         self._worker_count = workers
         self._user: str | None = None
@@ -168,6 +178,8 @@ class CitusCluster(LocalService):
         self._run(node, [*initdb, *options])
         settings = "".join(f"{key} = {value}\n" for key, value in _SETTINGS.items())
         settings += f"port = {node.port}\n"
+        if self._shard_count is not None:
+            settings += f"citus.shard_count = {self._shard_count}\n"
         with (node.data_dir / "postgresql.conf").open("a") as conf:
             conf.write(settings)
 
