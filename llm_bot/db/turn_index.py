@@ -26,6 +26,7 @@ one, and ``llm-bot reembed`` with the live model rebuilds one that is missing or
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from psycopg import AsyncConnection, sql
@@ -53,6 +54,11 @@ def near_distance(column: str, dimensions: int) -> str:
     return f"({column}::halfvec({size}) <=> %(vector)s::vector::halfvec({size}))"
 
 
+# Held by the instance building an index (ensure_index); any constant shared by every instance.
+BUILD_LOCK_ID = 0x11B07_0004
+LOCK_POLL_S = 0.1
+
+
 def index_name(column: str, dimensions: int) -> str:
     return f"conversation_turns_{column}_{int(dimensions)}_hnsw"
 
@@ -62,9 +68,35 @@ async def ensure_index(
 ) -> bool:
     """Build the index of ``column`` for ``dimensions`` unless a valid one is there; True when
     it built one. ``connection`` is in autocommit: the build is concurrent (writes go on), and
-    one a failed build left invalid is dropped first."""
+    one a failed build left invalid is dropped first.
+
+    Instances starting together would each build it, and one would drop the other's build in
+    progress as invalid (on Citus, two concurrent builds fail inside Citus: "could not open
+    relation with OID 0"): the builder holds a session lock, and an instance that finds it
+    taken waits for it and then finds the index built. The lock is polled for between short
+    statements, never waited for inside one: a statement waiting would hold a snapshot that the
+    concurrent build waits for in turn."""
     if dimensions > MAX_INDEXED_DIMENSIONS:
         return False
+    while True:
+        if await _try_lock(connection):
+            break
+        await asyncio.sleep(LOCK_POLL_S)
+    try:
+        return await _build_unless_valid(connection, dimensions, column)
+    finally:
+        await connection.execute("SELECT pg_advisory_unlock(%s)", (BUILD_LOCK_ID,))
+
+
+async def _try_lock(connection: AsyncConnection[Any]) -> bool:
+    cursor = await connection.execute("SELECT pg_try_advisory_lock(%s)", (BUILD_LOCK_ID,))
+    row = await cursor.fetchone()
+    return bool(row and row[0])
+
+
+async def _build_unless_valid(
+    connection: AsyncConnection[Any], dimensions: int, column: str
+) -> bool:
     name = index_name(column, dimensions)
     async with connection.cursor(row_factory=tuple_row) as cursor:
         await cursor.execute(
