@@ -89,8 +89,9 @@ async def ensure_index(
 
 
 async def _try_lock(connection: AsyncConnection[Any]) -> bool:
-    cursor = await connection.execute("SELECT pg_try_advisory_lock(%s)", (BUILD_LOCK_ID,))
-    row = await cursor.fetchone()
+    async with connection.cursor(row_factory=tuple_row) as cursor:  # whatever the connection's
+        await cursor.execute("SELECT pg_try_advisory_lock(%s)", (BUILD_LOCK_ID,))
+        row = await cursor.fetchone()
     return bool(row and row[0])
 
 
