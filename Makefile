@@ -31,10 +31,11 @@ dev: install
 CITUS_SUITES := tests/integration/db tests/integration/memory tests/integration/worker \
 	tests/integration/handler tests/integration/lifecycle
 
-# Citus is built (or its cache reused) first when its source lies beside the clone; without
-# it the Citus tests and the run on the cluster skip.
+# The local PostgreSQL (a portable pgvector, and Citus when its source lies beside the clone)
+# is built or its cache reused first; without Citus's source the Citus tests and the run on
+# the cluster skip.
 test: install lint typecheck
-	$(BIN)/python -m llm_bot_tools.local.citus_build --if-source
+	$(BIN)/python -m llm_bot_tools.local.postgres_build --citus --if-source
 	mkdir -p .llm-bot
 	$(BIN)/pytest -q --basetemp=.llm-bot/pytest
 	$(BIN)/pytest -q --basetemp=.llm-bot/pytest-citus --database=citus $(CITUS_SUITES)
@@ -42,7 +43,7 @@ test: install lint typecheck
 # Citus from ../shared/vendor (LLM_BOT_CITUS_SOURCE overrides) into a cache outside the clone:
 # docs/citus.md.
 citus: install
-	$(BIN)/python -m llm_bot_tools.local.citus_build
+	$(BIN)/python -m llm_bot_tools.local.postgres_build --citus
 
 unit: install
 	$(BIN)/pytest -q tests/unit

@@ -16,9 +16,9 @@ from uuid import uuid4
 
 import pytest
 
-from llm_bot_tools.local.citus_build import find_install, unavailable_reason
 from llm_bot_tools.local.citus_cluster import CitusCluster
 from llm_bot_tools.local.embedded_postgres import EmbeddedPostgres
+from llm_bot_tools.local.postgres_build import CLUSTER, find_install, unavailable_reason
 from llm_bot_tools.local.pubsub_emulator import PubSubEmulator
 from llm_bot_tools.local.pubsub_front import PubSubFront
 
@@ -80,10 +80,22 @@ def pubsub_front(pubsub_emulator: PubSubEmulator) -> Iterator[PubSubFront]:
         yield front
 
 
+# Crash lines of the session's embedded Postgres, as its watch heard them.
+_POSTGRES_CRASHES: list[str] = []
+
+
 @pytest.fixture(scope="session")
 def embedded_postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedPostgres]:
     with EmbeddedPostgres(tmp_path_factory.mktemp("postgres") / "pgdata") as postgres:
+        postgres.watch_crashes(_POSTGRES_CRASHES.append)
         yield postgres
+
+
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    """After a crash of the shared Postgres every later test would fail on a closed
+    connection: end the run with the server's own line instead."""
+    if _POSTGRES_CRASHES:
+        pytest.exit(f"the embedded Postgres crashed: {_POSTGRES_CRASHES[0]}", returncode=3)
 
 
 @pytest.fixture(scope="session")
@@ -92,9 +104,9 @@ def citus_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CitusClu
     built (a bare clone without ``../shared/vendor``; ``make test`` builds it when it is). Four
     shards a table, two on each worker: the placements, routing and two-phase commits of 32,
     at a fraction of the cost of distributing and altering tables."""
-    install = find_install()
+    install = find_install(CLUSTER)
     if install is None:
-        pytest.skip(unavailable_reason() or "Citus is not built")
+        pytest.skip(unavailable_reason(CLUSTER) or "Citus is not built")
     with CitusCluster(install, tmp_path_factory.mktemp("citus"), shard_count=4) as cluster:
         yield cluster
 

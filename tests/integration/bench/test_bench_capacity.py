@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from llm_bot_tools.local.citus_build import find_install, unavailable_reason
+from llm_bot_tools.local.postgres_build import CLUSTER, find_install, unavailable_reason
 
 pytestmark = pytest.mark.integration
 
@@ -77,8 +77,8 @@ def test_bench_capacity_measures_events_and_rows(tmp_path: Path) -> None:
 
 @pytest.mark.citus
 def test_bench_capacity_runs_the_same_events_on_citus(tmp_path: Path) -> None:
-    if find_install() is None:
-        pytest.skip(unavailable_reason() or "Citus is not built")
+    if find_install(CLUSTER) is None:
+        pytest.skip(unavailable_reason(CLUSTER) or "Citus is not built")
     report, _ = capacity(tmp_path, "--citus")
     targets = [(k["target"], k["kind"]) for k in report["kinds"]]
     assert targets == [(t, kind) for t in ("postgres", "citus") for kind in KINDS]

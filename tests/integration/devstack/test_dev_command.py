@@ -1,4 +1,6 @@
-"""`llm-bot dev --services-only` as a user runs it: exports, real clients, a clean exit."""
+"""`llm-bot dev --services-only` as a user runs it: exports, real clients, a clean exit, no
+library warning; a crash of its Postgres reported at once; a CPU its pgvector cannot run on
+refused before anything starts."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import openai
 import psycopg
 import pytest
 
+from llm_bot_tools.local.postgres_build import CPUINFO_ENV, PGVECTOR
 from llm_bot_tools.local.pubsub_emulator import pubsub_clients
 
 pytestmark = pytest.mark.integration
@@ -25,8 +28,14 @@ class RunningDev:
         self.process = process
         self.exports: dict[str, str] = {}
         self.lines: list[str] = []
+        self.errors: list[str] = []
         self.ready = threading.Event()
         threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(target=self._read_errors, daemon=True).start()
+
+    def _read_errors(self) -> None:
+        assert self.process.stderr is not None
+        self.errors.extend(line.rstrip("\n") for line in self.process.stderr)
 
     def _read(self) -> None:
         assert self.process.stdout is not None
@@ -40,25 +49,32 @@ class RunningDev:
         self.ready.set()  # the process ended: wake the waiter either way
 
 
+def dev_command(data_dir: Path) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "llm_bot.cli",
+        "dev",
+        "--services-only",
+        "--data-dir",
+        str(data_dir),
+    ]
+
+
+def clean_environment() -> dict[str, str]:
+    """As on a newcomer's shell: no service configured, no XDG_RUNTIME_DIR (containers, sudo)."""
+    unset = ("OPENAI_", "PUBSUB_", "DATABASE_", "XDG_RUNTIME_DIR")
+    return {k: v for k, v in os.environ.items() if not k.startswith(unset)}
+
+
 @pytest.fixture
 def dev(tmp_path: Path) -> Iterator[RunningDev]:
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "PUBSUB_", "DATABASE_"))
-    }
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "llm_bot.cli",
-            "dev",
-            "--services-only",
-            "--data-dir",
-            str(tmp_path),
-        ],
+        dev_command(tmp_path),
         stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
         text=True,
-        env=env,
+        env=clean_environment(),
     )
     running = RunningDev(process)
     yield running
@@ -113,6 +129,11 @@ def test_dev_prints_exports_serves_real_clients_and_stops_cleanly(dev: RunningDe
 
     dev.process.send_signal(signal.SIGTERM)
     assert dev.process.wait(timeout=60) == 0
+    assert_nothing_left(exports)
+    assert [line for line in dev.errors if "Warning" in line] == []
+
+
+def assert_nothing_left(exports: dict[str, str]) -> None:
     host, port = exports["PUBSUB_EMULATOR_HOST"].split(":")
     leftovers = subprocess.run(
         ["pgrep", "-f", f"host-port={host}:{port}"], capture_output=True, check=False
@@ -120,3 +141,43 @@ def test_dev_prints_exports_serves_real_clients_and_stops_cleanly(dev: RunningDe
     assert leftovers.stdout == b"", "emulator processes left behind"
     with pytest.raises(psycopg.OperationalError):
         psycopg.connect(exports["DATABASE_URL"], connect_timeout=2).close()
+
+
+def test_a_crash_of_its_postgres_is_reported_at_once_and_ends_the_stack(dev: RunningDev) -> None:
+    assert dev.ready.wait(START_TIMEOUT_S), "dev stack did not come up"
+    victim = psycopg.connect(dev.exports["DATABASE_URL"], autocommit=True)
+    row = victim.execute("SELECT pg_backend_pid()").fetchone()
+    assert row is not None
+    os.kill(row[0], signal.SIGKILL)  # as SIGILL would: the postmaster restarts
+    assert dev.process.wait(timeout=30) == 1
+    victim.close()
+    crash = [line for line in dev.errors if line.startswith("llm-bot: the local Postgres crashed")]
+    assert len(crash) == 1, dev.errors
+    assert f"(PID {row[0]}) was terminated by signal 9" in crash[0]
+    assert_nothing_left(dev.exports)
+
+
+def test_a_cpu_the_wheels_pgvector_cannot_run_on_is_refused_before_anything_starts(
+    tmp_path: Path,
+) -> None:
+    """No pgvector source beside the clone, an AMD EPYC's flags (AVX2, no AVX-512)."""
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("flags\t\t: fpu sse4_2 avx avx2 f16c fma bmi1 bmi2 abm movbe\n")
+    env = clean_environment() | {
+        PGVECTOR.source_env: str(tmp_path / "absent.tar.gz"),
+        CPUINFO_ENV: str(cpuinfo),
+    }
+    result = subprocess.run(
+        dev_command(tmp_path / "data"),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=START_TIMEOUT_S,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith("llm-bot: error: this CPU lacks avx512f")
+    assert PGVECTOR.source_env in result.stderr
+    assert not (tmp_path / "data").exists(), "no service was started"

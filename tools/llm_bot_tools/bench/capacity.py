@@ -53,8 +53,8 @@ from llm_bot_tools.bench.service import (
     worker_environment,
 )
 from llm_bot_tools.devstack.worker_harness import Bus
-from llm_bot_tools.local.citus_build import build
 from llm_bot_tools.local.citus_cluster import CitusCluster
+from llm_bot_tools.local.postgres_build import CLUSTER, build
 
 KINDS = ("dm", "shared", "memory")
 ROOMS = 10
@@ -169,7 +169,7 @@ def run_capacity(config: CapacityConfig, progress: Progress) -> CapacityReport:
 def citus_target(data_dir: Path, progress: Progress) -> Iterator[Target]:
     """A coordinator and two workers in a directory under ``data_dir``, writing durably;
     removed with their data at the end."""
-    install = build(progress)
+    install = build(CLUSTER, progress)
     data_dir.mkdir(parents=True, exist_ok=True)
     with (
         tempfile.TemporaryDirectory(dir=data_dir, prefix="citus-") as base,

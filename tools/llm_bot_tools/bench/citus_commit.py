@@ -40,8 +40,8 @@ from llm_bot.db.group_commit import GroupCommitter, Work
 from llm_bot.db.placements import Placements
 from llm_bot_tools.bench.load import percentiles_ms
 from llm_bot_tools.bench.procfs import server_cpu_seconds
-from llm_bot_tools.local.citus_build import find_install, unavailable_reason
 from llm_bot_tools.local.citus_cluster import CitusCluster
+from llm_bot_tools.local.postgres_build import CLUSTER, find_install, unavailable_reason
 
 DATABASE = "bench"
 USERS = 10_000
@@ -198,9 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2, help="runs of each mode, alternating")
     parser.add_argument("--shared", type=float, default=0.0, help="events in shared channels")
     args = parser.parse_args(argv)
-    install = find_install()
+    install = find_install(CLUSTER)
     if install is None:
-        print(unavailable_reason() or "Citus is not built: run make citus", file=sys.stderr)
+        print(unavailable_reason(CLUSTER) or "Citus is not built: run make citus", file=sys.stderr)
         return 1
     with (
         tempfile.TemporaryDirectory(prefix="citus-commit-") as base,

@@ -42,7 +42,19 @@ def command_dev(args: argparse.Namespace, settings: Settings) -> int:
     """Run the local stack (and, once it exists, the worker) until interrupted."""
     from llm_bot_tools.devstack.stack import run_dev_stack
 
+    local_postgres_or_refuse()
     return run_dev_stack(settings, data_dir=args.data_dir, services_only=args.services_only)
+
+
+def local_postgres_or_refuse() -> None:
+    """Build (once) or find the PostgreSQL the embedded server runs, before anything starts:
+    where none can run on this CPU, one line and exit 2, not a server that crashes later."""
+    from llm_bot_tools.local.postgres_build import PgvectorUnavailable, embedded_install
+
+    try:
+        embedded_install()
+    except PgvectorUnavailable as error:
+        raise UsageError(str(error)) from None
 
 
 def command_send(args: argparse.Namespace, settings: Settings) -> int:

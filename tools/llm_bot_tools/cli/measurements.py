@@ -17,8 +17,10 @@ def database_for_measurements(settings: Settings) -> Iterator[str]:
     if settings.database_url is not None:
         yield settings.database_url.get_secret_value()
         return
+    from llm_bot_tools.cli.dev import local_postgres_or_refuse
     from llm_bot_tools.local.embedded_postgres import EmbeddedPostgres
 
+    local_postgres_or_refuse()
     with EmbeddedPostgres(Path(".llm-bot/postgres")) as postgres:
         yield postgres.url
 

@@ -6,7 +6,9 @@ is set — the local OpenAI-compatible server. It prints ``export`` lines first,
 shell can use the same stack, then checks each service answers, and stops everything on the
 way out so no process is left behind. Unless ``--services-only``, it then runs the worker in
 this process and shows a short conversation going through it (prompts in, candidates back on
-the egress tap) before it keeps serving.
+the egress tap) and what to try next, before it keeps serving. When the embedded Postgres
+crashes or restarts, it prints the server log's line that says so, stops the other services
+and exits 1 at once, instead of letting every client wait on a closed connection.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import shlex
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,9 +48,15 @@ class DevStack:
     topology: Topology
 
 
+EXIT_POSTGRES_CRASHED = 1
+
+
 @contextlib.contextmanager
-def local_stack(settings: Settings, data_dir: Path) -> Iterator[DevStack]:
-    """The services, started in order and stopped in reverse, however the block ends."""
+def local_stack(
+    settings: Settings, data_dir: Path, on_crash: Callable[[str], None] | None = None
+) -> Iterator[DevStack]:
+    """The services, started in order and stopped in reverse, however the block ends;
+    ``on_crash`` hears of a crash of the embedded Postgres (from a thread of its own)."""
     with contextlib.ExitStack() as stack:
         emulator = stack.enter_context(
             PubSubEmulator(data_dir / "pubsub", project=settings.google_cloud_project)
@@ -60,6 +68,8 @@ def local_stack(settings: Settings, data_dir: Path) -> Iterator[DevStack]:
             output_topics=[prefixed(DEFAULT_EGRESS_TOPIC, settings.bus_prefix)],
         )
         postgres = stack.enter_context(EmbeddedPostgres(data_dir / "postgres"))
+        if on_crash is not None:
+            postgres.watch_crashes(on_crash)
         migrate(postgres.url)
         exports = {
             **emulator.env(),
@@ -115,11 +125,28 @@ DEMO_CONVERSATION = (
 )
 
 
+NEXT_STEPS = (
+    "# next: in another shell, paste the export lines above, then"
+    " `llm-bot send --user ada --thread lobby 'What do I love?'`"
+    " or `llm-bot memories list --user ada`; docs/architecture.md maps the code"
+)
+
+
 def run_dev_stack(settings: Settings, data_dir: str, services_only: bool) -> int:
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    with local_stack(settings, Path(data_dir).resolve()) as stack:
+    services = contextlib.ExitStack()
+
+    def abort(line: str) -> None:
+        """Every client of a crashed server would only see its connection closed, long
+        after: say why now, stop what was started, and end the process."""
+        print(f"llm-bot: the local Postgres crashed: {line}", file=sys.stderr, flush=True)
+        services.close()
+        os._exit(EXIT_POSTGRES_CRASHED)
+
+    with services:
+        stack = services.enter_context(local_stack(settings, Path(data_dir).resolve(), abort))
         for name, value in stack.exports.items():
             print(f"export {name}={shlex.quote(value)}")
         for line in check_stack(stack):
@@ -176,5 +203,6 @@ async def _serve_with_demo(
             print(f"# {user}@{thread}> {text}")
             print(f"# llm-bot> {candidates[-1]['text'] if candidates else '(no candidate)'}")
             print(f"#   {memory_summary(candidates[-1] if candidates else {})}", flush=True)
+        print(NEXT_STEPS)
         print("# local stack ready; Ctrl-C stops it", flush=True)
         await worker.serve(stop)

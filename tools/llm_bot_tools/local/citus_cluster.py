@@ -27,11 +27,11 @@ from typing import Self
 from urllib.parse import quote
 
 import psycopg
-from pgserver.utils import ensure_user_exists
 from psycopg import sql
 
-from llm_bot_tools.local.citus_build import CitusInstall
 from llm_bot_tools.local.lifecycle import LocalService
+from llm_bot_tools.local.pgserver_paths import ensure_user_exists
+from llm_bot_tools.local.postgres_build import PostgresInstall
 from llm_bot_tools.local.pubsub_emulator import free_loopback_port
 
 _log = logging.getLogger(__name__)
@@ -97,7 +97,7 @@ class CitusCluster(LocalService):
 
     def __init__(
         self,
-        install: CitusInstall,
+        install: PostgresInstall,
         base_dir: Path,
         workers: int = 2,
         shard_count: int | None = None,

