@@ -15,18 +15,36 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import Counter
 from collections.abc import Hashable, Iterator
 from typing import Any, Self
 from uuid import UUID
 
-from psycopg_pool import AsyncConnectionPool
+import psycopg
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from llm_bot.db.placements import Placements
 from llm_bot.db.processed_events import Claim, renew
+from llm_bot.telemetry import metrics
 
 logger = logging.getLogger(__name__)
 
 HEARTBEATS_PER_LEASE = 4  # a lease survives three missed heartbeats (a busy loop, a slow query)
+# SQLSTATEs of a failed renewal by what an operator reads into them.
+_REASONS = {"40P01": "deadlock", "57014": "statement_timeout"}
+
+
+def failure_reason(error: BaseException) -> str:
+    """The ``reason`` a failed renewal is counted under: a deadlock says renewal met another
+    writer's locks, a timeout an overloaded database or pool, a connection one that went away."""
+    if isinstance(error, PoolTimeout):
+        return "pool_timeout"
+    if isinstance(error, psycopg.Error):
+        state = error.sqlstate
+        if state is None or state.startswith(("08", "57P")):
+            return "connection"
+        return _REASONS.get(state, "other")
+    return "other"
 
 
 class LeaseKeeper:
@@ -45,6 +63,7 @@ class LeaseKeeper:
         self._placements = placements
         self._held: dict[UUID, Claim] = {}
         self._task: asyncio.Task[None] | None = None
+        self.failures: Counter[str] = Counter()  # renewals that failed, by reason
 
     async def __aenter__(self) -> Self:
         self._task = asyncio.create_task(self._renew_forever(), name="claim-leases")
@@ -76,7 +95,10 @@ class LeaseKeeper:
                     for claims in self._by_shard():
                         await renew(connection, claims, self._lease_s)
             except Exception as error:  # the next heartbeat tries again; leases outlast a few
-                logger.warning("could not renew claim leases: %s", error)
+                reason = failure_reason(error)
+                self.failures[reason] += 1
+                metrics.lease_renewal_failures.add(1, {"reason": reason})
+                logger.warning("could not renew claim leases (%s): %s", reason, error)
 
     def _by_shard(self) -> list[list[Claim]]:
         """The held claims grouped by their user's shard: one group without Citus."""
