@@ -225,11 +225,11 @@ async def open_handler(
 ) -> tuple[EventHandler, GroupCommitter, LeaseKeeper]:
     """Everything between a delivery and a publish (model, memory, group committer, claim
     leases), each closed by ``resources``, and the committer and the lease keeper, for their
-    live counts. Nothing here
-    depends on where deliveries come from, so the handler's tests hand it deliveries and a
-    publisher of their own, without Pub/Sub. The graph offers ``gateway``'s allowed tools,
-    as it lists them at each event, beside the built-ins, and records their calls in the
-    database's ledger, so a retried event does not send them again."""
+    live counts. Nothing here depends on where deliveries come from, so the handler's tests
+    hand it deliveries and a publisher of their own, without Pub/Sub. The graph offers
+    ``gateway``'s allowed tools, as it lists them at each event, beside the built-ins, and
+    records their calls in the database's ledger, so a retried event does not send them
+    again."""
     model = ModelClient.from_settings(settings)
     resources.push_async_callback(model.close)
     services = await resources.enter_async_context(memory_services(settings))
