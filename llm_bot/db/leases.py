@@ -8,6 +8,14 @@ between nodes with the events' own writes. A worker that dies stops
 renewing, so the events it held are taken over within one lease of its death, instead of
 after the longest deadline an event may ask for; a live worker keeps its slow events however
 long they take, within their deadline.
+
+A renewal waits on no row lock: it passes over the claims whose rows another transaction holds
+at that moment (the group committer storing an event's output or marking it published), which
+need no renewal then, and renews them at a later heartbeat
+(:func:`llm_bot.db.processed_events.renew` says why rather than a shared lock order). So it can
+close no deadlock with the events' own writes. A renewal that fails all the same (a timeout, a
+lost connection) is counted by reason (``llmbot_lease_renewal_failures``): a lease survives
+three of them in a row, not four.
 """
 
 from __future__ import annotations
@@ -15,18 +23,37 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import Counter
 from collections.abc import Hashable, Iterator
 from typing import Any, Self
 from uuid import UUID
 
-from psycopg_pool import AsyncConnectionPool
+import psycopg
+from psycopg import AsyncConnection
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from llm_bot.db.placements import Placements
 from llm_bot.db.processed_events import Claim, renew
+from llm_bot.telemetry import metrics
 
 logger = logging.getLogger(__name__)
 
 HEARTBEATS_PER_LEASE = 4  # a lease survives three missed heartbeats (a busy loop, a slow query)
+# SQLSTATEs of a failed renewal by what an operator reads into them.
+_REASONS = {"40P01": "deadlock", "57014": "statement_timeout"}
+
+
+def failure_reason(error: BaseException) -> str:
+    """The ``reason`` a failed renewal is counted under: a deadlock says renewal met another
+    writer's locks, a timeout an overloaded database or pool, a connection one that went away."""
+    if isinstance(error, PoolTimeout):
+        return "pool_timeout"
+    if isinstance(error, psycopg.Error):
+        state = error.sqlstate
+        if state is None or state.startswith(("08", "57P")):
+            return "connection"
+        return _REASONS.get(state, "other")
+    return "other"
 
 
 class LeaseKeeper:
@@ -45,6 +72,7 @@ class LeaseKeeper:
         self._placements = placements
         self._held: dict[UUID, Claim] = {}
         self._task: asyncio.Task[None] | None = None
+        self.failures: Counter[str] = Counter()  # renewals that failed, by reason
 
     async def __aenter__(self) -> Self:
         self._task = asyncio.create_task(self._renew_forever(), name="claim-leases")
@@ -74,9 +102,24 @@ class LeaseKeeper:
             try:
                 async with self._pool.connection() as connection:
                     for claims in self._by_shard():
-                        await renew(connection, claims, self._lease_s)
-            except Exception as error:  # the next heartbeat tries again; leases outlast a few
-                logger.warning("could not renew claim leases: %s", error)
+                        await self._renew_shard(connection, claims)
+            except Exception as error:  # no connection: the next heartbeat tries again
+                self._count_failure(error)
+
+    async def _renew_shard(self, connection: AsyncConnection[Any], claims: list[Claim]) -> None:
+        """One shard's statement, its own transaction: its failure is not the other shards'."""
+        try:
+            await renew(connection, claims, self._lease_s)
+        except Exception as error:  # the next heartbeat tries again; leases outlast a few
+            if connection.broken:  # the rest would fail on it too
+                raise
+            self._count_failure(error)
+
+    def _count_failure(self, error: BaseException) -> None:
+        reason = failure_reason(error)
+        self.failures[reason] += 1
+        metrics.lease_renewal_failures.add(1, {"reason": reason})
+        logger.warning("could not renew claim leases (%s): %s", reason, error)
 
     def _by_shard(self) -> list[list[Claim]]:
         """The held claims grouped by their user's shard: one group without Citus."""

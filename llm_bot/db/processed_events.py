@@ -183,11 +183,18 @@ UPDATE processed_events SET claim_token = NULL, lease_until = %(now)s
    AND claim_token = %(token)s
 """
 
-# The claims' users narrow the statement to their shards (a token alone names no shard).
+# The claims' users narrow the statement to their shards (a token alone names no shard). The
+# rows are locked first, skipping those another transaction holds (:func:`renew` says why),
+# and only the rows locked are updated, so the statement never waits on a row lock.
 _RENEW = """
-UPDATE processed_events SET lease_until = %(lease_until)s
- WHERE user_id = ANY(%(user_ids)s::text[]) AND claim_token = ANY(%(tokens)s::uuid[])
-   AND NOT published
+UPDATE processed_events AS p SET lease_until = %(lease_until)s
+  FROM (SELECT user_id, correlation_id, step_key FROM processed_events
+         WHERE user_id = ANY(%(user_ids)s::text[]) AND claim_token = ANY(%(tokens)s::uuid[])
+           AND NOT published
+           FOR UPDATE SKIP LOCKED) AS held
+ WHERE p.user_id = ANY(%(user_ids)s::text[])
+   AND p.user_id = held.user_id AND p.correlation_id = held.correlation_id
+   AND p.step_key = held.step_key
 """
 
 
@@ -367,11 +374,24 @@ async def release(connection: AnyConnection, claim: Claim) -> None:
 
 
 async def renew(connection: AnyConnection, claims: Collection[Claim], lease_s: float) -> None:
-    """Extend the leases of ``claims`` by ``lease_s`` from now, in one statement.
+    """Extend the leases of ``claims`` by ``lease_s`` from now, in one statement, but of those
+    whose row another transaction holds locked at that moment.
+
+    The statement never waits on a row lock, so it can close no deadlock. Renewal shares its
+    rows with the group committer, whose transaction locks them one work at a time, in the
+    order its works came and interleaved in a pipeline (a stored output, a claim carrying
+    "published" marks), and holds them to its commit; a renewal that locked the rows in its
+    own order would wait on the committer while holding a row the committer then waits on, and
+    PostgreSQL would abort one of the two. No order can be shared with works that lock as they
+    run, short of a statement locking each batch's rows ahead, a round trip on every event's
+    path. Skipping costs nothing instead: a row held by a writer is an event being stored,
+    marked or claimed right now, its holder alive, and the lease outlasts three more
+    heartbeats (:data:`llm_bot.db.leases.HEARTBEATS_PER_LEASE`).
 
     On Citus the statement writes the shard of every user it names: the caller gives it the
-    claims of one shard (:class:`llm_bot.db.leases.LeaseKeeper`), so it commits there alone,
-    without two-phase commit and without joining a deadlock that spans nodes."""
+    claims of one shard (:class:`llm_bot.db.leases.LeaseKeeper`), so it goes to that shard
+    whole (a row lock is taken on one shard's rows only) and commits there alone, without
+    two-phase commit."""
     params = {
         "user_ids": sorted({claim.key.user_id for claim in claims}),
         "tokens": [claim.token for claim in claims],

@@ -83,6 +83,11 @@ loop_lag = _seconds_histogram(
 )
 retries = _meter.create_counter("llmbot_retries", description="retries by dependency")
 deadletters = _meter.create_counter("llmbot_deadletters", description="dead-lettered by reason")
+lease_renewal_failures = _meter.create_counter(
+    "llmbot_lease_renewal_failures",
+    description="claim-lease renewals that failed, by reason (deadlock, statement_timeout,"
+    " pool_timeout, connection, other): four in a row and a live worker's claims lapse",
+)
 
 
 # A worker's named counts (received, acked, transactions, ...) as one Prometheus counter,

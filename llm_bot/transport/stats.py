@@ -25,6 +25,9 @@ class WorkerStats:
     outcome_error: int = 0
     transactions: int = 0  # group-commit transactions, counted when the committer closes
     committed: int = 0  # works those transactions committed
+    # Claim-lease renewals that failed (by reason: llmbot_lease_renewal_failures), counted
+    # when the lease keeper closes.
+    lease_renewals_failed: int = 0
     progress_sent: int = 0  # "thinking" messages Pub/Sub confirmed (transport/progress.py)
 
     def count_outcome(self, outcome: Outcome) -> None:

@@ -93,10 +93,10 @@ class Worker:
         self._pool = await open_database(settings, resources)
         publisher = Publisher.from_settings(settings)
         resources.push_async_callback(asyncio.to_thread, publisher.close)
-        handler, committer = await open_handler(
+        handler, committer, leases = await open_handler(
             settings, self._pool, publisher, self.stats, resources, self.gateway
         )
-        self._export_counts(committer)
+        self._export_counts(committer, leases)
         if self.gateway is not None:
             self.gateway.start()
             resources.push_async_callback(self.gateway.aclose)
@@ -126,15 +126,19 @@ class Worker:
         self._subscriber.start()
         logger.info("worker pulling from %s", path)
 
-    def _export_counts(self, committer: GroupCommitter) -> None:
-        """The stats on ``/metrics`` while the worker runs, the group commit's transactions as
-        they stand (the stats take them when the committer closes)."""
+    def _export_counts(self, committer: GroupCommitter, leases: LeaseKeeper) -> None:
+        """The stats on ``/metrics`` while the worker runs, the group commit's transactions and
+        the failed lease renewals as they stand (the stats take them when those close)."""
         registry = self._metrics_registry
         if registry is None:
             return
 
         def counts() -> dict[str, int]:
-            live = {"transactions": committer.transactions, "committed": committer.committed}
+            live = {
+                "transactions": committer.transactions,
+                "committed": committer.committed,
+                "lease_renewals_failed": leases.failures.total(),
+            }
             return self.stats.as_dict() | live
 
         collector = CountsCollector(counts)
@@ -218,13 +222,14 @@ async def open_handler(
     stats: WorkerStats,
     resources: contextlib.AsyncExitStack,
     gateway: McpClient | None = None,
-) -> tuple[EventHandler, GroupCommitter]:
+) -> tuple[EventHandler, GroupCommitter, LeaseKeeper]:
     """Everything between a delivery and a publish (model, memory, group committer, claim
-    leases), each closed by ``resources``, and the committer, for its live counts. Nothing here
-    depends on where deliveries come from, so the handler's tests hand it deliveries and a
-    publisher of their own, without Pub/Sub. The graph offers ``gateway``'s allowed tools,
-    as it lists them at each event, beside the built-ins, and records their calls in the
-    database's ledger, so a retried event does not send them again."""
+    leases), each closed by ``resources``, and the committer and the lease keeper, for their
+    live counts. Nothing here depends on where deliveries come from, so the handler's tests
+    hand it deliveries and a publisher of their own, without Pub/Sub. The graph offers
+    ``gateway``'s allowed tools, as it lists them at each event, beside the built-ins, and
+    records their calls in the database's ledger, so a retried event does not send them
+    again."""
     model = ModelClient.from_settings(settings)
     resources.push_async_callback(model.close)
     services = await resources.enter_async_context(memory_services(settings))
@@ -247,6 +252,7 @@ async def open_handler(
     resources.callback(_count_commits, stats, committer)  # runs after it closed
     await resources.enter_async_context(committer)
     leases = LeaseKeeper(pool, lease_s=settings.claim_lease_s, placements=placements)
+    resources.callback(_count_renewals, stats, leases)  # runs after it closed
     await resources.enter_async_context(leases)
     handler = EventHandler(
         settings=settings,
@@ -257,12 +263,16 @@ async def open_handler(
         stats=stats,
         leases=leases,
     )
-    return handler, committer
+    return handler, committer, leases
 
 
 def _count_commits(stats: WorkerStats, committer: GroupCommitter) -> None:
     stats.transactions += committer.transactions
     stats.committed += committer.committed
+
+
+def _count_renewals(stats: WorkerStats, leases: LeaseKeeper) -> None:
+    stats.lease_renewals_failed += leases.failures.total()
 
 
 async def cancel_and_wait(task: asyncio.Task[Any]) -> None:

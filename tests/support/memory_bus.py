@@ -286,7 +286,7 @@ class MemoryBus:
         stats = WorkerStats()
         async with contextlib.AsyncExitStack() as resources:
             pool = await open_database(settings, resources)
-            handler, _ = await open_handler(settings, pool, self.publisher, stats, resources)
+            handler, *_ = await open_handler(settings, pool, self.publisher, stats, resources)
             serving = Serving(handler, stats, settings.max_in_flight)
             self._serving = serving
             waiting, self._waiting = self._waiting, []

@@ -1,8 +1,10 @@
 """Claim leases on the real database: a live holder keeps its event however long it takes; a
-holder that stops renewing (it died) loses the event within one short lease."""
+holder that stops renewing (it died) loses the event within one short lease; a renewal passes
+over a claim whose row another transaction holds, without waiting for it."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from typing import Any
@@ -19,6 +21,7 @@ from llm_bot.db.processed_events import (
     EventKey,
     claim_or_wait,
     release,
+    renew,
 )
 
 pytestmark = pytest.mark.integration
@@ -78,3 +81,37 @@ async def test_a_released_claim_is_taken_at_once_and_keeps_its_attempt_count(
         await release(connection, first)
     second = await claim(transact, key, wait_s=0)  # no wait: the lease ended with the release
     assert (first.attempt, second.attempt) == (1, 2)
+
+
+async def lease_until(pool: AsyncConnectionPool[Any], key: EventKey) -> Any:
+    async with pool.connection() as connection:
+        row = await (
+            await connection.execute(
+                "SELECT lease_until FROM processed_events"
+                " WHERE user_id = %s AND correlation_id = %s",
+                (key.user_id, key.correlation_id),
+            )
+        ).fetchone()
+    assert row is not None
+    return row[0]
+
+
+async def test_a_renewal_passes_over_a_row_another_transaction_holds_and_renews_the_rest(
+    pool: AsyncConnectionPool[Any],
+    transact: Callable[[Work, Collection[str]], Awaitable[None]],
+) -> None:
+    held_key = EventKey("ada", "being-stored", "0:llm-bot")
+    free_key = EventKey("ada", "being-answered", "0:llm-bot")
+    held, free = [await claim(transact, key, wait_s=0) for key in (held_key, free_key)]
+    leases_before = [await lease_until(pool, key) for key in (held_key, free_key)]
+    async with pool.connection() as writer, writer.transaction():  # as the committer's batch
+        await writer.execute(
+            "UPDATE processed_events SET attempts = attempts"
+            " WHERE user_id = %s AND correlation_id = %s",
+            (held_key.user_id, held_key.correlation_id),
+        )
+        async with pool.connection() as connection, asyncio.timeout(5):  # waits on no lock
+            await renew(connection, [held, free], 10 * LEASE_S)
+    leases_after = [await lease_until(pool, key) for key in (held_key, free_key)]
+    assert leases_after[0] == leases_before[0]  # passed over: its holder renews it next time
+    assert leases_after[1] > leases_before[1]

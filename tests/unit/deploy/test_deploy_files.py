@@ -45,6 +45,7 @@ METRICS = {
     "llmbot_commit_batch_size",
     "llmbot_event_loop_lag_seconds",
     "llmbot_worker_counts_total",
+    "llmbot_lease_renewal_failures_total",
 }
 
 SCHEMA_HEADER = """\

@@ -8,7 +8,11 @@ measures the raw transport first, then the worker, on the same messages.
 
 Write transactions are counted by Postgres itself: a transaction is given a transaction id
 only when it writes, so the growth of ``pg_current_xact_id()`` over a run is the number of
-write transactions (read-only ones, like recall, cost none), whoever issued them.
+write transactions (read-only ones, like recall, cost none), whoever issued them. So are
+deadlocks: ``pg_stat_database.deadlocks`` of the setting's database, read before the workers
+start and once their sessions ended (:mod:`llm_bot_tools.bench.deadlocks`), counts the
+deadlocks PostgreSQL broke during the run (each costs a lease renewal or a commit retry and
+``deadlock_timeout`` of waiting); a run should have none.
 
 The worker's own counts (received, acked, transactions, ...) are read from its ``/metrics``,
 as Prometheus reads them, once it holds no event.
@@ -34,6 +38,7 @@ from uuid import uuid4
 import psycopg
 
 from llm_bot.db.migrate import migrate
+from llm_bot_tools.bench.deadlocks import deadlocks
 from llm_bot_tools.bench.load import (
     Arrivals,
     Outgoing,
@@ -112,6 +117,7 @@ class RunReport:
     # it: at in-flight 1 it is what an event alone spends in llm-bot beyond the model.
     worker_beyond_model_ms: float
     worker_ready_s: float  # launch to /ready answering 200, the slowest worker
+    deadlocks: int  # broken by PostgreSQL in the setting's database from ready to stop
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -232,9 +238,11 @@ def measure_service(
         bus.egress_topic,
     )
     try:
+        deadlocks_before = deadlocks([url])
         xid_before = current_xid(url)
         drive = drive_workers(stack, bus, config, Load(backlog, closed, in_flight), progress, label)
         xid_after = current_xid(url)
+        deadlocked = deadlocks([url]) - deadlocks_before  # the workers' sessions have ended
     finally:
         bus.close()
     progress(
@@ -266,6 +274,7 @@ def measure_service(
         beyond_model_p95_ms=beyond_p95,
         worker_beyond_model_ms=in_flight * 1000 / drive.events_per_s - stack.model.latency_ms,
         worker_ready_s=drive.ready_s,
+        deadlocks=deadlocked,
     )
 
 

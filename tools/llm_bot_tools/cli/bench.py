@@ -215,7 +215,7 @@ def run_service(args: argparse.Namespace, settings: Settings) -> int:
 
 SERVICE_HEADER = (
     "model ms  in-flight  workers  service/s  raw/s   ratio   p50 ms  p95 ms  p99 ms  "
-    "raw p50  beyond p50  cpu ms/ev  writes/ev  model/ev  rss MB  ready s"
+    "raw p50  beyond p50  cpu ms/ev  writes/ev  model/ev  rss MB  ready s  deadlocks"
 )
 
 
@@ -226,7 +226,8 @@ def service_row(r: RunReport) -> str:
         f"{r.raw.events_per_s:6.0f}  {r.ratio:6.1%}  {s.p50_ms:6.0f}  {s.p95_ms:6.0f}  "
         f"{s.p99_ms:6.0f}  {r.raw.p50_ms:7.1f}  {r.beyond_model_p50_ms:10.0f}  "
         f"{r.worker_cpu_ms_per_event:9.2f}  {r.write_transactions_per_event:9.2f}  "
-        f"{r.model_calls_per_event:8.2f}  {r.worker_peak_rss_mb:6.0f}  {r.worker_ready_s:7.2f}"
+        f"{r.model_calls_per_event:8.2f}  {r.worker_peak_rss_mb:6.0f}  {r.worker_ready_s:7.2f}  "
+        f"{r.deadlocks:9d}"
     )
 
 
