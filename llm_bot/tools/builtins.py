@@ -10,8 +10,8 @@ anything, and none needs the gateway.
 - ``internal:list_available_tools``: the platform tools the caller's roles allow (BitBrat's
   filter), with id, display name, source, description and required roles.
 - ``adventure:narrate`` (scope ``story``): BitBrat's answers a fixed instruction to use the
-  story engine's tools and narrate; so does this one. Its ``userId`` argument is optional here
-  and ignored, as BitBrat ignores it: the caller comes from the event.
+  story engine's tools and narrate; so does this one. BitBrat's schema has a ``userId``, which
+  it ignores; it is not offered here, as no argument naming a user is (``subjects.py``).
 
 Results are JSON text, as BitBrat's SDK hands the model a tool's returned object.
 """
@@ -28,7 +28,7 @@ from typing import Any, Protocol
 from llm_bot.llm.messages import ToolSpec
 from llm_bot.tools.calls import ToolOutcome
 from llm_bot.tools.client import McpClient
-from llm_bot.tools.platform import PlatformTool, ToolRequest, roles_allow
+from llm_bot.tools.platform import Caller, PlatformTool, ToolRequest, roles_allow
 from llm_bot.tools.servers import model_name
 
 Handler = Callable[[Mapping[str, Any], ToolRequest], Awaitable[dict[str, Any]]]
@@ -58,6 +58,10 @@ class BuiltinTool:
     required_roles: tuple[str, ...] = ()
     side_effects: bool = False
     source = "internal"
+
+    def bind(self, arguments: Mapping[str, Any], caller: Caller) -> dict[str, Any] | str:
+        """Every built-in acts for the event's caller already: nothing to pin."""
+        return dict(arguments)
 
     async def call(self, arguments: Mapping[str, Any], request: ToolRequest) -> ToolOutcome:
         return ToolOutcome(json.dumps(await self.handler(arguments, request)))
@@ -103,7 +107,7 @@ def builtin_tools(directory: Directory, clock: Callable[[], datetime]) -> tuple[
             narrate,
             parameters={
                 "type": "object",
-                "properties": {"userId": {"type": "string"}, "lastAction": {"type": "string"}},
+                "properties": {"lastAction": {"type": "string"}},
             },
             scopes=("story",),
         ),

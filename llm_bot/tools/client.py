@@ -119,17 +119,23 @@ class McpClient:
         *,
         meta: Mapping[str, Any],
         timeout_s: float,
+        user: str = "",
+        full_time: bool = True,
     ) -> types.CallToolResult:
-        """Call a tool with ``_meta``; TimeoutError after ``timeout_s``, ToolUnavailable when the
-        server is not connected, CircuitOpen at once while its circuit is open. A result with
-        ``is_error`` is returned, not raised."""
+        """Call a tool with ``_meta`` for ``user``; TimeoutError after ``timeout_s`` (at once,
+        unsent, when it is not positive), ToolUnavailable when the server is not connected,
+        CircuitOpen at once while its circuit (or the user's) is open. A result with
+        ``is_error`` is returned, not raised. ``full_time``: ``timeout_s`` is the whole
+        configured limit, so a timeout counts against the server (``breaker.py``)."""
         session = self._session
         if session is None:
             raise ToolUnavailable(self.config.name)
+        if timeout_s <= 0:
+            raise TimeoutError(f"no time left to call {name!r}")
         # _meta is an open map (userRoles, userId); the SDK types only its reserved keys.
         wire_meta = cast(types.RequestParamsMeta, dict(meta))
         try:
-            with self.breaker.attempt():
+            with self.breaker.attempt(user, full_time=full_time):
                 async with asyncio.timeout(timeout_s):
                     return await session.call_tool(name, dict(arguments), meta=wire_meta)
         except Refused as refused:

@@ -9,6 +9,8 @@
   the SDK drops, and no roles (servers.py), so against it every tool is global and unrestricted
   here, as it is in BitBrat's llm-bot: ``LLM_BOT_TOOLS_ALLOW`` is what holds tools back;
 - side effects unless the listing's annotations say ``readOnlyHint``;
+- the arguments that name a user, a channel or a destination pinned to the event
+  (:mod:`llm_bot.tools.subjects`): left out of the schema the model sees, set when bound;
 - a call carries ``_meta`` ``{userRoles, userId}`` as BitBrat's (``call_meta``) plus the call's
   ``idempotencyKey``; a caller whose roles the tool does not allow is refused before anything
   is sent (the gateway checks again; BitBrat trusts the gateway alone);
@@ -22,7 +24,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import mcp.types as types
@@ -30,8 +32,9 @@ import mcp.types as types
 from llm_bot.llm.messages import ToolSpec
 from llm_bot.tools.calls import ToolOutcome
 from llm_bot.tools.client import McpClient, ToolUnavailable
-from llm_bot.tools.platform import ToolRequest, roles_allow
+from llm_bot.tools.platform import Caller, ToolRequest, roles_allow
 from llm_bot.tools.servers import call_meta, model_name, tool_id
+from llm_bot.tools.subjects import Subjects, model_schema, pinned, subjects_of
 
 logger = logging.getLogger(__name__)
 
@@ -49,12 +52,17 @@ class GatewayTool:
     required_roles: tuple[str, ...] = ()
     scopes: tuple[str, ...] = ()
     side_effects: bool = True
+    subjects: Subjects = field(default_factory=Subjects)
 
     source = "mcp"
 
     @property
     def display_name(self) -> str:
         return self.name
+
+    def bind(self, arguments: Mapping[str, Any], caller: Caller) -> dict[str, Any] | str:
+        bound = pinned(arguments, self.subjects, caller)
+        return bound if isinstance(bound, dict) else f"error: {self.spec.name}: {bound}"
 
     async def call(self, arguments: Mapping[str, Any], request: ToolRequest) -> ToolOutcome:
         caller = request.caller
@@ -66,7 +74,12 @@ class GatewayTool:
         }
         try:
             result = await self.client.call(
-                self.name, arguments, meta=meta, timeout_s=request.timeout_s
+                self.name,
+                arguments,
+                meta=meta,
+                timeout_s=request.timeout_s,
+                user=caller.user_id or "",
+                full_time=request.full_time,
             )
         except TimeoutError:
             return ToolOutcome(f"error: {self.spec.name} timed out", True)
@@ -91,14 +104,17 @@ def listed(client: McpClient, tool: types.Tool) -> GatewayTool:
     identity = tool_id(client.config.name, tool.name)
     meta = tool.meta or {}
     read_only = tool.annotations is not None and tool.annotations.read_only_hint is True
+    schema = object_schema(tool)
+    subjects = subjects_of(identity, schema)
     return GatewayTool(
         client=client,
         name=tool.name,
         tool_id=identity,
-        spec=ToolSpec(model_name(identity), tool.description or "", object_schema(tool)),
+        spec=ToolSpec(model_name(identity), tool.description or "", model_schema(schema, subjects)),
         required_roles=_texts(meta.get("requiredRoles")),
         scopes=_texts(meta.get("scopes")),
         side_effects=not read_only,
+        subjects=subjects,
     )
 
 

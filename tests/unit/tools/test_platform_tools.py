@@ -31,6 +31,7 @@ from llm_bot.tools.platform import (
     scope_allows,
 )
 from llm_bot.tools.servers import ServerConfig
+from llm_bot.tools.subjects import subjects_of
 
 NOW = datetime(2026, 3, 1, 12, 30, tzinfo=UTC)
 KEY = CallKey("ada", "corr", "0:llm-bot", 0)
@@ -80,14 +81,31 @@ def test_the_caller_is_bitbrats_user_roles_and_id() -> None:
     external_only = event()
     external_only.identity.user = None
     external_only.identity.external.roles = ["vip"]
-    assert caller_of(external_only) == Caller(external_only.identity.external.id, ("vip",))
+    assert who(external_only) == (external_only.identity.external.id, ("vip",))
     # identity.user's roles win even when empty, as [] is truthy to BitBrat's ||.
     both = event(roles=[])
     both.identity.external.roles = ["moderator"]
-    assert caller_of(both) == Caller("ada", ())
+    assert who(both) == ("ada", ())
     neither = event()
     neither.identity.user = UserIdentity(id="u-1")
-    assert caller_of(neither) == Caller("u-1", ())
+    assert who(neither) == ("u-1", ())
+
+
+def who(built: InternalEventV2) -> tuple[str | None, tuple[str, ...]]:
+    caller = caller_of(built)
+    return caller.user_id, caller.roles
+
+
+def test_the_caller_is_answered_where_the_event_is() -> None:
+    built = event()
+    built.egress.metadata = {"thread": "t-1"}
+    caller = caller_of(built)
+    assert caller.egress == {
+        "destination": "out", "type": "chat", "connector": "cli", "channel": "room",
+    }  # fmt: skip
+    assert caller.channel == "room"
+    built.egress.channel = None
+    assert caller_of(built).channel == built.ingress.channel
 
 
 def test_bitbrats_role_and_scope_rules() -> None:
@@ -115,9 +133,13 @@ def test_the_allowlist_is_glob_patterns_over_tool_ids() -> None:
 
 def test_the_default_allowlist_keeps_moderation_and_operator_tools_out() -> None:
     patterns = allowlist(load_settings().tools_allow)
-    offered = {tool for tool in BITBRAT_TOOLS if allowed(tool, patterns)}
+    offered = {
+        tool
+        for tool in BITBRAT_TOOLS
+        if allowed(tool, patterns, pinnable=subjects_of(tool, {}).pinnable)
+    }
     assert offered == {
-        "mcp:list_schedules", "mcp:get_schedule", "mcp:get_state", "mcp:get_state_prefix",
+        "mcp:list_schedules", "mcp:get_schedule", "mcp:get_state_prefix",
         "mcp:start_story", "mcp:get_current_scene", "mcp:process_action", "mcp:commit_scene",
         "mcp:update_world_state", "mcp:summarize_stream", "mcp:generate_image",
         "mcp:agent.sendProgressUpdate",
