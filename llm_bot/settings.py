@@ -29,9 +29,11 @@ _SECRET_VARIABLES = frozenset(
         "LLM_API_KEY",
         "DATABASE_URL",
         "MCP_AUTH_TOKEN",
+        "MCP_GATEWAY_URL",
         "openai_api_key",
         "database_url",
         "mcp_auth_token",
+        "mcp_gateway_url",
     }
 )
 

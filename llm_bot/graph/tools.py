@@ -40,6 +40,7 @@ from typing import Any
 
 from opentelemetry.trace import Status, StatusCode
 
+from llm_bot.events.limits import InvalidEvent, parse_json
 from llm_bot.graph.offering import Offer
 from llm_bot.llm.messages import ChatMessage, ToolCall
 from llm_bot.memory.run_writes import RunWrites
@@ -248,11 +249,19 @@ def _unknown(call: ToolCall, offer: Offer) -> str:
 
 
 def _arguments(call: ToolCall) -> dict[str, Any] | str:
-    """The call's arguments, or the error text the model is answered with."""
+    """The call's arguments, or the error text the model is answered with. Strict JSON, as
+    an event's: ``NaN``, ``Infinity`` and numbers beyond a double are refused, never stored
+    in ``tool_calls`` (Postgres' jsonb refuses them) or sent on."""
     try:
-        arguments = json.loads(call.arguments or "{}")
+        arguments = parse_json(call.arguments or "{}")
     except json.JSONDecodeError as error:
         return f"error: arguments are not valid JSON ({error.msg})"
+    except InvalidEvent as error:
+        said = str(error).removeprefix("message body is not JSON: ")
+        said = said.removeprefix("message body has ")
+        return f"error: arguments are not valid JSON ({said})"
+    except RecursionError:
+        return "error: arguments are nested too deeply"
     if not isinstance(arguments, dict):
         return "error: arguments must be a JSON object"
     return arguments

@@ -157,3 +157,22 @@ async def test_two_slow_calls_of_one_user_do_not_open_the_circuit_for_another(
     output = json.loads(message.data)
     assert not output.get("errors")
     assert output["candidates"][0]["metadata"]["tools"] == [{"tool": "mcp:echo", "outcome": "ok"}]
+
+
+async def test_nan_in_a_tools_arguments_is_a_clean_error_to_the_model(
+    bus: Bus, model_server: LocalModelServer
+) -> None:
+    server = ToolServer("sse", token=TOKEN)
+    egress = bus.tap(bus.egress_topic)
+    model_server.script_tool_call("mcp_echo", {"text": float("nan")})  # written as NaN
+    model_server.script_reply("done")
+    async with gateway_worker(server, bus.settings(**gateway_settings(server))):
+        bus.publish_event(asking(bus, "echo"))
+        [message] = await egress.take(1, timeout_s=WAIT_S)
+
+    [_, second] = model_server.chat_requests()
+    [result] = tool_results(second)
+    assert result == "error: arguments are not valid JSON (NaN is no JSON number)"
+    assert server.calls == []
+    assert rows(bus, "SELECT count(*) FROM tool_calls") == [(0,)]
+    assert json.loads(message.data)["candidates"][0]["text"] == "done"
