@@ -39,6 +39,10 @@ logger = logging.getLogger(__name__)
 CLIENT_INFO = types.Implementation(name="llm-bot", version="1.0.0")
 # Connecting (HTTP, initialize, the first listing) longer than this counts as a failed attempt.
 CONNECT_TIMEOUT_S = 10.0
+# A listing (at connect and after list_changed): time, pages and tools it may take.
+LIST_TIMEOUT_S = 10.0
+MAX_LIST_PAGES = 20
+MAX_TOOLS = 500
 
 
 class ToolUnavailable(Exception):
@@ -273,13 +277,18 @@ async def _first(*events: asyncio.Event) -> None:
 
 
 async def _list_tools(session: ClientSession) -> dict[str, types.Tool]:
-    """Every page of the server's tools, by name."""
+    """The server's tools by name: every page, within ``LIST_TIMEOUT_S``, at most
+    ``MAX_LIST_PAGES`` pages and ``MAX_TOOLS`` tools (a server that pages on and on, or lists
+    thousands, gets the tools read so far)."""
     tools: dict[str, types.Tool] = {}
     cursor: str | None = None
-    while True:
-        params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
-        page = await session.list_tools(params=params)
-        tools.update((tool.name, tool) for tool in page.tools)
-        cursor = page.next_cursor
-        if not cursor:
-            return tools
+    async with asyncio.timeout(LIST_TIMEOUT_S):
+        for _ in range(MAX_LIST_PAGES):
+            params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+            page = await session.list_tools(params=params)
+            tools.update((tool.name, tool) for tool in page.tools[: MAX_TOOLS - len(tools)])
+            cursor = page.next_cursor
+            if not cursor or len(tools) >= MAX_TOOLS:
+                return tools
+    logger.warning("mcp tool listing cut short", extra={"tools": len(tools)})
+    return tools

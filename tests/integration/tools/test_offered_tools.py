@@ -304,3 +304,17 @@ async def test_the_role_check_at_call_time_sends_nothing_for_a_user_without_the_
     done = await tool.call({"user": "bob"}, ToolRequest(Caller("ada", ("moderator",)), key, 5.0))
     assert done == ToolOutcome("banned bob")
     assert [call.tool for call in sse_server.calls] == ["ban_user"]
+
+
+async def test_the_bot_status_lists_only_what_this_user_may_be_offered(
+    chat_server: LocalModelServer, model: ModelClient, gateway: McpClient
+) -> None:
+    chat_server.script_tool_call("internal_get_bot_status", {})
+    chat_server.script_reply("done")
+    tools = answerer(model, gateway, LLM_BOT_TOOLS_ALLOW="mcp:echo,mcp:ban_user")
+    await tools.answer(event(roles=["vip"]), deadline_s=30)
+
+    [status] = tool_messages(chat_server)
+    [server] = json.loads(status)["servers"]
+    assert server["tools"] == ["echo"]  # not ban_user (a moderator's), nor what is held back
+    assert json.loads(status)["usageSummary"]["totalRegisteredTools"] == 5  # 4 built-ins + echo

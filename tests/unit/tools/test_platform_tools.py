@@ -20,7 +20,7 @@ from llm_bot.tools.builtins import NARRATOR_INSTRUCTION, builtin_tools
 from llm_bot.tools.calls import CallKey
 from llm_bot.tools.catalog import ToolCatalog, allowed, allowlist
 from llm_bot.tools.client import McpClient
-from llm_bot.tools.gateway import listed
+from llm_bot.tools.gateway import listed, unfit
 from llm_bot.tools.platform import (
     Caller,
     ToolRequest,
@@ -265,3 +265,19 @@ def test_medium_and_high_risk_are_offered_no_tool(level: str) -> None:
     assert offer.names == []
     assert offer.specs == []
     assert len(offer.use.suppressed) == 7
+
+
+def test_a_listing_reaches_the_model_bounded() -> None:
+    long_name = gateway_tool("n" * 61)  # mcp_ + 61 = 65 characters
+    assert unfit(long_name) == "name longer than 64 characters"
+    assert unfit(gateway_tool("n" * 60)) is None
+    deep: dict[str, Any] = {"type": "object"}
+    for _ in range(12):
+        deep = {"type": "object", "properties": {"x": deep}}
+    nested = listed(CLIENT, types.Tool(name="deep", input_schema=deep))
+    assert unfit(nested) == "schema nested deeper than 10 levels"
+    wide = {"type": "object", "properties": {f"p{n}": {"type": "string"} for n in range(500)}}
+    assert unfit(listed(CLIENT, types.Tool(name="wide", input_schema=wide))) is not None
+    described = gateway_tool("talky", description="word " * 1000)
+    assert 1000 < len(described.spec.description) <= 1024
+    assert described.spec.description.endswith("of 5000 characters shown]")
