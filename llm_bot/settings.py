@@ -29,9 +29,11 @@ _SECRET_VARIABLES = frozenset(
         "LLM_API_KEY",
         "DATABASE_URL",
         "MCP_AUTH_TOKEN",
+        "MCP_GATEWAY_URL",
         "openai_api_key",
         "database_url",
         "mcp_auth_token",
+        "mcp_gateway_url",
     }
 )
 
@@ -141,22 +143,30 @@ class Settings(BaseSettings):
     mcp_circuit_failure_threshold: Count = Field(2, alias="MCP_CIRCUIT_FAILURE_THRESHOLD")
     mcp_circuit_reset_timeout_ms: Millis = Field(120_000, alias="MCP_CIRCUIT_RESET_TIMEOUT_MS")
     # The gateway's tools the model may be offered: comma-separated glob patterns over BitBrat's
-    # tool ids (fnmatch; "mcp:*" offers every one, as BitBrat's llm-bot does; empty: none). The
-    # default is the read-only and user-level tools of BitBrat's services (0.33.3): reading
-    # schedules, the story engine (a user's own adventure), image generation, stream summaries
-    # and state, and progress messages to the requester. Left out: moderation and accounts
-    # (ban_user, update_user, create_api_token), operator tools (writing schedules, which
-    # publish any event; routing rules; reflexes; state mutations such as OBS scenes; event
-    # stream observers; EventSub; every service's bit.* tools: config, flags, log level,
-    # shutdown, restart) and any tool not named here (OBS, new services). The built-in tools
-    # are not filtered by it.
+    # tool ids (fnmatch; "mcp:*" offers every one that acts for the requester alone; empty:
+    # none). A tool whose subject cannot be pinned to the requester (get_state, which reads any
+    # key; propose_mutation) is offered only when named by its exact id (tools/subjects.py).
+    # The default is the tools of BitBrat's services (0.33.3) that act for the requester alone
+    # once their user, channel and destination arguments are set from the event: reading
+    # schedules, the story engine (the requester's own adventure), image generation, stream
+    # summaries, the requester's own facts in the state engine (get_state_prefix, confined to
+    # user.fact.<requester>.), and progress messages to where the reply goes. Left out:
+    # get_state (any key, every user's facts), moderation and accounts (ban_user, update_user,
+    # create_api_token), operator tools (writing schedules, which publish any event; routing
+    # rules; reflexes; state mutations such as OBS scenes; event stream observers; EventSub;
+    # every service's bit.* tools: config, flags, log level, shutdown, restart) and any tool
+    # not named here (OBS, new services). The built-in tools are not filtered by it.
     tools_allow: str = Field(
         "mcp:list_schedules,mcp:get_schedule,"
         "mcp:start_story,mcp:get_current_scene,mcp:process_action,mcp:commit_scene,"
         "mcp:update_world_state,mcp:generate_image,mcp:summarize_stream,"
-        "mcp:get_state,mcp:get_state_prefix,mcp:agent.sendProgressUpdate",
+        "mcp:get_state_prefix,mcp:agent.sendProgressUpdate",
         alias="LLM_BOT_TOOLS_ALLOW",
     )
+    # A platform tool's result is cut to this many characters, with a marker that says how much
+    # was left out, before the model reads it and before tool_calls stores it: a result is
+    # data for one answer, and the in-run working set (LLM_BOT_MEMORY_MAX_CHARS) must hold it.
+    tool_result_max_chars: Count = Field(4000, alias="LLM_BOT_TOOL_RESULT_MAX_CHARS")
 
     # --- personalities (BitBrat's names and defaults) ----------------------------------------
     # False: personality annotations are ignored (no identity, no constraints, no model).

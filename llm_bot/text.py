@@ -61,3 +61,13 @@ def fenced(text: str, info: str = "text") -> str:
     longest = max((len(run) for run in _TILDE_RUNS.findall(text)), default=0)
     fence = FENCE_CHAR * max(MIN_FENCE, longest + 1)
     return f"{fence}{info}\n{text}\n{fence}"
+
+
+def capped(text: str, max_chars: int) -> str:
+    """``text`` within ``max_chars``: else its start and a marker that says how much of it is
+    shown, so a reader knows there was more (the marker may alone pass a tiny ``max_chars``)."""
+    if len(text) <= max_chars:
+        return text
+    marker = "\n[...truncated: {} of " + f"{len(text)} characters shown]"
+    keep = max(0, max_chars - len(marker.format(max_chars)))
+    return text[:keep] + marker.format(keep)

@@ -22,10 +22,15 @@ MIN_MASKED_CHARS = 3
 
 def secrets_of(settings: Settings) -> list[str]:
     """Every form in which a secret of ``settings`` may appear in an error or a log line: the
-    API key, the database URL, and its password as written (percent-encoded) and decoded."""
-    found = [s.get_secret_value() for s in (settings.openai_api_key, settings.database_url) if s]
+    API key, the database URL, and its password as written (percent-encoded) and decoded; the
+    tool-gateway's token, and its URL with any query (the gateway accepts ``?token=``)."""
+    keys = (settings.openai_api_key, settings.database_url, settings.mcp_auth_token)
+    found = [s.get_secret_value() for s in keys if s]
     if settings.database_url is not None:
         found += _passwords(settings.database_url.get_secret_value())
+    if settings.mcp_gateway_url:
+        url = settings.mcp_gateway_url.strip()
+        found += [url, url.partition("?")[2]]
     return sorted({s for s in found if len(s) >= MIN_MASKED_CHARS}, key=len, reverse=True)
 
 

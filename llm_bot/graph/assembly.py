@@ -47,6 +47,7 @@ def context_from_settings(
         platform_tools=catalog.tools,
         ledger=ledger or NoLedger(),
         tool_timeout_s=settings.tool_timeout_ms / 1000,
+        tool_result_max_chars=settings.tool_result_max_chars,
         system_prompt=resolve_system_prompt(settings),
         max_tool_rounds=settings.max_tool_rounds,
         max_tool_calls_per_turn=settings.max_tool_calls_per_turn,

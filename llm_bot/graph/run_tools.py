@@ -24,6 +24,8 @@ async def run_tools(state: GraphState, runtime: Runtime[GraphContext]) -> dict[s
         step_key=event_key.step,
         first_index=state.get("platform_calls", 0),
         time_limit=lambda: context.tool_timeout(asyncio.get_running_loop().time()),
+        result_max_chars=context.tool_result_max_chars,
+        answered=state.get("tool_answers", {}),
     )
     done = await run_tool_calls(state["pending_calls"], state["offer"], state["writes"], platform)
     return {
@@ -32,4 +34,5 @@ async def run_tools(state: GraphState, runtime: Runtime[GraphContext]) -> dict[s
         "tool_rounds": state.get("tool_rounds", 0) + 1,
         "platform_calls": platform.first_index + done.platform_calls,
         "tool_records": done.records,
+        "tool_answers": done.answered,
     }

@@ -19,13 +19,13 @@ from llm_bot.graph.behavior import BehaviorSettings, Gate, Profile
 from llm_bot.graph.composition import PromptOptions
 from llm_bot.graph.offering import Offer, make_offer
 from llm_bot.graph.reducer import MessageLimits, reduce_messages
-from llm_bot.graph.tools import ToolRecord
+from llm_bot.graph.tools import TimeLimit, ToolRecord
 from llm_bot.llm.messages import ChatMessage, ModelReply, TokenUsage, ToolCall, ToolSpec
 from llm_bot.memory.personalities import Personalities
 from llm_bot.memory.retrieval import MemoryContext, MemoryRetriever, NoMemory
 from llm_bot.memory.run_writes import RunWrites
 from llm_bot.memory.tools import Tool
-from llm_bot.tools.calls import NoLedger, ToolLedger
+from llm_bot.tools.calls import NoLedger, ToolLedger, ToolOutcome
 from llm_bot.tools.platform import PlatformTool
 
 
@@ -51,6 +51,9 @@ class GraphState(TypedDict, total=False):
     tool_rounds: int
     platform_calls: int  # platform-tool calls so far: the next one's index in its CallKey
     tool_records: Annotated[list[ToolRecord], operator.add]
+    # The platform-tool calls the run sent, by graph.tools.call_identity: a repeat is answered
+    # from here.
+    tool_answers: Annotated[dict[str, ToolOutcome], operator.or_]
     usage: Annotated[TokenUsage, operator.add]
     model_name: str
     llm_text: str
@@ -88,6 +91,7 @@ class GraphContext:
     prompt: PromptOptions
     behavior: BehaviorSettings
     tool_timeout_s: float  # LLM_BOT_TOOL_TIMEOUT_MS
+    tool_result_max_chars: int  # LLM_BOT_TOOL_RESULT_MAX_CHARS
     retriever: MemoryRetriever = field(default_factory=NoMemory)
     tools: Sequence[Tool] = ()  # the memory tools
     # The platform tools as they are now (llm_bot.tools.catalog.ToolCatalog.tools): read once
@@ -103,10 +107,11 @@ class GraphContext:
         platform = self.platform_tools() if self.platform_tools is not None else ()
         return make_offer(event, profile, self.tools, platform, self.behavior.tool_filter)
 
-    def tool_timeout(self, now: float) -> float:
+    def tool_timeout(self, now: float) -> TimeLimit:
         """One platform-tool call's limit at loop time ``now``: ``LLM_BOT_TOOL_TIMEOUT_MS``, and
         at most half the time left before the event's deadline, so the model still has time
-        to answer once a tool that hangs has been given up."""
+        to answer once a tool that hangs has been given up (0: no time left, not sent)."""
         if self.deadline is None:
-            return self.tool_timeout_s
-        return max(0.0, min(self.tool_timeout_s, (self.deadline - now) / 2))
+            return TimeLimit(self.tool_timeout_s, True)
+        seconds = max(0.0, min(self.tool_timeout_s, (self.deadline - now) / 2))
+        return TimeLimit(seconds, seconds >= self.tool_timeout_s)

@@ -13,7 +13,15 @@ answered as a call to an unknown tool. The runner dispatches by kind:
   its :class:`CallKey` (the event, the step, the call's index among the run's platform-tool
   calls), which answers a retried event's call from its record; a read (the built-ins, a
   read-only gateway tool) is answered afresh and costs no record. It is made for the event's
-  requesting user (the offer's :class:`Caller`) within ``timeout_s``.
+  requesting user (the offer's :class:`Caller`), with the arguments that name a user, channel
+  or destination set from the event (``PlatformTool.bind``), within ``timeout_s``.
+
+A platform tool's result is data from outside: it is cut to ``LLM_BOT_TOOL_RESULT_MAX_CHARS``
+with a visible marker before the ledger stores it and the model reads it, and reaches the model
+labelled as that tool's output and fenced (:func:`llm_bot.llm.messages.sent_content`). A call
+the run already made, same tool and same arguments once bound, is answered with the first
+call's outcome and not sent again: a model that lost sight of a result, or was told by one to
+call again, cannot make the server act twice for one event.
 
 Every call is an ``execute_tool`` span and a ``llmbot_tool_calls`` count by tool and outcome.
 A failing tool answers the model with an error text instead of failing the event: the model
@@ -23,22 +31,25 @@ entry (:class:`ToolRecord`). Neither arguments nor results are logged.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry.trace import Status, StatusCode
 
+from llm_bot.events.limits import InvalidEvent, parse_json
 from llm_bot.graph.offering import Offer
 from llm_bot.llm.messages import ChatMessage, ToolCall
 from llm_bot.memory.run_writes import RunWrites
 from llm_bot.memory.tools import Tool
 from llm_bot.telemetry import metrics
 from llm_bot.telemetry.traces import tool_span
+from llm_bot.text import capped
 from llm_bot.tools.calls import CallKey, ToolLedger, ToolOutcome
-from llm_bot.tools.platform import PlatformTool, ToolRequest, error_source
+from llm_bot.tools.platform import Caller, PlatformTool, ToolRequest, error_source
 
 logger = logging.getLogger(__name__)
 
@@ -58,26 +69,39 @@ class ToolRecord:
 
 
 @dataclass(frozen=True)
+class TimeLimit:
+    """A call's limit as it starts, and whether it is the whole ``LLM_BOT_TOOL_TIMEOUT_MS``."""
+
+    seconds: float
+    full: bool
+
+
+@dataclass(frozen=True)
 class PlatformCalls:
-    """What a round's platform-tool calls share: the ledger, the event's key and each call's
-    time limit, read as the call starts. ``first_index`` is the index of the round's first
-    platform call in the run."""
+    """What a round's platform-tool calls share: the ledger, the event's key, each call's
+    time limit (read as the call starts), the cap on a result, and the outcomes of the calls
+    the run made so far (by :func:`call_identity`). ``first_index`` is the index of the round's
+    first platform call in the run."""
 
     ledger: ToolLedger
     correlation_id: str
     step_key: str
     first_index: int
-    time_limit: Callable[[], float]
+    time_limit: Callable[[], TimeLimit]
+    result_max_chars: int
+    answered: Mapping[str, ToolOutcome] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Round:
-    """A round's ``tool`` messages (one per call, in order), its records, and how many
-    platform-tool calls it made (the next round's ``first_index`` moves by it)."""
+    """A round's ``tool`` messages (one per call, in order), its records, how many
+    platform-tool calls it made (the next round's ``first_index`` moves by it) and the
+    outcomes of the calls it sent."""
 
     messages: list[ChatMessage]
     records: list[ToolRecord]
     platform_calls: int
+    answered: dict[str, ToolOutcome] = field(default_factory=dict)
 
 
 async def run_tool_calls(
@@ -85,40 +109,63 @@ async def run_tool_calls(
 ) -> Round:
     messages: list[ChatMessage] = []
     records: list[ToolRecord] = []
+    answered: dict[str, ToolOutcome] = {}
     index = platform.first_index
     for call in calls:
         if call.name not in offer.memory and call.name not in offer.platform:
             messages.append(ChatMessage("tool", _unknown(call, offer), tool_call_id=call.id))
             continue
-        outcome, record = await _run_call(call, offer, run, platform, index)
-        if call.name in offer.platform:
+        seen = dataclasses.replace(platform, answered={**platform.answered, **answered})
+        done, record = await _run_call(call, offer, run, seen, index)
+        platform_tool = offer.platform.get(call.name)
+        data_of = None
+        if platform_tool is not None:
             index += 1  # every platform call the model asked for takes its index
-        messages.append(ChatMessage("tool", outcome.text, tool_call_id=call.id))
+            data_of = platform_tool.tool_id
+            answered.update(done.sent)
+        message = ChatMessage("tool", done.outcome.text, tool_call_id=call.id, data_of=data_of)
+        messages.append(message)
         records.append(record)
-    return Round(messages, records, index - platform.first_index)
+    return Round(messages, records, index - platform.first_index, answered)
+
+
+def call_identity(tool_id: str, arguments: Mapping[str, Any]) -> str:
+    """A call of the run, by tool and bound arguments: two calls with one identity are one."""
+    return tool_id + "\n" + json.dumps(arguments, sort_keys=True, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class _Ran:
+    """A call's outcome, and the identity it was sent under with it (empty: a memory tool, or
+    a platform call not sent: refused, or answered from the run's first)."""
+
+    outcome: ToolOutcome
+    sent: dict[str, ToolOutcome] = field(default_factory=dict)
 
 
 async def _run_call(
     call: ToolCall, offer: Offer, run: RunWrites, platform: PlatformCalls, index: int
-) -> tuple[ToolOutcome, ToolRecord]:
+) -> tuple[_Ran, ToolRecord]:
     arguments = _arguments(call)
     platform_tool = offer.platform.get(call.name)
     tool_id = platform_tool.tool_id if platform_tool is not None else call.name
+    ran = isinstance(arguments, dict)
     with tool_span(call.name, call.id) as span:
         if isinstance(arguments, str):
-            outcome = ToolOutcome(arguments, True)
+            done = _Ran(ToolOutcome(arguments, True))
         elif platform_tool is not None:
             key = CallKey(run.user_id, platform.correlation_id, platform.step_key, index)
-            request = ToolRequest(offer.caller, key, platform.time_limit())
-            outcome = await _run_platform(platform_tool, arguments, request, platform.ledger)
+            done = await _run_platform(platform_tool, arguments, offer.caller, key, platform)
+            ran = bool(done.sent)  # a repeat's errors[] entry is its first call's
         else:
-            outcome = await _run_memory(offer.memory[call.name], arguments, run)
+            done = _Ran(await _run_memory(offer.memory[call.name], arguments, run))
+        outcome = done.outcome
         if outcome.is_error:
             span.set_status(Status(StatusCode.ERROR))
             span.set_attribute("error.type", "tool_error")
-    record = _record(tool_id, platform_tool, outcome, ran=isinstance(arguments, dict))
+    record = _record(tool_id, platform_tool, outcome, ran=ran)
     metrics.tool_calls.add(1, {"tool": tool_id, "outcome": record.outcome})
-    return outcome, record
+    return done, record
 
 
 async def _run_memory(tool: Tool, arguments: dict[str, Any], run: RunWrites) -> ToolOutcome:
@@ -134,27 +181,53 @@ async def _run_memory(tool: Tool, arguments: dict[str, Any], run: RunWrites) -> 
 
 
 async def _run_platform(
-    tool: PlatformTool, arguments: dict[str, Any], request: ToolRequest, ledger: ToolLedger
-) -> ToolOutcome:
+    tool: PlatformTool,
+    arguments: dict[str, Any],
+    caller: Caller,
+    key: CallKey,
+    platform: PlatformCalls,
+) -> _Ran:
+    bound = tool.bind(arguments, caller)
+    if isinstance(bound, str):  # the event cannot say whom or where: not sent
+        return _Ran(ToolOutcome(bound, True))
+    identity = call_identity(tool.tool_id, bound)
+    first = platform.answered.get(identity)
+    if first is not None:
+        _count_repeat(tool, key)
+        return _Ran(first)
+    limit = platform.time_limit()
+    request = ToolRequest(caller, key, limit.seconds, limit.full)
+
     async def call() -> ToolOutcome:
+        if request.timeout_s <= 0:
+            return ToolOutcome(f"error: {tool.spec.name} was not called: no time left", True)
         try:
-            return await tool.call(arguments, request)
+            outcome = await tool.call(bound, request)
         except Exception as error:  # a built-in's bug must never fail the event
             logger.warning(
                 "tool failed", extra={"tool": tool.tool_id, "cause": type(error).__name__}
             )
             return ToolOutcome(f"error: {tool.spec.name} failed: {type(error).__name__}", True)
+        return ToolOutcome(capped(outcome.text, platform.result_max_chars), outcome.is_error)
 
     if tool.side_effects:
-        outcome = await ledger.once(request.key, tool.tool_id, arguments, call)
+        outcome = await platform.ledger.once(key, tool.tool_id, bound, call)
     else:  # a read changes nothing a repeat could double: answered afresh, not recorded
         outcome = await call()
     if outcome.is_error:
         logger.warning(
             "tool call answered an error",
-            extra={"tool": tool.tool_id, "correlationId": request.key.correlation_id},
+            extra={"tool": tool.tool_id, "correlationId": key.correlation_id},
         )
-    return outcome
+    return _Ran(outcome, {identity: outcome})
+
+
+def _count_repeat(tool: PlatformTool, key: CallKey) -> None:
+    metrics.tool_ledger.add(1, {"result": "repeated_in_run"})
+    logger.info(
+        "tool call repeated in one run: answered from the first",
+        extra={"tool": tool.tool_id, "correlationId": key.correlation_id},
+    )
 
 
 def _record(
@@ -176,11 +249,19 @@ def _unknown(call: ToolCall, offer: Offer) -> str:
 
 
 def _arguments(call: ToolCall) -> dict[str, Any] | str:
-    """The call's arguments, or the error text the model is answered with."""
+    """The call's arguments, or the error text the model is answered with. Strict JSON, as
+    an event's: ``NaN``, ``Infinity`` and numbers beyond a double are refused, never stored
+    in ``tool_calls`` (Postgres' jsonb refuses them) or sent on."""
     try:
-        arguments = json.loads(call.arguments or "{}")
+        arguments = parse_json(call.arguments or "{}")
     except json.JSONDecodeError as error:
         return f"error: arguments are not valid JSON ({error.msg})"
+    except InvalidEvent as error:
+        said = str(error).removeprefix("message body is not JSON: ")
+        said = said.removeprefix("message body has ")
+        return f"error: arguments are not valid JSON ({said})"
+    except RecursionError:
+        return "error: arguments are nested too deeply"
     if not isinstance(arguments, dict):
         return "error: arguments must be a JSON object"
     return arguments

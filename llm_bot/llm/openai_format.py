@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING, Any
 import openai
 
 from llm_bot.llm import errors
-from llm_bot.llm.messages import ChatMessage, ModelReply, TokenUsage, ToolCall, ToolSpec
+from llm_bot.llm.messages import (
+    ChatMessage,
+    ModelReply,
+    TokenUsage,
+    ToolCall,
+    ToolSpec,
+    sent_content,
+)
 from llm_bot.text import storable
 
 if TYPE_CHECKING:
@@ -52,7 +59,11 @@ def chat_request(
 
 def _chat_message(message: ChatMessage) -> dict[str, Any]:
     if message.role == "tool":
-        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+        return {
+            "role": "tool",
+            "tool_call_id": message.tool_call_id,
+            "content": sent_content(message),
+        }
     if message.tool_calls:
         return {
             "role": "assistant",
@@ -172,7 +183,7 @@ def _input_items(message: ChatMessage) -> list[dict[str, Any]]:
     """One message as Responses API input items: a tool result is its call's output, a model
     turn that called tools is its text (if any) and one item per call."""
     if message.role == "tool":
-        output = {"call_id": message.tool_call_id, "output": message.content}
+        output = {"call_id": message.tool_call_id, "output": sent_content(message)}
         return [{"type": "function_call_output", **output}]
     items: list[dict[str, Any]] = []
     if message.content or not message.tool_calls:

@@ -66,6 +66,11 @@ class JsonFormatter(logging.Formatter):
         return text
 
 
+# Libraries that log a request's URL at INFO: the tool-gateway's may carry its token
+# (``?token=``) and the model endpoint's its path; their warnings and errors still show.
+QUIET_LOGGERS = ("httpx", "httpcore", "mcp.client.sse", "mcp.client.streamable_http")
+
+
 def configure_json_logging(level: str, project: str, secrets: Iterable[str] = ()) -> None:
     """Replace the root handlers with one JSON-lines handler on stdout."""
     handler = logging.StreamHandler(sys.stdout)
@@ -73,3 +78,5 @@ def configure_json_logging(level: str, project: str, secrets: Iterable[str] = ()
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(max(logging.WARNING, root.level))

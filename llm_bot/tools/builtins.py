@@ -4,14 +4,16 @@ anything, and none needs the gateway.
 
 - ``basic:get_current_time``: the time as BitBrat's answers it (``iso``, ``timestamp`` in ms,
   ``timezoneOffset`` in minutes as JavaScript counts it, ``localString``, ``timezoneName``).
-- ``internal:get_bot_status``: each MCP server's name, status, transport and tools, and the
-  number of platform tools. BitBrat adds per-server call counts and latency from its own stats;
+- ``internal:get_bot_status``: each MCP server's name, status, transport and the tools of it
+  this user may be offered (allowlisted, roles allowing), and their number. BitBrat's lists
+  every tool the server has, which tells any user what the platform can do (``ban_user``,
+  ``create_api_token``). BitBrat adds per-server call counts and latency from its own stats;
   here those are the metrics ``llmbot_tool_calls_total`` and the ``execute_tool`` spans.
 - ``internal:list_available_tools``: the platform tools the caller's roles allow (BitBrat's
   filter), with id, display name, source, description and required roles.
 - ``adventure:narrate`` (scope ``story``): BitBrat's answers a fixed instruction to use the
-  story engine's tools and narrate; so does this one. Its ``userId`` argument is optional here
-  and ignored, as BitBrat ignores it: the caller comes from the event.
+  story engine's tools and narrate; so does this one. BitBrat's schema has a ``userId``, which
+  it ignores; it is not offered here, as no argument naming a user is (``subjects.py``).
 
 Results are JSON text, as BitBrat's SDK hands the model a tool's returned object.
 """
@@ -28,7 +30,7 @@ from typing import Any, Protocol
 from llm_bot.llm.messages import ToolSpec
 from llm_bot.tools.calls import ToolOutcome
 from llm_bot.tools.client import McpClient
-from llm_bot.tools.platform import PlatformTool, ToolRequest, roles_allow
+from llm_bot.tools.platform import Caller, PlatformTool, ToolRequest, roles_allow
 from llm_bot.tools.servers import model_name
 
 Handler = Callable[[Mapping[str, Any], ToolRequest], Awaitable[dict[str, Any]]]
@@ -59,6 +61,10 @@ class BuiltinTool:
     side_effects: bool = False
     source = "internal"
 
+    def bind(self, arguments: Mapping[str, Any], caller: Caller) -> dict[str, Any] | str:
+        """Every built-in acts for the event's caller already: nothing to pin."""
+        return dict(arguments)
+
     async def call(self, arguments: Mapping[str, Any], request: ToolRequest) -> ToolOutcome:
         return ToolOutcome(json.dumps(await self.handler(arguments, request)))
 
@@ -68,7 +74,7 @@ def builtin_tools(directory: Directory, clock: Callable[[], datetime]) -> tuple[
         return time_of(clock())
 
     async def bot_status(arguments: Mapping[str, Any], request: ToolRequest) -> dict[str, Any]:
-        return status_of(directory, clock())
+        return status_of(directory, clock(), request.caller.roles)
 
     async def available(arguments: Mapping[str, Any], request: ToolRequest) -> dict[str, Any]:
         return available_to(directory.tools(), request.caller.roles)
@@ -103,7 +109,7 @@ def builtin_tools(directory: Directory, clock: Callable[[], datetime]) -> tuple[
             narrate,
             parameters={
                 "type": "object",
-                "properties": {"userId": {"type": "string"}, "lastAction": {"type": "string"}},
+                "properties": {"lastAction": {"type": "string"}},
             },
             scopes=("story",),
         ),
@@ -135,20 +141,24 @@ def time_of(now: datetime) -> dict[str, Any]:
     }
 
 
-def status_of(directory: Directory, now: datetime) -> dict[str, Any]:
+def status_of(directory: Directory, now: datetime, roles: Sequence[str]) -> dict[str, Any]:
+    """Each server's state and the tools of it this user may be offered (the allowlist and
+    their roles): never the tools held back, whose names say what the platform can do."""
+    offered = [tool for tool in directory.tools() if roles_allow(tool.required_roles, roles)]
+    gateway_tools = sorted(tool.display_name for tool in offered if tool.source == "mcp")
     servers = [
         {
             "name": client.config.name,
             "status": "connected" if client.connected else "disconnected",
             "transport": client.config.transport,
-            "tools": sorted(client.tools),
+            "tools": gateway_tools,
         }
         for client in directory.servers()
     ]
     return {
         "timestamp": now.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         "servers": servers,
-        "usageSummary": {"totalRegisteredTools": len(directory.tools())},
+        "usageSummary": {"totalRegisteredTools": len(offered)},
     }
 
 

@@ -5,7 +5,10 @@ Read once per event (:meth:`ToolCatalog.tools`), so a ``tools/list_changed`` is 
 the next event and one event sees one listing. The gateway's tools are translated again only
 when its listing changed (the client replaces its map on each listing), so an event pays a
 lookup, not a translation. The allowlist holds back gateway tools only: the built-ins read and
-change nothing, and the memory tools are llm-bot's own.
+change nothing, and the memory tools are llm-bot's own. A tool whose subject cannot be pinned to
+the caller (:data:`llm_bot.tools.subjects.UNPINNABLE`) passes only when a pattern is its exact
+id: ``mcp:*`` offers every tool that acts for the requester alone, and no tool that reads or
+writes any user's data.
 """
 
 from __future__ import annotations
@@ -28,8 +31,11 @@ def allowlist(patterns: str) -> tuple[str, ...]:
     return tuple(pattern.strip() for pattern in patterns.split(",") if pattern.strip())
 
 
-def allowed(tool_id: str, patterns: Iterable[str]) -> bool:
-    """Whether a tool id matches one of the patterns (``fnmatch``, case-sensitive, as ids are)."""
+def allowed(tool_id: str, patterns: Iterable[str], *, pinnable: bool = True) -> bool:
+    """Whether a tool id matches one of the patterns (``fnmatch``, case-sensitive, as ids are);
+    a tool whose subject cannot be pinned, only when a pattern is its id."""
+    if not pinnable:
+        return tool_id in patterns
     return any(fnmatchcase(tool_id, pattern) for pattern in patterns)
 
 
@@ -60,6 +66,10 @@ class ToolCatalog:
         listing = self._gateway.tools
         if listing is not self._listing:
             tools = gateway_tools(self._gateway)
-            self._listed = tuple(tool for tool in tools if allowed(tool.tool_id, self._allow))
+            self._listed = tuple(
+                tool
+                for tool in tools
+                if allowed(tool.tool_id, self._allow, pinnable=tool.subjects.pinnable)
+            )
             self._listing = listing
         return self._listed

@@ -39,6 +39,10 @@ logger = logging.getLogger(__name__)
 CLIENT_INFO = types.Implementation(name="llm-bot", version="1.0.0")
 # Connecting (HTTP, initialize, the first listing) longer than this counts as a failed attempt.
 CONNECT_TIMEOUT_S = 10.0
+# A listing (at connect and after list_changed): time, pages and tools it may take.
+LIST_TIMEOUT_S = 10.0
+MAX_LIST_PAGES = 20
+MAX_TOOLS = 500
 
 
 class ToolUnavailable(Exception):
@@ -119,17 +123,23 @@ class McpClient:
         *,
         meta: Mapping[str, Any],
         timeout_s: float,
+        user: str = "",
+        full_time: bool = True,
     ) -> types.CallToolResult:
-        """Call a tool with ``_meta``; TimeoutError after ``timeout_s``, ToolUnavailable when the
-        server is not connected, CircuitOpen at once while its circuit is open. A result with
-        ``is_error`` is returned, not raised."""
+        """Call a tool with ``_meta`` for ``user``; TimeoutError after ``timeout_s`` (at once,
+        unsent, when it is not positive), ToolUnavailable when the server is not connected,
+        CircuitOpen at once while its circuit (or the user's) is open. A result with
+        ``is_error`` is returned, not raised. ``full_time``: ``timeout_s`` is the whole
+        configured limit, so a timeout counts against the server (``breaker.py``)."""
         session = self._session
         if session is None:
             raise ToolUnavailable(self.config.name)
+        if timeout_s <= 0:
+            raise TimeoutError(f"no time left to call {name!r}")
         # _meta is an open map (userRoles, userId); the SDK types only its reserved keys.
         wire_meta = cast(types.RequestParamsMeta, dict(meta))
         try:
-            with self.breaker.attempt():
+            with self.breaker.attempt(user, full_time=full_time):
                 async with asyncio.timeout(timeout_s):
                     return await session.call_tool(name, dict(arguments), meta=wire_meta)
         except Refused as refused:
@@ -267,13 +277,18 @@ async def _first(*events: asyncio.Event) -> None:
 
 
 async def _list_tools(session: ClientSession) -> dict[str, types.Tool]:
-    """Every page of the server's tools, by name."""
+    """The server's tools by name: every page, within ``LIST_TIMEOUT_S``, at most
+    ``MAX_LIST_PAGES`` pages and ``MAX_TOOLS`` tools (a server that pages on and on, or lists
+    thousands, gets the tools read so far)."""
     tools: dict[str, types.Tool] = {}
     cursor: str | None = None
-    while True:
-        params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
-        page = await session.list_tools(params=params)
-        tools.update((tool.name, tool) for tool in page.tools)
-        cursor = page.next_cursor
-        if not cursor:
-            return tools
+    async with asyncio.timeout(LIST_TIMEOUT_S):
+        for _ in range(MAX_LIST_PAGES):
+            params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+            page = await session.list_tools(params=params)
+            tools.update((tool.name, tool) for tool in page.tools[: MAX_TOOLS - len(tools)])
+            cursor = page.next_cursor
+            if not cursor or len(tools) >= MAX_TOOLS:
+                return tools
+    logger.warning("mcp tool listing cut short", extra={"tools": len(tools)})
+    return tools

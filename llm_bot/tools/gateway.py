@@ -9,6 +9,10 @@
   the SDK drops, and no roles (servers.py), so against it every tool is global and unrestricted
   here, as it is in BitBrat's llm-bot: ``LLM_BOT_TOOLS_ALLOW`` is what holds tools back;
 - side effects unless the listing's annotations say ``readOnlyHint``;
+- bounded: the description cut to ``MAX_DESCRIPTION_CHARS``; a tool whose model name passes 64
+  characters or whose schema is too large or deep is not offered (:func:`unfit`);
+- the arguments that name a user, a channel or a destination pinned to the event
+  (:mod:`llm_bot.tools.subjects`): left out of the schema the model sees, set when bound;
 - a call carries ``_meta`` ``{userRoles, userId}`` as BitBrat's (``call_meta``) plus the call's
   ``idempotencyKey``; a caller whose roles the tool does not allow is refused before anything
   is sent (the gateway checks again; BitBrat trusts the gateway alone);
@@ -22,20 +26,28 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import mcp.types as types
 
 from llm_bot.llm.messages import ToolSpec
+from llm_bot.text import capped
 from llm_bot.tools.calls import ToolOutcome
 from llm_bot.tools.client import McpClient, ToolUnavailable
-from llm_bot.tools.platform import ToolRequest, roles_allow
+from llm_bot.tools.platform import Caller, ToolRequest, roles_allow
 from llm_bot.tools.servers import call_meta, model_name, tool_id
+from llm_bot.tools.subjects import Subjects, model_schema, pinned, subjects_of
 
 logger = logging.getLogger(__name__)
 
 IDEMPOTENCY_KEY = "idempotencyKey"  # in _meta, beside BitBrat's userRoles and userId
+# Bounds on what a listing puts before the model: OpenAI's tool names are ^[a-zA-Z0-9_-]{1,64}$;
+# a description is read by the model on every request; a schema is sent on every request.
+MAX_NAME_CHARS = 64
+MAX_DESCRIPTION_CHARS = 1024
+MAX_SCHEMA_CHARS = 8192
+MAX_SCHEMA_DEPTH = 10
 
 
 @dataclass(frozen=True)
@@ -49,12 +61,17 @@ class GatewayTool:
     required_roles: tuple[str, ...] = ()
     scopes: tuple[str, ...] = ()
     side_effects: bool = True
+    subjects: Subjects = field(default_factory=Subjects)
 
     source = "mcp"
 
     @property
     def display_name(self) -> str:
         return self.name
+
+    def bind(self, arguments: Mapping[str, Any], caller: Caller) -> dict[str, Any] | str:
+        bound = pinned(arguments, self.subjects, caller)
+        return bound if isinstance(bound, dict) else f"error: {self.spec.name}: {bound}"
 
     async def call(self, arguments: Mapping[str, Any], request: ToolRequest) -> ToolOutcome:
         caller = request.caller
@@ -66,7 +83,12 @@ class GatewayTool:
         }
         try:
             result = await self.client.call(
-                self.name, arguments, meta=meta, timeout_s=request.timeout_s
+                self.name,
+                arguments,
+                meta=meta,
+                timeout_s=request.timeout_s,
+                user=caller.user_id or "",
+                full_time=request.full_time,
             )
         except TimeoutError:
             return ToolOutcome(f"error: {self.spec.name} timed out", True)
@@ -83,22 +105,63 @@ class GatewayTool:
 
 
 def gateway_tools(client: McpClient) -> list[GatewayTool]:
-    """The server's tools as last listed (none while it is away)."""
-    return [listed(client, tool) for tool in client.tools.values()]
+    """The server's tools as last listed (none while it is away), but those the model cannot
+    be offered (:func:`unfit`)."""
+    tools = []
+    for tool in client.tools.values():
+        made = listed(client, tool)
+        reason = unfit(made)
+        if reason is None:
+            tools.append(made)
+        else:
+            logger.warning("tool not offered", extra={"tool": made.tool_id[:200], "reason": reason})
+    return tools
+
+
+def unfit(tool: GatewayTool) -> str | None:
+    """Why a listed tool is not offered: a name past what providers accept (one such name makes
+    them refuse every request that offers it), or a schema too large or too deep, which would
+    cost every request its size and every reader its depth."""
+    if len(tool.spec.name) > MAX_NAME_CHARS:
+        return f"name longer than {MAX_NAME_CHARS} characters"
+    if len(json.dumps(tool.spec.parameters)) > MAX_SCHEMA_CHARS:
+        return f"schema larger than {MAX_SCHEMA_CHARS} characters"
+    if _depth(tool.spec.parameters) > MAX_SCHEMA_DEPTH:
+        return f"schema nested deeper than {MAX_SCHEMA_DEPTH} levels"
+    return None
+
+
+def _depth(value: object) -> int:
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if isinstance(item, dict):
+            stack.extend((child, depth + 1) for child in item.values())
+        elif isinstance(item, list):
+            stack.extend((child, depth + 1) for child in item)
+    return deepest
 
 
 def listed(client: McpClient, tool: types.Tool) -> GatewayTool:
     identity = tool_id(client.config.name, tool.name)
     meta = tool.meta or {}
     read_only = tool.annotations is not None and tool.annotations.read_only_hint is True
+    schema = object_schema(tool)
+    subjects = subjects_of(identity, schema)
     return GatewayTool(
         client=client,
         name=tool.name,
         tool_id=identity,
-        spec=ToolSpec(model_name(identity), tool.description or "", object_schema(tool)),
+        spec=ToolSpec(
+            model_name(identity),
+            capped(tool.description or "", MAX_DESCRIPTION_CHARS),
+            model_schema(schema, subjects),
+        ),
         required_roles=_texts(meta.get("requiredRoles")),
         scopes=_texts(meta.get("scopes")),
         side_effects=not read_only,
+        subjects=subjects,
     )
 
 

@@ -10,7 +10,8 @@ whether a call may change something outside (the once-only ledger cares).
 The requesting user (:class:`Caller`) comes from the event, as BitBrat reads it
 (``processor.ts:747-748``): roles from ``identity.user.roles``, else
 ``identity.external.roles``; the id from ``identity.user.id``, else ``identity.external.id``.
-The model never names the caller, so it cannot borrow another user's roles.
+The model never names the caller, so it cannot borrow another user's roles; nor the egress and
+channel a call may act on (:mod:`llm_bot.tools.subjects` sets those arguments from here).
 """
 
 from __future__ import annotations
@@ -23,13 +24,19 @@ from llm_bot.events.models import InternalEventV2
 from llm_bot.llm.messages import ToolSpec
 from llm_bot.tools.calls import CallKey, ToolOutcome
 
+# The fields of an egress that BitBrat's agent.sendProgressUpdate accepts (tool-gateway.ts:55-65).
+EGRESS_FIELDS = ("destination", "connector", "channel", "type")
+
 
 @dataclass(frozen=True)
 class Caller:
-    """The user an event's tool calls act for: what each call's ``_meta`` carries."""
+    """The user an event's tool calls act for (what each call's ``_meta`` carries), and where
+    the event is answered: its egress and channel."""
 
     user_id: str | None
     roles: tuple[str, ...]
+    egress: Mapping[str, str] | None = None
+    channel: str | None = None
 
 
 def caller_of(event: InternalEventV2) -> Caller:
@@ -37,16 +44,22 @@ def caller_of(event: InternalEventV2) -> Caller:
     list on ``identity.user`` is still the user's, as ``[]`` is truthy there)."""
     user, external = event.identity.user, event.identity.external
     roles = user.roles if user is not None and user.roles is not None else external.roles
-    return Caller(user.id if user is not None else external.id, tuple(roles or ()))
+    egress = event.egress.model_dump(by_alias=True, exclude_none=True, include=set(EGRESS_FIELDS))
+    channel = event.egress.channel or event.ingress.channel
+    user_id = user.id if user is not None else external.id
+    return Caller(user_id, tuple(roles or ()), egress, channel)
 
 
 @dataclass(frozen=True)
 class ToolRequest:
-    """One call as the runner makes it: for whom, its key in the event's run, its time limit."""
+    """One call as the runner makes it: for whom, its key in the event's run, its time limit,
+    and whether that limit is the whole ``LLM_BOT_TOOL_TIMEOUT_MS`` (a call cut short by the
+    event's deadline that times out says nothing against its server, ``breaker.py``)."""
 
     caller: Caller
     key: CallKey
     timeout_s: float
+    full_time: bool = True
 
 
 class PlatformTool(Protocol):
@@ -79,8 +92,13 @@ class PlatformTool(Protocol):
     def source(self) -> str:
         """BitBrat's ``source``: ``internal`` (built-in) or ``mcp``."""
 
+    def bind(self, arguments: Mapping[str, Any], caller: Caller) -> dict[str, Any] | str:
+        """The arguments a call sends for ``caller`` (:func:`llm_bot.tools.subjects.pinned`),
+        or why it cannot be made for them."""
+
     async def call(self, arguments: Mapping[str, Any], request: ToolRequest) -> ToolOutcome:
-        """The call's outcome; a failure is an outcome with ``is_error``, never an exception."""
+        """The call's outcome with ``arguments`` as :meth:`bind` made them; a failure is an
+        outcome with ``is_error``, never an exception."""
 
 
 def error_source(tool: PlatformTool) -> str:

@@ -19,6 +19,10 @@ from llm_bot_tools.devstack.worker_harness import wait_until
 from .conftest import ToolServer
 
 pytestmark = pytest.mark.integration
+SERVED = {
+    "echo", "grow", "hang", "hold", "fail", "ban_user", "start_story", "get_state_prefix",
+    "get_state", "agent.sendProgressUpdate", "inject", "big",
+}  # fmt: skip
 
 WAIT_S = 10.0
 FAST = {"reconnect_base_s": 0.05, "reconnect_max_s": 0.2, "monitor_s": 0.2}
@@ -59,7 +63,7 @@ async def test_the_gateway_lists_its_tools_and_a_call_carries_the_user(
 ) -> None:
     async with running(gateway_for(sse_server, "gateway-token")) as client:
         await client.wait_until(connected, WAIT_S)
-        assert set(client.tools) == {"echo", "grow", "hang", "hold", "fail", "ban_user"}
+        assert set(client.tools) == SERVED
         assert client.tools["echo"].input_schema["properties"]["text"]["type"] == "string"
 
         meta = call_meta("twitch:4711", ["moderator", "subscriber"])
@@ -88,7 +92,7 @@ async def test_streamable_http_lists_and_calls(http_server: ToolServer) -> None:
     config = ServerConfig("other", http_server.url, "streamable-http", {"x-agent-name": "llm-bot"})
     async with running(McpClient(config, **FAST)) as client:
         await client.wait_until(connected, WAIT_S)
-        assert set(client.tools) == {"echo", "grow", "hang", "hold", "fail", "ban_user"}
+        assert set(client.tools) == SERVED
         meta = call_meta("discord:42", ["viewer"])
         result = await client.call("echo", {"text": "over http"}, meta=meta, timeout_s=WAIT_S)
 
@@ -136,7 +140,7 @@ async def test_a_hanging_tool_times_out_and_the_connection_still_serves(
         with pytest.raises(TimeoutError):
             await client.call("hang", {}, meta={}, timeout_s=0.3)
         result = await client.call("echo", {"text": "after"}, meta={}, timeout_s=WAIT_S)
-        assert client.status() == {"connected": True, "tools": 6}
+        assert client.status() == {"connected": True, "tools": len(SERVED)}
     assert text_of(result) == "echo: after"
     assert [call.tool for call in sse_server.calls] == ["hang", "echo"]
 

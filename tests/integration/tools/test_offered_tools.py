@@ -22,6 +22,7 @@ from llm_bot.tools.gateway import IDEMPOTENCY_KEY, listed
 from llm_bot.tools.platform import Caller, ToolRequest
 from llm_bot_tools.local.openai_server import LocalModelServer
 
+from ...support.tool_output import shown
 from .conftest import ToolServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("fresh_chat")]
@@ -78,7 +79,7 @@ def offered(server: LocalModelServer, request: int = 0) -> set[str]:
 
 def tool_messages(server: LocalModelServer) -> list[str]:
     return [
-        str(message["content"])
+        shown(str(message["content"]))
         for message in server.chat_requests()[-1]["messages"]
         if message["role"] == "tool"
     ]
@@ -175,13 +176,18 @@ async def test_the_allowlist_hides_a_gateway_tool_and_keeps_the_builtins(
     assert sse_server.calls == []
 
 
-async def test_the_default_allowlist_offers_none_of_these_tools(
+async def test_the_default_allowlist_offers_the_platforms_tools_that_act_for_the_requester(
     chat_server: LocalModelServer, model: ModelClient, gateway: McpClient
 ) -> None:
     context = context_from_settings(load_settings(), model, gateway=gateway)
     await Answerer(graph_from_settings(load_settings()), context).answer(event(), deadline_s=30)
 
-    assert not any(name.startswith("mcp_") for name in offered(chat_server))
+    # Not get_state (any key), nor the test's own tools.
+    assert {name for name in offered(chat_server) if name.startswith("mcp_")} == {
+        "mcp_start_story",
+        "mcp_get_state_prefix",
+        "mcp_agent_sendProgressUpdate",
+    }
 
 
 async def test_a_failing_tool_is_an_error_to_the_model_and_on_the_event_which_completes(
@@ -298,3 +304,17 @@ async def test_the_role_check_at_call_time_sends_nothing_for_a_user_without_the_
     done = await tool.call({"user": "bob"}, ToolRequest(Caller("ada", ("moderator",)), key, 5.0))
     assert done == ToolOutcome("banned bob")
     assert [call.tool for call in sse_server.calls] == ["ban_user"]
+
+
+async def test_the_bot_status_lists_only_what_this_user_may_be_offered(
+    chat_server: LocalModelServer, model: ModelClient, gateway: McpClient
+) -> None:
+    chat_server.script_tool_call("internal_get_bot_status", {})
+    chat_server.script_reply("done")
+    tools = answerer(model, gateway, LLM_BOT_TOOLS_ALLOW="mcp:echo,mcp:ban_user")
+    await tools.answer(event(roles=["vip"]), deadline_s=30)
+
+    [status] = tool_messages(chat_server)
+    [server] = json.loads(status)["servers"]
+    assert server["tools"] == ["echo"]  # not ban_user (a moderator's), nor what is held back
+    assert json.loads(status)["usageSummary"]["totalRegisteredTools"] == 5  # 4 built-ins + echo

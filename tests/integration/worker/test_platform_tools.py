@@ -25,6 +25,7 @@ from llm_bot.worker.service import Worker
 from llm_bot_tools.devstack.worker_harness import Bus, WorkerProcess, running_worker, wait_until
 from llm_bot_tools.local.openai_server import LocalModelServer
 
+from ...support.tool_output import shown
 from ..tools.conftest import ToolServer
 
 pytestmark = pytest.mark.integration
@@ -62,7 +63,7 @@ def offered(request: dict[str, Any]) -> set[str]:
 
 
 def tool_results(request: dict[str, Any]) -> list[str]:
-    return [m["content"] for m in request["messages"] if m["role"] == "tool"]
+    return [shown(m["content"]) for m in request["messages"] if m["role"] == "tool"]
 
 
 @contextlib.asynccontextmanager

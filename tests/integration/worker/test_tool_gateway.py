@@ -35,7 +35,7 @@ async def test_the_worker_is_ready_without_its_gateway_and_with_it(bus: Bus) -> 
         finally:
             await gateway.stop()
     assert ready
-    assert detail.endswith("; tool-gateway connected (6 tools)")
+    assert detail.endswith("; tool-gateway connected (12 tools)")
 
 
 async def test_a_worker_without_a_gateway_says_nothing_of_one(bus: Bus) -> None:

@@ -83,6 +83,20 @@ def test_the_database_password_is_masked_as_written_and_decoded() -> None:
     )
 
 
+def test_the_gateways_token_and_address_are_masked() -> None:
+    settings = load_settings(
+        MCP_AUTH_TOKEN="gw-secret-token",
+        MCP_GATEWAY_URL="http://tool-gateway.internal:3000/sse?token=q-secret",
+    )
+    line = (
+        "GET http://tool-gateway.internal:3000/sse?token=q-secret 401; x-mcp-token gw-secret-token;"
+        " retried with token=q-secret"
+    )
+    assert masked(line, secrets_of(settings)) == (
+        "GET [REDACTED] 401; x-mcp-token [REDACTED]; retried with [REDACTED]"
+    )
+
+
 def test_a_bad_setting_is_answered_without_loading_the_service() -> None:
     """Operators and platforms run ``llm-bot`` often (a health command, a typo): parsing and
     checking the settings must not pay for the model client, LangGraph or the memory store."""

@@ -5,7 +5,12 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llm_bot.graph.reducer import TRUNCATION_MARKER, MessageLimits, reduce_messages
+from llm_bot.graph.reducer import (
+    TOOL_RESULT_FLOOR,
+    TRUNCATION_MARKER,
+    MessageLimits,
+    reduce_messages,
+)
 from llm_bot.llm.messages import ChatMessage, ToolCall
 
 LIMITS = MessageLimits(max_messages=8, max_chars=8000)
@@ -86,15 +91,40 @@ def test_a_turn_of_many_tool_calls_is_kept_with_all_its_results() -> None:
 
 
 def test_a_tool_result_whose_call_was_trimmed_is_dropped() -> None:
+    kept = reduce_messages([], [ChatMessage("tool", "r", tool_call_id="gone"), user("q")], LIMITS)
+    assert kept == [user("q")]
+
+
+def test_a_tool_turn_over_the_characters_is_shortened_never_dropped() -> None:
+    """Dropped, the model would not see what its tool answered and would ask again."""
     call = ToolCall("c1", "lookup", "{}")
     messages = [
         user("q"),
-        ChatMessage("assistant", "x" * 7990, (call,)),
-        ChatMessage("tool", "result", tool_call_id="c1"),
-        assistant("done"),
+        ChatMessage("assistant", "", (call,)),
+        ChatMessage("tool", "r" * 20_000, tool_call_id="c1"),
     ]
     kept = reduce_messages([], messages, LIMITS)
-    assert kept == [user("q"), assistant("done")]
+    assert [m.role for m in kept] == ["user", "assistant", "tool"]
+    assert sum(len(m.content) for m in kept) <= LIMITS.max_chars
+    assert kept[2].content.startswith("r" * 7000)
+    assert kept[2].content.endswith("of 20000 characters shown]")
+
+
+def test_results_of_many_rounds_are_shortened_to_a_floor_oldest_first() -> None:
+    rounds = [
+        message
+        for n in range(3)
+        for message in (
+            ChatMessage("assistant", "", (ToolCall(f"c{n}", "lookup", "{}"),)),
+            ChatMessage("tool", str(n) * 4000, tool_call_id=f"c{n}"),
+        )
+    ]
+    kept = reduce_messages([], [user("q"), *rounds], LIMITS)
+    assert [m.tool_call_id for m in kept if m.role == "tool"] == ["c0", "c1", "c2"]
+    first, second, third = (m.content for m in kept if m.role == "tool")
+    assert len(first) == TOOL_RESULT_FLOOR
+    assert len(second) + len(third) <= LIMITS.max_chars
+    assert third == "2" * 4000
 
 
 # --- properties ------------------------------------------------------------------------------

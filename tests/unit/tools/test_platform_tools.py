@@ -20,7 +20,7 @@ from llm_bot.tools.builtins import NARRATOR_INSTRUCTION, builtin_tools
 from llm_bot.tools.calls import CallKey
 from llm_bot.tools.catalog import ToolCatalog, allowed, allowlist
 from llm_bot.tools.client import McpClient
-from llm_bot.tools.gateway import listed
+from llm_bot.tools.gateway import listed, unfit
 from llm_bot.tools.platform import (
     Caller,
     ToolRequest,
@@ -31,6 +31,7 @@ from llm_bot.tools.platform import (
     scope_allows,
 )
 from llm_bot.tools.servers import ServerConfig
+from llm_bot.tools.subjects import subjects_of
 
 NOW = datetime(2026, 3, 1, 12, 30, tzinfo=UTC)
 KEY = CallKey("ada", "corr", "0:llm-bot", 0)
@@ -80,14 +81,31 @@ def test_the_caller_is_bitbrats_user_roles_and_id() -> None:
     external_only = event()
     external_only.identity.user = None
     external_only.identity.external.roles = ["vip"]
-    assert caller_of(external_only) == Caller(external_only.identity.external.id, ("vip",))
+    assert who(external_only) == (external_only.identity.external.id, ("vip",))
     # identity.user's roles win even when empty, as [] is truthy to BitBrat's ||.
     both = event(roles=[])
     both.identity.external.roles = ["moderator"]
-    assert caller_of(both) == Caller("ada", ())
+    assert who(both) == ("ada", ())
     neither = event()
     neither.identity.user = UserIdentity(id="u-1")
-    assert caller_of(neither) == Caller("u-1", ())
+    assert who(neither) == ("u-1", ())
+
+
+def who(built: InternalEventV2) -> tuple[str | None, tuple[str, ...]]:
+    caller = caller_of(built)
+    return caller.user_id, caller.roles
+
+
+def test_the_caller_is_answered_where_the_event_is() -> None:
+    built = event()
+    built.egress.metadata = {"thread": "t-1"}
+    caller = caller_of(built)
+    assert caller.egress == {
+        "destination": "out", "type": "chat", "connector": "cli", "channel": "room",
+    }  # fmt: skip
+    assert caller.channel == "room"
+    built.egress.channel = None
+    assert caller_of(built).channel == built.ingress.channel
 
 
 def test_bitbrats_role_and_scope_rules() -> None:
@@ -115,9 +133,13 @@ def test_the_allowlist_is_glob_patterns_over_tool_ids() -> None:
 
 def test_the_default_allowlist_keeps_moderation_and_operator_tools_out() -> None:
     patterns = allowlist(load_settings().tools_allow)
-    offered = {tool for tool in BITBRAT_TOOLS if allowed(tool, patterns)}
+    offered = {
+        tool
+        for tool in BITBRAT_TOOLS
+        if allowed(tool, patterns, pinnable=subjects_of(tool, {}).pinnable)
+    }
     assert offered == {
-        "mcp:list_schedules", "mcp:get_schedule", "mcp:get_state", "mcp:get_state_prefix",
+        "mcp:list_schedules", "mcp:get_schedule", "mcp:get_state_prefix",
         "mcp:start_story", "mcp:get_current_scene", "mcp:process_action", "mcp:commit_scene",
         "mcp:update_world_state", "mcp:summarize_stream", "mcp:generate_image",
         "mcp:agent.sendProgressUpdate",
@@ -243,3 +265,19 @@ def test_medium_and_high_risk_are_offered_no_tool(level: str) -> None:
     assert offer.names == []
     assert offer.specs == []
     assert len(offer.use.suppressed) == 7
+
+
+def test_a_listing_reaches_the_model_bounded() -> None:
+    long_name = gateway_tool("n" * 61)  # mcp_ + 61 = 65 characters
+    assert unfit(long_name) == "name longer than 64 characters"
+    assert unfit(gateway_tool("n" * 60)) is None
+    deep: dict[str, Any] = {"type": "object"}
+    for _ in range(12):
+        deep = {"type": "object", "properties": {"x": deep}}
+    nested = listed(CLIENT, types.Tool(name="deep", input_schema=deep))
+    assert unfit(nested) == "schema nested deeper than 10 levels"
+    wide = {"type": "object", "properties": {f"p{n}": {"type": "string"} for n in range(500)}}
+    assert unfit(listed(CLIENT, types.Tool(name="wide", input_schema=wide))) is not None
+    described = gateway_tool("talky", description="word " * 1000)
+    assert 1000 < len(described.spec.description) <= 1024
+    assert described.spec.description.endswith("of 5000 characters shown]")

@@ -1,0 +1,60 @@
+"""A neighbour's huge prompt does not delay another user's ordinary event: a 40,000-word
+(360 kB) prompt and a "hello" of another user in the same channel, published together to a
+running worker (a child process, the local model server, the local embedding model as
+``llm-bot dev`` runs it, Postgres), and the "hello" answered within :data:`BAR_S` of its
+publishing. Both times are printed (``pytest -s``) for the record."""
+
+from __future__ import annotations
+
+import json
+import random
+import string
+import time
+from pathlib import Path
+
+import pytest
+
+from llm_bot.events.builder import prompt_event
+from llm_bot_tools.devstack.worker_harness import Bus, WorkerProcess
+from llm_bot_tools.local.openai_server import LocalModelServer
+
+pytestmark = pytest.mark.integration
+
+BAR_S = 5.0
+WORDS = 40_000
+
+
+def huge_prompt() -> str:
+    """40,000 different-looking eight-letter words: 360,000 bytes."""
+    draw = random.Random(37)
+    return " ".join("".join(draw.choices(string.ascii_lowercase, k=8)) for _ in range(WORDS)) + " "
+
+
+async def test_a_360_kb_prompt_does_not_delay_a_neighbour(
+    bus: Bus, model_server: LocalModelServer, tmp_path: Path
+) -> None:
+    egress = bus.tap(bus.egress_topic)
+    environment = bus.worker_environment(MEMORY_EMBEDDING_PROVIDER="local")  # as `llm-bot dev`
+    worker = WorkerProcess(environment, tmp_path / "worker.log").start()
+    try:
+        warm = prompt_event("warm up", user="carol", thread="c", egress_topic=bus.egress_topic)
+        bus.publish_event(warm)  # the embedding model and the pools are loaded
+        await egress.take(1, timeout_s=120)
+        text = huge_prompt()
+        assert len(text.encode()) == 360_000
+        huge = prompt_event(text, user="mallory", thread="room", egress_topic=bus.egress_topic)
+        hello = prompt_event("hello", user="alice", thread="room", egress_topic=bus.egress_topic)
+        bus.publish_event(huge)
+        bus.publish_event(hello)
+        published = time.monotonic()
+        answered: dict[str, float] = {}
+        while len(answered) < 2:
+            [message] = await egress.take(1, timeout_s=120)
+            answered[json.loads(message.data)["correlationId"]] = time.monotonic() - published
+    finally:
+        worker.kill()
+    print(
+        f"hello answered after {answered[hello.correlation_id]:.2f} s,"
+        f" the 360 kB prompt after {answered[huge.correlation_id]:.2f} s"
+    )
+    assert answered[hello.correlation_id] < BAR_S
