@@ -33,12 +33,21 @@ CITUS_SUITES := tests/integration/db tests/integration/memory tests/integration/
 
 # The local PostgreSQL (a portable pgvector, and Citus when its source lies beside the clone)
 # is built or its cache reused first; without Citus's source the Citus tests and the run on
-# the cluster skip.
+# the cluster skip. The two runs go side by side: each spends most of its time waiting on its
+# servers, so together they take little longer than the longer one. The whole suite shows its
+# progress; the cluster's run is printed when it ends. The slowest tests of each are listed.
+PYTEST := $(BIN)/pytest -q --durations=10
+CITUS_LOG := .llm-bot/pytest-citus.log
+
 test: install lint typecheck
 	$(BIN)/python -m llm_bot_tools.local.postgres_build --citus --if-source
 	mkdir -p .llm-bot
-	$(BIN)/pytest -q --basetemp=.llm-bot/pytest
-	$(BIN)/pytest -q --basetemp=.llm-bot/pytest-citus --database=citus $(CITUS_SUITES)
+	$(PYTEST) --basetemp=.llm-bot/pytest-citus --database=citus $(CITUS_SUITES) \
+		> $(CITUS_LOG) 2>&1 & cluster=$$!; \
+	$(PYTEST) --basetemp=.llm-bot/pytest; suite=$$?; \
+	wait $$cluster; on_citus=$$?; \
+	echo "== the suites on Citus:"; cat $(CITUS_LOG); \
+	test $$suite -eq 0 && test $$on_citus -eq 0
 
 # Citus from ../shared/vendor (LLM_BOT_CITUS_SOURCE overrides) into a cache outside the clone:
 # docs/citus.md.
