@@ -15,7 +15,7 @@ from llm_bot.events.builder import prompt_event
 from llm_bot_tools.devstack.worker_harness import Bus
 from llm_bot_tools.local.openai_server import LocalModelServer
 
-from ..tools.conftest import ToolServer
+from ..platform_tools.conftest import ToolServer
 from .test_platform_tools import (
     TOKEN,
     WAIT_S,
