@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Annotated, Protocol, TypedDict, cast
 
 from llm_bot.clock import utc_now
+from llm_bot.db.personalities import Personalities
 from llm_bot.events.models import CandidateV1, InternalEventV2
 from llm_bot.graph.behavior import BehaviorSettings, Gate, Profile
 from llm_bot.graph.composition import PromptOptions
@@ -21,7 +22,6 @@ from llm_bot.graph.offering import Offer, make_offer
 from llm_bot.graph.reducer import MessageLimits, reduce_messages
 from llm_bot.graph.tools import TimeLimit, ToolRecord
 from llm_bot.llm.messages import ChatMessage, ModelReply, TokenUsage, ToolCall, ToolSpec
-from llm_bot.memory.personalities import Personalities
 from llm_bot.memory.retrieval import MemoryContext, MemoryRetriever, NoMemory
 from llm_bot.memory.run_writes import RunWrites
 from llm_bot.memory.tools import Tool
