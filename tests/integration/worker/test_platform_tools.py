@@ -16,7 +16,6 @@ from typing import Any
 import psycopg
 import pytest
 
-from llm_bot.events.builder import prompt_event
 from llm_bot.events.codec import encode
 from llm_bot.events.models import InternalEventV2
 from llm_bot.platform_tools.client import McpClient
@@ -24,6 +23,7 @@ from llm_bot.settings import Settings
 from llm_bot.worker.service import Worker
 from llm_bot_tools.devstack.worker_harness import Bus, WorkerProcess, running_worker, wait_until
 from llm_bot_tools.local.openai_server import LocalModelServer
+from llm_bot_tools.local.prompt_events import prompt_event
 
 from ...support.tool_output import shown
 from ..platform_tools.conftest import ToolServer

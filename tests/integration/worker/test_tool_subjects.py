@@ -11,9 +11,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from llm_bot.events.builder import prompt_event
 from llm_bot_tools.devstack.worker_harness import Bus
 from llm_bot_tools.local.openai_server import LocalModelServer
+from llm_bot_tools.local.prompt_events import prompt_event
 
 from ..platform_tools.conftest import ToolServer
 from .test_platform_tools import (

@@ -11,7 +11,6 @@ from typing import Any
 import mcp.types as types
 import pytest
 
-from llm_bot.events.builder import prompt_event
 from llm_bot.events.models import AnnotationV1, InternalEventV2, UserIdentity
 from llm_bot.graph.behavior import Profile, derive_profile
 from llm_bot.graph.offering import make_offer
@@ -32,6 +31,7 @@ from llm_bot.platform_tools.platform import (
 from llm_bot.platform_tools.servers import ServerConfig
 from llm_bot.platform_tools.subjects import subjects_of
 from llm_bot.settings import load_settings
+from llm_bot_tools.local.prompt_events import prompt_event
 
 NOW = datetime(2026, 3, 1, 12, 30, tzinfo=UTC)
 KEY = CallKey("ada", "corr", "0:llm-bot", 0)
