@@ -119,7 +119,7 @@ class Settings(BaseSettings):
     progress_after_ms: NonNegative = Field(2000, alias="LLM_BOT_PROGRESS_AFTER_MS")
     agent_name: str = Field("llm-bot", alias="LLM_BOT_AGENT_NAME")
 
-    # --- tools over MCP (BitBrat's names; llm_bot/tools/) ----------------------------------
+    # --- platform tools over MCP (BitBrat's names; llm_bot/platform_tools/) -------------------
     # The tool-gateway's SSE endpoint (BitBrat: http://tool-gateway:3000/sse); unset, no gateway
     # and the worker offers its built-in tools only.
     mcp_gateway_url: str | None = Field(None, alias="MCP_GATEWAY_URL")
@@ -139,13 +139,14 @@ class Settings(BaseSettings):
     tool_timeout_ms: Millis = Field(15_000, alias="LLM_BOT_TOOL_TIMEOUT_MS")
     # A server's circuit opens after this many calls in a row got no answer (timed out or lost
     # their connection), and its calls then fail at once for the reset timeout, after which one
-    # call tries it (BitBrat's 2 and 120 s; llm_bot/tools/breaker.py).
+    # call tries it (BitBrat's 2 and 120 s; llm_bot/platform_tools/breaker.py).
     mcp_circuit_failure_threshold: Count = Field(2, alias="MCP_CIRCUIT_FAILURE_THRESHOLD")
     mcp_circuit_reset_timeout_ms: Millis = Field(120_000, alias="MCP_CIRCUIT_RESET_TIMEOUT_MS")
     # The gateway's tools the model may be offered: comma-separated glob patterns over BitBrat's
     # tool ids (fnmatch; "mcp:*" offers every one that acts for the requester alone; empty:
     # none). A tool whose subject cannot be pinned to the requester (get_state, which reads any
-    # key; propose_mutation) is offered only when named by its exact id (tools/subjects.py).
+    # key; propose_mutation) is offered only when named by its exact id
+    # (platform_tools/subjects.py).
     # The default is the tools of BitBrat's services (0.33.3) that act for the requester alone
     # once their user, channel and destination arguments are set from the event: reading
     # schedules, the story engine (the requester's own adventure), image generation, stream

@@ -135,7 +135,7 @@ INSERT INTO schema_migrations (version, name) VALUES (5, '0005_unambiguous_threa
 -- ==== 0006_personalities.sql ====
 -- Personalities by name (BitBrat's personality documents, personality.v1.schema.json): a
 -- `personality` annotation naming one gets the text of its highest active version
--- (llm_bot/memory/personalities.py). One row per name and version.
+-- (llm_bot/db/personalities.py). One row per name and version.
 CREATE TABLE IF NOT EXISTS personalities (
     name        text        NOT NULL,
     version     integer     NOT NULL CHECK (version >= 1),
@@ -452,7 +452,7 @@ $$;
 INSERT INTO schema_migrations (version, name) VALUES (16, '0016_embedding_space_for_write.sql') ON CONFLICT DO NOTHING;
 
 -- ==== 0017_tool_calls.sql ====
--- The once-only ledger of platform-tool calls (llm_bot/tools/ledger.py): one row per call of
+-- The once-only ledger of platform-tool calls (llm_bot/platform_tools/ledger.py): one row per call of
 -- an event's run, written before the call is sent ('started') and again with its outcome
 -- ('done'), each in its own short transaction, so a retried event answers what the first run
 -- got instead of calling again. Keyed by the user first: the graph's user owns the row

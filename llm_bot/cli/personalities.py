@@ -2,7 +2,7 @@
 
 BitBrat's rules name the bot's personality (``{"kind": "personality", "value": "bratty"}``);
 the worker answers with the text of that name's highest active version
-(:mod:`llm_bot.memory.personalities`). ``import`` reads BitBrat's own personality documents
+(:mod:`llm_bot.db.personalities`). ``import`` reads BitBrat's own personality documents
 (``personality.v1.schema.json``), one per file or a list of them.
 """
 
@@ -17,8 +17,8 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from llm_bot.cli.support import UsageError, positive, print_result, require_database_url
-from llm_bot.memory import personalities as store
-from llm_bot.memory.personalities import InvalidPersonality, Personality
+from llm_bot.db import personalities as store
+from llm_bot.db.personalities import InvalidPersonality, Personality
 from llm_bot.settings import Settings
 
 Action = Callable[[AsyncConnection[Any], argparse.Namespace], Awaitable[Any]]

@@ -11,19 +11,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from llm_bot.db.personalities import Personalities
 from llm_bot.graph.behavior import BehaviorSettings
 from llm_bot.graph.builder import LlmBotGraph, compile_graph
 from llm_bot.graph.composition import prompt_options
 from llm_bot.graph.reducer import MessageLimits
 from llm_bot.graph.state import ChatModel, GraphContext
 from llm_bot.graph.system_prompt import resolve_system_prompt
-from llm_bot.memory.personalities import Personalities
 from llm_bot.memory.retrieval import MemoryRetriever, NoMemory
 from llm_bot.memory.tools import Tool
+from llm_bot.platform_tools.calls import NoLedger, ToolLedger
+from llm_bot.platform_tools.catalog import ToolCatalog, allowlist
+from llm_bot.platform_tools.client import McpClient
 from llm_bot.settings import Settings
-from llm_bot.tools.calls import NoLedger, ToolLedger
-from llm_bot.tools.catalog import ToolCatalog, allowlist
-from llm_bot.tools.client import McpClient
 
 
 def graph_from_settings(settings: Settings) -> LlmBotGraph:

@@ -21,7 +21,8 @@ from uuid import uuid4
 from llm_bot.events.models import SOURCE, AnnotationV1
 from llm_bot.graph.behavior import DANGEROUS_RISK_TYPES, Gate, Profile
 
-# The only tools BitBrat lets a meta question use: two of the built-ins (llm_bot.tools.builtins).
+# The only tools BitBrat lets a meta question use: two of the built-ins
+# (llm_bot.platform_tools.builtins).
 META_TOOL_ALLOWLIST = frozenset({"internal:get_bot_status", "internal:list_available_tools"})
 
 

@@ -10,7 +10,7 @@ The model gets, in BitBrat's sections (:mod:`llm_bot.graph.prompt_sections`):
   personalities (``PERSONALITY_MAX_ANNOTATIONS``, 3, by ``score``, then ``createdAt``, then id,
   each cut to ``PERSONALITY_MAX_CHARS``, 4,000): written out (``payload.text``) or named
   (``payload.name`` or ``value``), a name standing for the text of its highest active version
-  in the personality store (:mod:`llm_bot.memory.personalities`); none when
+  in the personality store (:mod:`llm_bot.db.personalities`); none when
   ``PERSONALITY_ENABLED`` is false;
 - memory's messages (notes, memories, recalled messages, the thread's window) in place of
   BitBrat's ``## [Conversation State / History]`` section (:mod:`llm_bot.memory.context`);
@@ -34,6 +34,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from llm_bot.db.personalities import Personalities
 from llm_bot.events.models import AnnotationV1, InternalEventV2
 from llm_bot.graph.annotations import by_time, context_packs, requesting_user, task_texts
 from llm_bot.graph.prompt_sections import (
@@ -47,7 +48,6 @@ from llm_bot.graph.prompt_sections import (
     task_section,
 )
 from llm_bot.graph.story import NARRATOR, narrates, story_contexts
-from llm_bot.memory.personalities import Personalities
 from llm_bot.settings import Settings
 
 logger = logging.getLogger(__name__)

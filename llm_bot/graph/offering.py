@@ -26,7 +26,7 @@ from llm_bot.graph.behavior import Profile
 from llm_bot.graph.behavior_annotations import ToolUse, tool_use
 from llm_bot.llm.messages import ToolSpec
 from llm_bot.memory.tools import Tool
-from llm_bot.tools.platform import (
+from llm_bot.platform_tools.platform import (
     Caller,
     PlatformTool,
     caller_of,

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Annotated, Protocol, TypedDict, cast
 
 from llm_bot.clock import utc_now
+from llm_bot.db.personalities import Personalities
 from llm_bot.events.models import CandidateV1, InternalEventV2
 from llm_bot.graph.behavior import BehaviorSettings, Gate, Profile
 from llm_bot.graph.composition import PromptOptions
@@ -21,12 +22,11 @@ from llm_bot.graph.offering import Offer, make_offer
 from llm_bot.graph.reducer import MessageLimits, reduce_messages
 from llm_bot.graph.tools import TimeLimit, ToolRecord
 from llm_bot.llm.messages import ChatMessage, ModelReply, TokenUsage, ToolCall, ToolSpec
-from llm_bot.memory.personalities import Personalities
 from llm_bot.memory.retrieval import MemoryContext, MemoryRetriever, NoMemory
 from llm_bot.memory.run_writes import RunWrites
 from llm_bot.memory.tools import Tool
-from llm_bot.tools.calls import NoLedger, ToolLedger, ToolOutcome
-from llm_bot.tools.platform import PlatformTool
+from llm_bot.platform_tools.calls import NoLedger, ToolLedger, ToolOutcome
+from llm_bot.platform_tools.platform import PlatformTool
 
 
 class ChatModel(Protocol):
@@ -94,8 +94,8 @@ class GraphContext:
     tool_result_max_chars: int  # LLM_BOT_TOOL_RESULT_MAX_CHARS
     retriever: MemoryRetriever = field(default_factory=NoMemory)
     tools: Sequence[Tool] = ()  # the memory tools
-    # The platform tools as they are now (llm_bot.tools.catalog.ToolCatalog.tools): read once
-    # per event. None: the run offers memory tools alone.
+    # The platform tools as they are now (llm_bot.platform_tools.catalog.ToolCatalog.tools):
+    # read once per event. None: the run offers memory tools alone.
     platform_tools: Callable[[], Sequence[PlatformTool]] | None = None
     ledger: ToolLedger = field(default_factory=NoLedger)
     clock: Callable[[], datetime] = utc_now

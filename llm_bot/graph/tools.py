@@ -7,7 +7,7 @@ answered as a call to an unknown tool. The runner dispatches by kind:
   :class:`RunWrites` (with the user id) from the graph, never a user from the model's
   arguments, so a model cannot read or write another user's memory by naming them. Its writes
   apply at the event's commit, with the history pair, so a retried event repeats none of them;
-- a **platform tool** (:class:`llm_bot.tools.platform.PlatformTool`: a built-in or the
+- a **platform tool** (:class:`llm_bot.platform_tools.platform.PlatformTool`: a built-in or the
   gateway's) acts outside that transaction, so each call of one with side effects (a gateway
   tool not listed with ``readOnlyHint``) goes through the context's :class:`ToolLedger` under
   its :class:`CallKey` (the event, the step, the call's index among the run's platform-tool
@@ -45,11 +45,11 @@ from llm_bot.graph.offering import Offer
 from llm_bot.llm.messages import ChatMessage, ToolCall
 from llm_bot.memory.run_writes import RunWrites
 from llm_bot.memory.tools import Tool
+from llm_bot.platform_tools.calls import CallKey, ToolLedger, ToolOutcome
+from llm_bot.platform_tools.platform import Caller, PlatformTool, ToolRequest, error_source
 from llm_bot.telemetry import metrics
 from llm_bot.telemetry.traces import tool_span
 from llm_bot.text import capped
-from llm_bot.tools.calls import CallKey, ToolLedger, ToolOutcome
-from llm_bot.tools.platform import Caller, PlatformTool, ToolRequest, error_source
 
 logger = logging.getLogger(__name__)
 

@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from llm_bot.clock import utc_now
+from llm_bot.db.personalities import Personalities, PersonalityLookup
 from llm_bot.llm.embedding_batch import BatchingEmbedder
 from llm_bot.llm.embeddings import CachingEmbedder, LocalEmbedder, embedder_from_settings
 from llm_bot.memory.commit import MemoryCommit
 from llm_bot.memory.context import ContextLimits, PostgresMemoryRetriever
 from llm_bot.memory.notes_store import ManageNotesTool
-from llm_bot.memory.personalities import Personalities, PersonalityLookup
 from llm_bot.memory.retrieval import MemoryRetriever, NoMemory
 from llm_bot.memory.store import MemoryStore
 from llm_bot.memory.tools import DeleteMemoryTool, Tool, UpsertMemoryTool

@@ -30,11 +30,11 @@ from llm_bot.events.routing import prefixed
 from llm_bot.graph.assembly import context_from_settings, graph_from_settings
 from llm_bot.llm.client import ModelClient
 from llm_bot.memory.wiring import memory_services
+from llm_bot.platform_tools.client import McpClient, gateway_client
+from llm_bot.platform_tools.ledger import PostgresToolLedger
 from llm_bot.settings import Settings
 from llm_bot.telemetry.loop_lag import watch_loop_lag
 from llm_bot.telemetry.metrics import CountsCollector
-from llm_bot.tools.client import McpClient, gateway_client
-from llm_bot.tools.ledger import PostgresToolLedger
 from llm_bot.transport.clients import subscriber_client
 from llm_bot.transport.handler import EventHandler
 from llm_bot.transport.publisher import EventPublisher, Publisher

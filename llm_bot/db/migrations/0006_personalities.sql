@@ -1,6 +1,6 @@
 -- Personalities by name (BitBrat's personality documents, personality.v1.schema.json): a
 -- `personality` annotation naming one gets the text of its highest active version
--- (llm_bot/memory/personalities.py). One row per name and version.
+-- (llm_bot/db/personalities.py). One row per name and version.
 CREATE TABLE IF NOT EXISTS personalities (
     name        text        NOT NULL,
     version     integer     NOT NULL CHECK (version >= 1),

@@ -1,4 +1,4 @@
--- The once-only ledger of platform-tool calls (llm_bot/tools/ledger.py): one row per call of
+-- The once-only ledger of platform-tool calls (llm_bot/platform_tools/ledger.py): one row per call of
 -- an event's run, written before the call is sent ('started') and again with its outcome
 -- ('done'), each in its own short transaction, so a retried event answers what the first run
 -- got instead of calling again. Keyed by the user first: the graph's user owns the row

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
-from llm_bot.events.builder import prompt_event
 from llm_bot.events.identity import thread_id_of
 from llm_bot.events.models import InternalEventV2
 from llm_bot_tools.local.citus_cluster import CitusCluster, CitusNode
+from llm_bot_tools.local.prompt_events import prompt_event
 
 # A line of a node's log (log_line_prefix '%m [%p] %q%d '): time, pid, database, level, message.
 _LOGGED = re.compile(r"^\S+ \S+ \S+ \[\d+\] (\S+) (\w+):  (.*)$")

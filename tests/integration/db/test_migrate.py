@@ -13,10 +13,10 @@ import pytest
 
 from llm_bot.cli import main
 from llm_bot.db.migrate import available_migrations
-from llm_bot.events.builder import prompt_event
 from llm_bot.events.codec import encode
 from llm_bot.events.identity import thread_id_of, user_id_of
 from llm_bot.events.models import InternalEventV2
+from llm_bot_tools.local.prompt_events import prompt_event
 
 from .todays_form import create_langgraph_store, migrate_through
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from llm_bot.events.builder import prompt_event
 from llm_bot.events.codec import to_document
+from llm_bot_tools.local.prompt_events import prompt_event
 
 from ...support.memory_bus import MemoryBus
 

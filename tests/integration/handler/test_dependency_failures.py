@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from llm_bot.events.builder import prompt_event
 from llm_bot_tools.local.embedded_postgres import EmbeddedPostgres
 from llm_bot_tools.local.openai_server import LocalModelServer
+from llm_bot_tools.local.prompt_events import prompt_event
 
 from ...support.memory_bus import MemoryBus
 from .conftest import BusFactory

@@ -15,10 +15,10 @@ from llm_bot.db.processed_events import (
     store_output,
     try_claim,
 )
-from llm_bot.events.builder import prompt_event
 from llm_bot.events.codec import encode
 from llm_bot_tools.devstack.worker_harness import wait_until
 from llm_bot_tools.local.openai_server import LocalModelServer
+from llm_bot_tools.local.prompt_events import prompt_event
 
 from ...support.memory_bus import MemoryBus
 

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from llm_bot.cli import main
-from llm_bot.events.builder import prompt_event
+from llm_bot_tools.local.prompt_events import prompt_event
 
 from ...support.memory_bus import MemoryBus
 

@@ -11,10 +11,10 @@ import asyncio
 
 import pytest
 
-from llm_bot.events.builder import prompt_event
 from llm_bot_tools.bench.deadlocks import deadlocks
 from llm_bot_tools.local.citus_cluster import CitusCluster
 from llm_bot_tools.local.openai_server import LocalModelServer
+from llm_bot_tools.local.prompt_events import prompt_event
 
 from ...conftest import DatabaseServer
 from ...support.memory_bus import MemoryBus

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from llm_bot.db.migrate import migrate
-from llm_bot.events.builder import prompt_event
 from llm_bot.memory.wiring import open_memory_store
 from llm_bot_tools.local.openai_server import LocalModelServer
+from llm_bot_tools.local.prompt_events import prompt_event
 
 from ...support.memory_bus import MemoryBus
 from .conftest import BusFactory

@@ -11,9 +11,9 @@ import psycopg
 import pytest
 
 from llm_bot.db.migrate import migrate
-from llm_bot.events.builder import prompt_event
 from llm_bot.events.codec import encode
 from llm_bot_tools.local.openai_server import LocalModelServer
+from llm_bot_tools.local.prompt_events import prompt_event
 
 from ...support.memory_bus import MemoryBus
 

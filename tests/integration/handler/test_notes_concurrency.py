@@ -15,9 +15,9 @@ from uuid import uuid4
 import psycopg
 import pytest
 
-from llm_bot.events.builder import prompt_event
 from llm_bot.events.models import InternalEventV2
 from llm_bot_tools.local.openai_server import LocalModelServer
+from llm_bot_tools.local.prompt_events import prompt_event
 
 from ...support.memory_bus import MemoryBus
 from .conftest import BusFactory

@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from llm_bot.events.builder import prompt_event
 from llm_bot.events.codec import to_document
 from llm_bot.events.models import AnnotationV1, InternalEventV2
 from llm_bot.events.routing import DEFAULT_EGRESS_TOPIC
 from llm_bot.transport.progress import progress_subject
 from llm_bot_tools.devstack.worker_harness import wait_until
 from llm_bot_tools.local.openai_server import LocalModelServer
+from llm_bot_tools.local.prompt_events import prompt_event
 
 from ...support.memory_bus import MemoryBus, MemoryTap, Published
 from .conftest import BusFactory

@@ -11,10 +11,10 @@ import pytest
 from psycopg import AsyncConnection
 
 from llm_bot.db.embedding_space import EmbeddingModelMismatch
-from llm_bot.events.builder import prompt_event
 from llm_bot.lifecycle.reembed import reembed
 from llm_bot.llm.embeddings import embedder_from_settings
 from llm_bot_tools.local.openai_server import LocalModelServer
+from llm_bot_tools.local.prompt_events import prompt_event
 
 from ...support.memory_bus import MemoryBus
 from .conftest import BusFactory

@@ -10,8 +10,8 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from llm_bot.events.builder import prompt_event
 from llm_bot_tools.local.openai_server import LocalModelServer
+from llm_bot_tools.local.prompt_events import prompt_event
 
 from ...support.memory_bus import MemoryBus
 from .conftest import BusFactory

@@ -18,9 +18,9 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from llm_bot.events.builder import prompt_event
 from llm_bot.events.models import InternalEventV2
 from llm_bot_tools.local.embedded_postgres import EmbeddedPostgres
+from llm_bot_tools.local.prompt_events import prompt_event
 
 from ...support.memory_bus import MemoryBus
 

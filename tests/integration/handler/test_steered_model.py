@@ -14,10 +14,10 @@ import pytest
 from psycopg import AsyncConnection
 
 from llm_bot.clock import utc_now
-from llm_bot.events.builder import prompt_event
 from llm_bot.events.models import Egress, InternalEventV2
 from llm_bot.lifecycle.retention import RetentionPolicy, maintain
 from llm_bot_tools.local.openai_server import LocalModelServer
+from llm_bot_tools.local.prompt_events import prompt_event
 
 from ...support.memory_bus import MemoryBus
 from .conftest import BusFactory

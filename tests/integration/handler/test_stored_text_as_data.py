@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from llm_bot.events.builder import prompt_event
 from llm_bot.events.codec import from_document
 from llm_bot_tools.local.openai_server import LocalModelServer
+from llm_bot_tools.local.prompt_events import prompt_event
 
 from ...prompt_lines import message_lines, outside_fences
 from ...support.memory_bus import MemoryBus, MemoryTap

@@ -10,7 +10,6 @@ import pytest
 
 from llm_bot.answer.unit import Answerer
 from llm_bot.clock import utc_now
-from llm_bot.events.builder import prompt_event
 from llm_bot.events.models import InternalEventV2
 from llm_bot.graph.assembly import graph_from_settings
 from llm_bot.graph.process import ProcessResult
@@ -24,6 +23,7 @@ from llm_bot.memory.store import MemoryStore
 from llm_bot.settings import load_settings
 from llm_bot_tools.local.openai_payloads import spoken_text
 from llm_bot_tools.local.openai_server import LocalModelServer
+from llm_bot_tools.local.prompt_events import prompt_event
 
 from ...from_settings import context_limits, graph_context, settings_for
 from ..conftest import server_embedder

@@ -19,7 +19,6 @@ from llm_bot.clock import utc_now
 from llm_bot.db.embedding_space import space_for_write
 from llm_bot.db.group_commit import Work
 from llm_bot.db.migrate import migrate
-from llm_bot.events.builder import prompt_event
 from llm_bot.events.models import InternalEventV2
 from llm_bot.graph.assembly import graph_from_settings
 from llm_bot.graph.process import ProcessResult, process_event
@@ -34,6 +33,7 @@ from llm_bot.memory.tools import UpsertMemoryTool
 from llm_bot.settings import load_settings
 from llm_bot_tools.local.embedded_postgres import EmbeddedPostgres
 from llm_bot_tools.local.openai_server import LocalModelServer
+from llm_bot_tools.local.prompt_events import prompt_event
 
 from ...from_settings import context_limits, graph_context, settings_for
 from ..conftest import running_committer, server_embedder

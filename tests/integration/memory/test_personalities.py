@@ -11,16 +11,16 @@ import pytest
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
+from llm_bot.db import personalities as store
 from llm_bot.db.migrate import migrate
-from llm_bot.events.builder import prompt_event
+from llm_bot.db.personalities import Personality, PersonalityLookup
 from llm_bot.events.models import AnnotationV1, InternalEventV2
 from llm_bot.graph.assembly import graph_from_settings
 from llm_bot.graph.process import process_event
 from llm_bot.llm.client import ModelClient
-from llm_bot.memory import personalities as store
-from llm_bot.memory.personalities import Personality, PersonalityLookup
 from llm_bot.settings import load_settings
 from llm_bot_tools.local.openai_server import LocalModelServer
+from llm_bot_tools.local.prompt_events import prompt_event
 
 from ...from_settings import graph_context
 

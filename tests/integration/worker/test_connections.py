@@ -7,9 +7,9 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from llm_bot.events.builder import prompt_event
 from llm_bot_tools.devstack.worker_harness import Bus, running_worker
 from llm_bot_tools.local.openai_server import LocalModelServer
+from llm_bot_tools.local.prompt_events import prompt_event
 
 pytestmark = pytest.mark.integration
 

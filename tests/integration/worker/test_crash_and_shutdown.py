@@ -13,10 +13,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from llm_bot.events.builder import prompt_event
 from llm_bot_tools.devstack.worker_harness import Bus, WorkerProcess, wait_until
 from llm_bot_tools.local.openai_payloads import spoken_text
 from llm_bot_tools.local.openai_server import LocalModelServer
+from llm_bot_tools.local.prompt_events import prompt_event
 
 pytestmark = pytest.mark.integration
 

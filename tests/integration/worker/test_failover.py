@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from llm_bot.events.builder import prompt_event
 from llm_bot_tools.devstack.worker_harness import Bus, WorkerProcess
 from llm_bot_tools.local.openai_server import LocalModelServer
+from llm_bot_tools.local.prompt_events import prompt_event
 
 pytestmark = pytest.mark.integration
 

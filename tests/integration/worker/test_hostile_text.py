@@ -19,10 +19,10 @@ import psycopg
 import pytest
 from google.pubsub_v1.types import PubsubMessage
 
-from llm_bot.events.builder import prompt_event
 from llm_bot.events.identity import user_id_of
 from llm_bot_tools.devstack.worker_harness import Bus, Tap, WorkerProcess, health_status
 from llm_bot_tools.local.openai_server import LocalModelServer
+from llm_bot_tools.local.prompt_events import prompt_event
 
 pytestmark = pytest.mark.integration
 

@@ -16,17 +16,17 @@ from typing import Any
 import psycopg
 import pytest
 
-from llm_bot.events.builder import prompt_event
 from llm_bot.events.codec import encode
 from llm_bot.events.models import InternalEventV2
+from llm_bot.platform_tools.client import McpClient
 from llm_bot.settings import Settings
-from llm_bot.tools.client import McpClient
 from llm_bot.worker.service import Worker
 from llm_bot_tools.devstack.worker_harness import Bus, WorkerProcess, running_worker, wait_until
 from llm_bot_tools.local.openai_server import LocalModelServer
+from llm_bot_tools.local.prompt_events import prompt_event
 
 from ...support.tool_output import shown
-from ..tools.conftest import ToolServer
+from ..platform_tools.conftest import ToolServer
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from llm_bot.events.builder import prompt_event
 from llm_bot_tools.devstack.worker_harness import (
     Bus,
     Tap,
@@ -19,6 +18,7 @@ from llm_bot_tools.devstack.worker_harness import (
     running_worker,
     wait_until,
 )
+from llm_bot_tools.local.prompt_events import prompt_event
 from llm_bot_tools.local.pubsub_front import PubSubFront
 
 pytestmark = pytest.mark.integration

@@ -9,11 +9,11 @@ import asyncio
 
 import pytest
 
-from llm_bot.events.builder import prompt_event
 from llm_bot.events.routing import DEFAULT_EGRESS_TOPIC
 from llm_bot_tools.devstack.send import SendRequest, send_and_wait
 from llm_bot_tools.devstack.worker_harness import Tap, running_worker
 from llm_bot_tools.local.openai_server import LocalModelServer
+from llm_bot_tools.local.prompt_events import prompt_event
 from llm_bot_tools.local.pubsub_emulator import PubSubEmulator
 
 from .conftest import BusFactory

@@ -16,7 +16,6 @@ import pytest
 import yaml
 
 from llm_bot.cli import main
-from llm_bot.events.builder import prompt_event
 from llm_bot_tools.devstack.worker_harness import (
     Bus,
     WorkerProcess,
@@ -25,6 +24,7 @@ from llm_bot_tools.devstack.worker_harness import (
     worker_counts,
 )
 from llm_bot_tools.local.openai_server import LocalModelServer
+from llm_bot_tools.local.prompt_events import prompt_event
 
 from .conftest import BusFactory
 

@@ -14,12 +14,12 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
 
-from llm_bot.events.builder import prompt_event
 from llm_bot.telemetry.logs import JsonFormatter, event_ids
 from llm_bot.telemetry.metrics import setup_metrics
 from llm_bot.telemetry.traces import setup_tracing, tracer
 from llm_bot_tools.devstack.worker_harness import Bus, running_worker
 from llm_bot_tools.local.openai_server import LocalModelServer
+from llm_bot_tools.local.prompt_events import prompt_event
 
 pytestmark = pytest.mark.integration
 PUBLISHER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"

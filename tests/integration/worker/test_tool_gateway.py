@@ -6,7 +6,7 @@ import pytest
 
 from llm_bot_tools.devstack.worker_harness import Bus, running_worker
 
-from ..tools.conftest import ToolServer
+from ..platform_tools.conftest import ToolServer
 
 pytestmark = pytest.mark.integration
 

@@ -11,11 +11,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from llm_bot.events.builder import prompt_event
 from llm_bot_tools.devstack.worker_harness import Bus
 from llm_bot_tools.local.openai_server import LocalModelServer
+from llm_bot_tools.local.prompt_events import prompt_event
 
-from ..tools.conftest import ToolServer
+from ..platform_tools.conftest import ToolServer
 from .test_platform_tools import (
     TOKEN,
     WAIT_S,

@@ -7,11 +7,11 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from llm_bot.events.builder import prompt_event
 from llm_bot.events.identity import thread_id_of
 from llm_bot_tools.devstack.worker_harness import Bus, running_worker, wait_until
 from llm_bot_tools.local.openai_payloads import spoken_text
 from llm_bot_tools.local.openai_server import LocalModelServer
+from llm_bot_tools.local.prompt_events import prompt_event
 
 from .conftest import BusFactory
 

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from llm_bot.answer.unit import Answerer
-from llm_bot.events.builder import prompt_event
 from llm_bot.events.codec import to_document
 from llm_bot.events.identity import thread_id_of
 from llm_bot.events.models import InternalEventV2
@@ -20,6 +19,7 @@ from llm_bot.memory.run_writes import RunWrites
 from llm_bot.memory.tools import Tool
 from llm_bot.settings import Settings
 from llm_bot_tools.local.openai_server import LocalModelServer
+from llm_bot_tools.local.prompt_events import prompt_event
 
 pytestmark = pytest.mark.usefixtures("fresh_server")
 

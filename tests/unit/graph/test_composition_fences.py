@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from llm_bot.events.builder import prompt_event
 from llm_bot.events.models import AnnotationV1, InternalEventV2
 from llm_bot.graph.composition import prompt_options, request_of
 from llm_bot.settings import load_settings
+from llm_bot_tools.local.prompt_events import prompt_event
 
 from ...prompt_lines import outside_fences
 

@@ -14,7 +14,6 @@ import pytest
 
 from llm_bot.db.processed_events import NO_STEP, key_of
 from llm_bot.errors import DeadLetterError
-from llm_bot.events.builder import prompt_event
 from llm_bot.events.limits import InvalidEvent
 from llm_bot.events.models import InternalEventV2
 from llm_bot.events.routing import RoutingError, advance, check_route, complete_current_step
@@ -29,6 +28,7 @@ from llm_bot.transport.ack import (
 from llm_bot.transport.handler import attempt_limit, deadline_s, output_of
 from llm_bot.transport.publisher import PublishFailed
 from llm_bot.transport.stats import WorkerStats
+from llm_bot_tools.local.prompt_events import prompt_event
 
 LIMIT = 5
 

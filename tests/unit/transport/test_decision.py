@@ -13,7 +13,6 @@ from llm_bot.answer.unit import Answer, DeadlineExceeded, InternalFailure
 from llm_bot.db.group_commit import RejectedWrite
 from llm_bot.db.processed_events import ClaimBusy, ClaimLost
 from llm_bot.errors import DeadLetterError, ForwardAsError
-from llm_bot.events.builder import prompt_event
 from llm_bot.events.limits import InvalidEvent
 from llm_bot.events.models import Outcome as StepOutcome
 from llm_bot.events.models import StepError
@@ -24,6 +23,7 @@ from llm_bot.llm import errors as model_errors
 from llm_bot.transport.decision import Decision, Mark, Outcome, decide
 from llm_bot.transport.handler import AttemptsExhausted, RetryableFailure
 from llm_bot.transport.publisher import PublishFailed, PublishRejected
+from llm_bot_tools.local.prompt_events import prompt_event
 
 E = TypeVar("E", bound=Exception)
 

@@ -37,7 +37,6 @@ from uuid import uuid4
 import psycopg
 
 from llm_bot.db.migrate import migrate
-from llm_bot.events.builder import prompt_event
 from llm_bot.memory.tools import UPSERT_MEMORY
 from llm_bot_tools.bench import dbserver, fill, storage
 from llm_bot_tools.bench.dbserver import ServerNode, StatementCost
@@ -55,6 +54,7 @@ from llm_bot_tools.bench.service import (
 from llm_bot_tools.devstack.worker_harness import Bus
 from llm_bot_tools.local.citus_cluster import CitusCluster
 from llm_bot_tools.local.postgres_build import CLUSTER, build
+from llm_bot_tools.local.prompt_events import prompt_event
 
 KINDS = ("dm", "shared", "memory")
 ROOMS = 10

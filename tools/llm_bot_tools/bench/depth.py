@@ -28,7 +28,6 @@ from psycopg import AsyncConnection
 
 from llm_bot.db.embedding_space import settle_space
 from llm_bot.db.migrate import migrate
-from llm_bot.db.schemas import scratch_schema
 from llm_bot.db.turn_index import SEARCH_SETTINGS
 from llm_bot.events.identity import tenant_of_thread
 from llm_bot.lifecycle.turn_backfill import index_deep_users
@@ -49,6 +48,7 @@ from llm_bot_tools.bench.retrieval import (
     p95s,
     timed,
 )
+from llm_bot_tools.local.scratch_schemas import scratch_schema
 
 # Everyone else: as many users as in the spread runs, each of a typical depth, so the deep
 # users sit among others as in production, for the planner too.

@@ -5,8 +5,9 @@
   COPY as the depth bench loads them (:func:`~llm_bot_tools.bench.depth.load_turns`), vectors
   of the run's size, in a DM thread of the user's own that the events do not write to.
 - **Tool calls**: the capacity bench's model calls no platform tool, so ``tool_calls`` rows are
-  written through the worker's own ledger (:class:`~llm_bot.tools.ledger.PostgresToolLedger`),
-  whose two statements are what a call writes.
+  written through the worker's own ledger
+  (:class:`~llm_bot.platform_tools.ledger.PostgresToolLedger`), whose two statements are what a
+  call writes.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ import numpy as np
 from psycopg import AsyncConnection
 
 from llm_bot.db.pools import open_pool
+from llm_bot.platform_tools.calls import CallKey, ToolOutcome
+from llm_bot.platform_tools.ledger import PostgresToolLedger
 from llm_bot.settings import load_settings
-from llm_bot.tools.calls import CallKey, ToolOutcome
-from llm_bot.tools.ledger import PostgresToolLedger
 from llm_bot_tools.bench.depth import Topics, load_turns
 from llm_bot_tools.bench.load import Progress
 

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from google.cloud import pubsub_v1
 from google.cloud.pubsub_v1.subscriber.message import Message
 
-from llm_bot.events.builder import prompt_event
 from llm_bot.events.codec import encode
 from llm_bot.events.models import InternalEventV2
+from llm_bot_tools.local.prompt_events import prompt_event
 
 PROGRESS_EVERY_S = 5.0
 TEXT = "message {index}: what should I remember about tea, jazz and chess?"

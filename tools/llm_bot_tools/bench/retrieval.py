@@ -29,11 +29,11 @@ from psycopg.rows import tuple_row
 from psycopg.types.json import Jsonb
 
 from llm_bot.db.migrate import migrate
-from llm_bot.db.schemas import scratch_schema
 from llm_bot.memory.recall import recall_turns
 from llm_bot.memory.search import SearchMode, hybrid_search
 from llm_bot.memory.store import MemoryStore
 from llm_bot.settings import load_settings
+from llm_bot_tools.local.scratch_schemas import scratch_schema
 
 WORDS = [
     *("tea", "coffee", "jazz", "chess", "sailing", "hiking", "violin", "cello", "tennis"),

@@ -31,18 +31,18 @@ import uvloop
 from llm_bot.answer.unit import Answerer
 from llm_bot.db.migrate import migrate
 from llm_bot.db.pools import open_pool
-from llm_bot.db.schemas import scratch_schema
-from llm_bot.events.builder import prompt_event
 from llm_bot.graph.assembly import context_from_settings, graph_from_settings
 from llm_bot.llm.client import ModelClient
+from llm_bot.platform_tools.calls import ToolLedger
+from llm_bot.platform_tools.client import McpClient, gateway_client
+from llm_bot.platform_tools.ledger import PostgresToolLedger
+from llm_bot.platform_tools.servers import Transport
 from llm_bot.settings import Settings, load_settings
-from llm_bot.tools.calls import ToolLedger
-from llm_bot.tools.client import McpClient, gateway_client
-from llm_bot.tools.ledger import PostgresToolLedger
-from llm_bot.tools.servers import Transport
 from llm_bot_tools.bench.load import Progress, percentiles_ms
 from llm_bot_tools.local.mcp_server import LocalToolServer
 from llm_bot_tools.local.openai_server import LocalModelServer
+from llm_bot_tools.local.prompt_events import prompt_event
+from llm_bot_tools.local.scratch_schemas import scratch_schema
 
 TOKEN = "bench-gateway-token"  # noqa: S105 (a loopback server's, made up here)
 WARM_UP = 20

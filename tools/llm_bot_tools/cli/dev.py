@@ -59,7 +59,6 @@ def local_postgres_or_refuse() -> None:
 
 def command_send(args: argparse.Namespace, settings: Settings) -> int:
     """Send one prompt and print the candidate that comes back (or why none did)."""
-    from llm_bot.events.builder import prompt_event
     from llm_bot_tools.devstack.send import (
         NoAnswer,
         ReplySubscriptionMissing,
@@ -67,6 +66,7 @@ def command_send(args: argparse.Namespace, settings: Settings) -> int:
         run_locally,
         send_and_wait,
     )
+    from llm_bot_tools.local.prompt_events import prompt_event
 
     event = prompt_event(
         args.text, user=args.user, thread=args.thread, egress_topic=DEFAULT_EGRESS_TOPIC

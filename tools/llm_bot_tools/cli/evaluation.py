@@ -75,7 +75,6 @@ def run_calibrate(args: argparse.Namespace, settings: Settings) -> int:
 
 def run_retrieval_eval(args: argparse.Namespace, settings: Settings) -> int:
     from llm_bot.db.migrate import migrate
-    from llm_bot.db.schemas import scratch_schema
     from llm_bot.memory.wiring import open_memory_store
     from llm_bot_tools.evaluation.retrieval import (
         evaluate_mode,
@@ -85,6 +84,7 @@ def run_retrieval_eval(args: argparse.Namespace, settings: Settings) -> int:
         pairs_of,
         plot_reports,
     )
+    from llm_bot_tools.local.scratch_schemas import scratch_schema
 
     if args.k < 1:
         raise UsageError("--k must be at least 1")

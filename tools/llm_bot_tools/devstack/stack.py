@@ -30,7 +30,6 @@ import psycopg
 from prometheus_client import CollectorRegistry
 
 from llm_bot.db.migrate import migrate
-from llm_bot.events.builder import prompt_event
 from llm_bot.events.routing import DEFAULT_EGRESS_TOPIC, prefixed
 from llm_bot.settings import Settings, load_settings
 from llm_bot.telemetry.metrics import setup_metrics
@@ -39,6 +38,7 @@ from llm_bot.worker import Worker, install_signal_handlers
 from llm_bot_tools.devstack.send import SendRequest, send_and_wait
 from llm_bot_tools.local.embedded_postgres import EmbeddedPostgres
 from llm_bot_tools.local.openai_server import LocalModelServer
+from llm_bot_tools.local.prompt_events import prompt_event
 from llm_bot_tools.local.pubsub_emulator import PubSubEmulator, Topology, tap_subscription_name
 
 

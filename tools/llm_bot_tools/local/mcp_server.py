@@ -19,7 +19,7 @@ import uvicorn
 from mcp.server.mcpserver import MCPServer
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from llm_bot.tools.servers import Transport
+from llm_bot.platform_tools.servers import Transport
 from llm_bot_tools.local.lifecycle import LocalService
 
 STOP_TIMEOUT_S = 10.0

@@ -28,10 +28,10 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from llm_bot.llm.messages import ToolSpec
-from llm_bot.tools.calls import ToolOutcome
-from llm_bot.tools.client import McpClient
-from llm_bot.tools.platform import Caller, PlatformTool, ToolRequest, roles_allow
-from llm_bot.tools.servers import model_name
+from llm_bot.platform_tools.calls import ToolOutcome
+from llm_bot.platform_tools.client import McpClient
+from llm_bot.platform_tools.platform import Caller, PlatformTool, ToolRequest, roles_allow
+from llm_bot.platform_tools.servers import model_name
 
 Handler = Callable[[Mapping[str, Any], ToolRequest], Awaitable[dict[str, Any]]]
 NO_ARGUMENTS: dict[str, Any] = {"type": "object", "properties": {}}

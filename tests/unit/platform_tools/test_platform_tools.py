@@ -11,17 +11,15 @@ from typing import Any
 import mcp.types as types
 import pytest
 
-from llm_bot.events.builder import prompt_event
 from llm_bot.events.models import AnnotationV1, InternalEventV2, UserIdentity
 from llm_bot.graph.behavior import Profile, derive_profile
 from llm_bot.graph.offering import make_offer
-from llm_bot.settings import load_settings
-from llm_bot.tools.builtins import NARRATOR_INSTRUCTION, builtin_tools
-from llm_bot.tools.calls import CallKey
-from llm_bot.tools.catalog import ToolCatalog, allowed, allowlist
-from llm_bot.tools.client import McpClient
-from llm_bot.tools.gateway import listed, unfit
-from llm_bot.tools.platform import (
+from llm_bot.platform_tools.builtins import NARRATOR_INSTRUCTION, builtin_tools
+from llm_bot.platform_tools.calls import CallKey
+from llm_bot.platform_tools.catalog import ToolCatalog, allowed, allowlist
+from llm_bot.platform_tools.client import McpClient
+from llm_bot.platform_tools.gateway import listed, unfit
+from llm_bot.platform_tools.platform import (
     Caller,
     ToolRequest,
     caller_of,
@@ -30,8 +28,10 @@ from llm_bot.tools.platform import (
     roles_allow,
     scope_allows,
 )
-from llm_bot.tools.servers import ServerConfig
-from llm_bot.tools.subjects import subjects_of
+from llm_bot.platform_tools.servers import ServerConfig
+from llm_bot.platform_tools.subjects import subjects_of
+from llm_bot.settings import load_settings
+from llm_bot_tools.local.prompt_events import prompt_event
 
 NOW = datetime(2026, 3, 1, 12, 30, tzinfo=UTC)
 KEY = CallKey("ada", "corr", "0:llm-bot", 0)

@@ -28,7 +28,7 @@ Which arguments those are comes from :data:`KNOWN`, the platform's tools by id, 
 other tool from its schema: a property named in :data:`SCHEMA_PINS`. A tool whose subject no
 pin can confine (:data:`UNPINNABLE`: ``get_state`` reads any keys, ``propose_mutation`` writes
 them) is offered only when ``LLM_BOT_TOOLS_ALLOW`` names its id exactly; a glob such as
-``mcp:*`` never offers it (:mod:`llm_bot.tools.catalog`).
+``mcp:*`` never offers it (:mod:`llm_bot.platform_tools.catalog`).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from llm_bot.tools.platform import Caller
+from llm_bot.platform_tools.platform import Caller
 
 Pin = Literal["user", "egress", "channel", "state_prefix", "dropped"]
 

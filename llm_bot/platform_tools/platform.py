@@ -4,14 +4,15 @@ or a tool of the tool-gateway), and who asks for a call of it.
 BitBrat's llm-bot keeps every such tool in one registry (``src/services/llm-bot/tools/
 registry.ts``) as a ``BitBratTool``: an id (``basic:get_current_time``, ``mcp:create_schedule``),
 required roles, scopes, a description and a JSON schema. :class:`PlatformTool` is that, with
-the model-facing name and schema already made (:func:`llm_bot.tools.servers.model_name`), and
-whether a call may change something outside (the once-only ledger cares).
+the model-facing name and schema already made
+(:func:`llm_bot.platform_tools.servers.model_name`), and whether a call may change something
+outside (the once-only ledger cares).
 
 The requesting user (:class:`Caller`) comes from the event, as BitBrat reads it
 (``processor.ts:747-748``): roles from ``identity.user.roles``, else
 ``identity.external.roles``; the id from ``identity.user.id``, else ``identity.external.id``.
 The model never names the caller, so it cannot borrow another user's roles; nor the egress and
-channel a call may act on (:mod:`llm_bot.tools.subjects` sets those arguments from here).
+channel a call may act on (:mod:`llm_bot.platform_tools.subjects` sets those arguments from here).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any, Protocol
 
 from llm_bot.events.models import InternalEventV2
 from llm_bot.llm.messages import ToolSpec
-from llm_bot.tools.calls import CallKey, ToolOutcome
+from llm_bot.platform_tools.calls import CallKey, ToolOutcome
 
 # The fields of an egress that BitBrat's agent.sendProgressUpdate accepts (tool-gateway.ts:55-65).
 EGRESS_FIELDS = ("destination", "connector", "channel", "type")
@@ -93,8 +94,8 @@ class PlatformTool(Protocol):
         """BitBrat's ``source``: ``internal`` (built-in) or ``mcp``."""
 
     def bind(self, arguments: Mapping[str, Any], caller: Caller) -> dict[str, Any] | str:
-        """The arguments a call sends for ``caller`` (:func:`llm_bot.tools.subjects.pinned`),
-        or why it cannot be made for them."""
+        """The arguments a call sends for ``caller``
+        (:func:`llm_bot.platform_tools.subjects.pinned`), or why it cannot be made for them."""
 
     async def call(self, arguments: Mapping[str, Any], request: ToolRequest) -> ToolOutcome:
         """The call's outcome with ``arguments`` as :meth:`bind` made them; a failure is an

@@ -11,16 +11,16 @@ from typing import Any
 import pytest
 
 from llm_bot.answer.unit import Answer, Answerer
-from llm_bot.events.builder import prompt_event
 from llm_bot.events.models import AnnotationV1, InternalEventV2
 from llm_bot.graph.assembly import context_from_settings, graph_from_settings
 from llm_bot.llm.client import ModelClient
+from llm_bot.platform_tools.calls import CallKey, ToolOutcome
+from llm_bot.platform_tools.client import McpClient, gateway_client
+from llm_bot.platform_tools.gateway import IDEMPOTENCY_KEY, listed
+from llm_bot.platform_tools.platform import Caller, ToolRequest
 from llm_bot.settings import load_settings
-from llm_bot.tools.calls import CallKey, ToolOutcome
-from llm_bot.tools.client import McpClient, gateway_client
-from llm_bot.tools.gateway import IDEMPOTENCY_KEY, listed
-from llm_bot.tools.platform import Caller, ToolRequest
 from llm_bot_tools.local.openai_server import LocalModelServer
+from llm_bot_tools.local.prompt_events import prompt_event
 
 from ...support.tool_output import shown
 from .conftest import ToolServer

@@ -16,8 +16,8 @@ from psycopg_pool import AsyncConnectionPool
 
 from llm_bot.db.migrate import migrate
 from llm_bot.db.pools import open_pool
-from llm_bot.tools.calls import CallKey, ToolOutcome
-from llm_bot.tools.ledger import PostgresToolLedger
+from llm_bot.platform_tools.calls import CallKey, ToolOutcome
+from llm_bot.platform_tools.ledger import PostgresToolLedger
 
 from ...from_settings import settings_for
 from ..db.todays_form import migrate_through

@@ -5,10 +5,9 @@ A ``personality`` annotation that names a personality instead of writing it out
 **active** version, as BitBrat's ``personalityStore.getActive`` does, but with ``version``
 compared as a number (BitBrat's Postgres store sorts it as text, so 9 beats 10 there).
 
-It lives in ``memory/`` because it is what the bot is told to be, kept in the same Postgres as
-the rest of what it remembers, and because the graph may import ``memory/`` (never the other
-way round): the graph asks through the :class:`Personalities` seam, as it asks the
-``MemoryRetriever`` for its memory context. ``db/`` holds only Postgres plumbing that is not memory.
+It is the owner of the ``personalities`` table, in ``db/`` because a personality is what the bot
+is told to be, not anything it remembers of a user; the graph asks through the
+:class:`Personalities` seam, and ``memory/wiring.py`` opens the lookup with the memory services.
 
 The functions take a connection or a pool; :class:`PersonalityLookup` is the run-time lookup
 with BitBrat's in-process cache (5 minutes, hits only: a missing name is asked again).

@@ -10,8 +10,8 @@ import mcp.types as types
 import pytest
 from mcp.shared.exceptions import MCPError
 
+from llm_bot.platform_tools.breaker import CircuitBreaker, Refused
 from llm_bot.settings import load_settings
-from llm_bot.tools.breaker import CircuitBreaker, Refused
 
 RESET_S = 120.0
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from llm_bot.platform_tools.servers import call_meta, gateway_config, model_name, tool_id
 from llm_bot.settings import load_settings
-from llm_bot.tools.servers import call_meta, gateway_config, model_name, tool_id
 
 
 def test_the_gateway_is_reached_over_sse_with_its_token_and_llm_bots_name() -> None:

@@ -8,12 +8,12 @@ from typing import Any
 
 import mcp.types as types
 
-from llm_bot.tools.catalog import allowed
-from llm_bot.tools.client import McpClient
-from llm_bot.tools.gateway import listed
-from llm_bot.tools.platform import Caller
-from llm_bot.tools.servers import ServerConfig
-from llm_bot.tools.subjects import model_schema, pinned, subjects_of
+from llm_bot.platform_tools.catalog import allowed
+from llm_bot.platform_tools.client import McpClient
+from llm_bot.platform_tools.gateway import listed
+from llm_bot.platform_tools.platform import Caller
+from llm_bot.platform_tools.servers import ServerConfig
+from llm_bot.platform_tools.subjects import model_schema, pinned, subjects_of
 
 CALLER = Caller(
     "twitch:1",

@@ -12,7 +12,7 @@
 - bounded: the description cut to ``MAX_DESCRIPTION_CHARS``; a tool whose model name passes 64
   characters or whose schema is too large or deep is not offered (:func:`unfit`);
 - the arguments that name a user, a channel or a destination pinned to the event
-  (:mod:`llm_bot.tools.subjects`): left out of the schema the model sees, set when bound;
+  (:mod:`llm_bot.platform_tools.subjects`): left out of the schema the model sees, set when bound;
 - a call carries ``_meta`` ``{userRoles, userId}`` as BitBrat's (``call_meta``) plus the call's
   ``idempotencyKey``; a caller whose roles the tool does not allow is refused before anything
   is sent (the gateway checks again; BitBrat trusts the gateway alone);
@@ -32,12 +32,12 @@ from typing import Any
 import mcp.types as types
 
 from llm_bot.llm.messages import ToolSpec
+from llm_bot.platform_tools.calls import ToolOutcome
+from llm_bot.platform_tools.client import McpClient, ToolUnavailable
+from llm_bot.platform_tools.platform import Caller, ToolRequest, roles_allow
+from llm_bot.platform_tools.servers import call_meta, model_name, tool_id
+from llm_bot.platform_tools.subjects import Subjects, model_schema, pinned, subjects_of
 from llm_bot.text import capped
-from llm_bot.tools.calls import ToolOutcome
-from llm_bot.tools.client import McpClient, ToolUnavailable
-from llm_bot.tools.platform import Caller, ToolRequest, roles_allow
-from llm_bot.tools.servers import call_meta, model_name, tool_id
-from llm_bot.tools.subjects import Subjects, model_schema, pinned, subjects_of
 
 logger = logging.getLogger(__name__)
 

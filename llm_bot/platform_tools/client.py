@@ -9,8 +9,8 @@ so does a call while the server's circuit is open (`CircuitOpen`, ``breaker.py``
 server that stopped answering fail at once instead of each waiting for its timeout.
 
 The backoff follows BitBrat's (``src/common/mcp/client-manager.ts:81-87``, see
-``llm_bot/tools/servers.py``): base, doubling per failed attempt, at most max, plus up to 20 %
-of base as jitter; it starts again from base once a connection was up.
+``llm_bot/platform_tools/servers.py``): base, doubling per failed attempt, at most max, plus up to
+20 % of base as jitter; it starts again from base once a connection was up.
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type
 from tenacity.wait import wait_exponential_jitter
 
+from llm_bot.platform_tools.breaker import CircuitBreaker, Refused
+from llm_bot.platform_tools.servers import ServerConfig, gateway_config
 from llm_bot.settings import Settings
 from llm_bot.telemetry import metrics
-from llm_bot.tools.breaker import CircuitBreaker, Refused
-from llm_bot.tools.servers import ServerConfig, gateway_config
 
 logger = logging.getLogger(__name__)
 

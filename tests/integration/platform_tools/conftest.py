@@ -17,7 +17,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from starlette.types import ASGIApp
 
-from llm_bot.tools.servers import Transport
+from llm_bot.platform_tools.servers import Transport
 from llm_bot_tools.local.mcp_server import TokenCheck
 
 INJECTED = (

@@ -6,8 +6,8 @@ the next event and one event sees one listing. The gateway's tools are translate
 when its listing changed (the client replaces its map on each listing), so an event pays a
 lookup, not a translation. The allowlist holds back gateway tools only: the built-ins read and
 change nothing, and the memory tools are llm-bot's own. A tool whose subject cannot be pinned to
-the caller (:data:`llm_bot.tools.subjects.UNPINNABLE`) passes only when a pattern is its exact
-id: ``mcp:*`` offers every tool that acts for the requester alone, and no tool that reads or
+the caller (:data:`llm_bot.platform_tools.subjects.UNPINNABLE`) passes only when a pattern is its
+exact id: ``mcp:*`` offers every tool that acts for the requester alone, and no tool that reads or
 writes any user's data.
 """
 
@@ -20,10 +20,10 @@ from fnmatch import fnmatchcase
 import mcp.types as types
 
 from llm_bot.clock import utc_now
-from llm_bot.tools.builtins import BuiltinTool, builtin_tools
-from llm_bot.tools.client import McpClient
-from llm_bot.tools.gateway import GatewayTool, gateway_tools
-from llm_bot.tools.platform import PlatformTool
+from llm_bot.platform_tools.builtins import BuiltinTool, builtin_tools
+from llm_bot.platform_tools.client import McpClient
+from llm_bot.platform_tools.gateway import GatewayTool, gateway_tools
+from llm_bot.platform_tools.platform import PlatformTool
 
 
 def allowlist(patterns: str) -> tuple[str, ...]:

@@ -11,12 +11,12 @@ it again; ``client.py`` calls through each server's circuit breaker (``breaker.p
 
 Where it stands: the client connects, lists, re-lists on ``notifications/tools/list_changed``,
 reconnects with backoff and calls a tool with ``_meta`` and a timeout
-(tests/integration/tools/test_mcp_client.py, against a real SDK server). The worker keeps the
-gateway's connection, reports it in ``/ready``'s detail and ``llmbot_mcp_connected``
+(tests/integration/platform_tools/test_mcp_client.py, against a real SDK server). The worker
+keeps the gateway's connection, reports it in ``/ready``'s detail and ``llmbot_mcp_connected``
 (tests/integration/worker/test_tool_gateway.py), and its graph offers the platform tools
 through BitBrat's role, scope and behaviour filters and the allowlist, calls them for the
 requesting user (roles checked here too) within the tool timeout and the event's deadline, and
 records a failure in ``errors[]`` (llm_bot/graph/offering.py, llm_bot/graph/tools.py;
-tests/integration/tools/test_offered_tools.py). The graph calls every platform tool through
+tests/integration/platform_tools/test_offered_tools.py). The graph calls every platform tool through
 its context's ledger: ``PostgresToolLedger`` in the worker, ``NoLedger`` without a database.
 """

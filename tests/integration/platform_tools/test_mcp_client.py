@@ -10,10 +10,10 @@ from contextlib import asynccontextmanager
 import pytest
 from mcp import types
 
+from llm_bot.platform_tools.breaker import CircuitBreaker
+from llm_bot.platform_tools.client import CircuitOpen, McpClient, ToolUnavailable, gateway_client
+from llm_bot.platform_tools.servers import ServerConfig, call_meta
 from llm_bot.settings import load_settings
-from llm_bot.tools.breaker import CircuitBreaker
-from llm_bot.tools.client import CircuitOpen, McpClient, ToolUnavailable, gateway_client
-from llm_bot.tools.servers import ServerConfig, call_meta
 from llm_bot_tools.devstack.worker_harness import wait_until
 
 from .conftest import ToolServer

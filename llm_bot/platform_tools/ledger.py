@@ -2,8 +2,8 @@
 
 Pub/Sub redelivers, and an event whose worker died runs its graph again; a tool with a side
 effect (``ban_user``, ``create_schedule``) must not act twice. Each call is a row of
-``tool_calls`` keyed by :class:`~llm_bot.tools.calls.CallKey` (user, event, routing step, call
-index). The row is written as ``started`` *before* the call is sent and as ``done`` with the
+``tool_calls`` keyed by :class:`~llm_bot.platform_tools.calls.CallKey` (user, event, routing step,
+call index). The row is written as ``started`` *before* the call is sent and as ``done`` with the
 outcome after, each in its own short transaction on the pool, not in the event's final commit:
 the record must outlive a crash that comes before that commit.
 
@@ -59,10 +59,10 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from llm_bot.clock import utc_now
+from llm_bot.platform_tools.calls import CallKey, ToolOutcome
 from llm_bot.settings import Settings
 from llm_bot.telemetry import metrics
 from llm_bot.text import storable
-from llm_bot.tools.calls import CallKey, ToolOutcome
 
 logger = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ class _Record:
 
 
 class PostgresToolLedger:
-    """The :class:`~llm_bot.tools.calls.ToolLedger` of a worker with a database."""
+    """The :class:`~llm_bot.platform_tools.calls.ToolLedger` of a worker with a database."""
 
     def __init__(
         self,
