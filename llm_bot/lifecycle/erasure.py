@@ -20,6 +20,7 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
+from llm_bot.db.processed_events import EVENTS_OF_THREAD
 from llm_bot.events.identity import tenant_of_thread
 
 # (table, condition). Every turn and event record names its user, so ``user_id`` finds them
@@ -38,8 +39,8 @@ USER_ROWS: tuple[tuple[str, str], ...] = (
 
 # A thread's tool calls are those of its event records (a tool call names its user and event,
 # not its thread), so they go before the records.
-_OF_THREADS_EVENTS = """(user_id, correlation_id, step_key) IN (
-    SELECT user_id, correlation_id, step_key FROM processed_events WHERE thread_id = %(thread)s)"""
+_OF_THREADS_EVENTS = f"""(user_id, correlation_id, step_key) IN (
+    {EVENTS_OF_THREAD})"""
 
 THREAD_ROWS: tuple[tuple[str, str], ...] = (
     ("conversation_turns", "thread_id = %(thread)s"),

@@ -19,6 +19,7 @@ from psycopg import AsyncConnection, sql
 
 from llm_bot.db.vectors import vector_param
 from llm_bot.llm.embeddings import Embedder, EmbeddingInputRejected
+from llm_bot.memory import memories, turns
 
 PROGRESS_EVERY_S = 2.0
 
@@ -104,40 +105,24 @@ class _Rows:
 
 
 def _turn_rows(slot: Slot) -> _Rows:
-    column = sql.Identifier(slot)
+    count_query, page_query, write = turns.missing_vectors(slot)
     return _Rows(
         name="history",
         start=("", "", -1),
-        count_query=sql.SQL("SELECT count(*) FROM conversation_turns WHERE {} IS NULL").format(
-            column
-        ),
-        page_query=sql.SQL(
-            "SELECT user_id, thread_id, seq, content FROM conversation_turns"
-            " WHERE {c} IS NULL AND (user_id, thread_id, seq) > (%s, %s, %s)"
-            " ORDER BY user_id, thread_id, seq LIMIT %s"
-        ).format(c=column),
-        write=sql.SQL(
-            "UPDATE conversation_turns SET {c} = %s::vector"
-            " WHERE user_id = %s AND thread_id = %s AND seq = %s AND {c} IS NULL"
-        ).format(c=column),
+        count_query=count_query,
+        page_query=page_query,
+        write=write,
         write_params=lambda row, vector: (vector_param(vector), row[0], row[1], row[2]),
     )
 
 
 def _memory_rows(slot: Slot) -> _Rows:
-    column = sql.Identifier(slot)
+    count_query, page_query, write = memories.missing_vectors(slot)
     return _Rows(
         name="memories",
         start=("", ""),
-        count_query=sql.SQL("SELECT count(*) FROM memories WHERE {} IS NULL").format(column),
-        page_query=sql.SQL(
-            "SELECT user_id, key, content FROM memories"
-            " WHERE {c} IS NULL AND (user_id, key) > (%s, %s)"
-            " ORDER BY user_id, key LIMIT %s"
-        ).format(c=column),
-        write=sql.SQL(
-            "UPDATE memories SET {c} = %s::vector"
-            " WHERE user_id = %s AND key = %s AND content = %s AND {c} IS NULL"
-        ).format(c=column),
+        count_query=count_query,
+        page_query=page_query,
+        write=write,
         write_params=lambda row, vector: (vector_param(vector), row[0], row[1], row[2]),
     )
