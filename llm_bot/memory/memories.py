@@ -116,6 +116,7 @@ LEFT JOIN dense ON dense.key = hit.key
 LEFT JOIN lexical ON lexical.key = hit.key
 """
 
+# Retention's cap (:mod:`llm_bot.lifecycle.retention`): the users holding more memories.
 USERS_OVER_CAP = """
 SELECT user_id FROM memories GROUP BY user_id HAVING count(*) > %(cap)s
 """

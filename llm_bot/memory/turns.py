@@ -32,7 +32,7 @@ SELECT append_pair(%(tenant)s, %(thread_id)s, %(user_id)s, %(at)s, %(idle)s, %(s
 # The newest turns of the thread's current session (newest first), unless it idled, from the
 # tenant's shard: a DM's from its user's turns, a shared channel's from its copy of its newest
 # turns (channel_turns). A query a caller may also compose with others into one statement
-# (context assembly does): :func:`window_sql` picks the thread's.
+# (context assembly does): :func:`llm_bot.memory.history.window_sql` picks the thread's.
 _WINDOW_SQL = """
 SELECT t.thread_id, t.seq, t.user_id, t.session_id, t.role, t.content, t.created_at
   FROM conversation_threads th JOIN {table} t
@@ -49,6 +49,8 @@ CHANNEL_WINDOW_SQL = _WINDOW_SQL.format(
 )
 
 
+# Recall's statement (:mod:`llm_bot.memory.recall` says how it ranks). BM25's statistics come
+# from the user's this many most recent turns.
 STATS_TURNS = 1000
 # A user's nearest turns come from an exact scan of their vectors or from the HNSW index over
 # deep users' turns (llm_bot.db.turn_index), whichever reads less. The scan reads the user's ``d``
@@ -207,6 +209,7 @@ WHERE t.embedding IS NOT NULL AND {_visible("t.visibility")}
 """
 
 
+# Retention's (:mod:`llm_bot.lifecycle.retention`), each one batch: turns past the history's age.
 EXPIRED_TURNS = """
 DELETE FROM conversation_turns t USING (
     SELECT user_id, thread_id, seq FROM conversation_turns WHERE created_at < %(cutoff)s
@@ -251,8 +254,9 @@ DELETE FROM conversation_threads th USING (
    AND th.last_turn_at < %(cutoff)s
 """
 
-# The users with unmarked turns (read from the partial index on them) who are deep, each
-# counted no further than the depth.
+# The backfill of recall's index (:mod:`llm_bot.lifecycle.turn_backfill`): the users with
+# unmarked turns (read from the partial index on them) who are deep, each counted no further
+# than the depth.
 DEEP_USERS_UNMARKED = f"""
 WITH deep_from AS ({DEEP_FROM_SQL})
 SELECT u.user_id FROM (SELECT DISTINCT user_id FROM conversation_turns WHERE NOT indexed) u
