@@ -13,8 +13,6 @@ sends it to that user's shard; retention's and the re-embedding's read every sha
 
 from __future__ import annotations
 
-from psycopg import sql
-
 # A rewrite replaces the vector: the one given (the live model's), or none when embedding
 # failed; a vector the re-embedding made for the old text is stale either way.
 PUT = """
@@ -150,20 +148,14 @@ LEGACY_DIMENSIONS = (
 )
 
 
-def missing_vectors(column: str) -> tuple[sql.Composed, sql.Composed, sql.Composed]:
-    """The re-embedding's statements over memories without a vector in ``column``: their
-    count, a page of them in key order after a key (user, key), each row's key then its text,
-    and the write of one's vector, only while the memory still has the text embedded."""
-    slot = sql.Identifier(column)
-    return (
-        sql.SQL("SELECT count(*) FROM memories WHERE {} IS NULL").format(slot),
-        sql.SQL(
-            "SELECT user_id, key, content FROM memories"
-            " WHERE {c} IS NULL AND (user_id, key) > (%s, %s)"
-            " ORDER BY user_id, key LIMIT %s"
-        ).format(c=slot),
-        sql.SQL(
-            "UPDATE memories SET {c} = %s::vector"
-            " WHERE user_id = %s AND key = %s AND content = %s AND {c} IS NULL"
-        ).format(c=slot),
-    )
+# The re-embedding's (:mod:`llm_bot.lifecycle.vector_slots`) over the memories without a vector
+# in the slot ``{c}``: their count, a page of them in key order after a key (user, key), and
+# the write of one's vector, only while the memory still has the text that was embedded.
+MISSING_VECTORS = (
+    "SELECT count(*) FROM memories WHERE {c} IS NULL",
+    "SELECT user_id, key, content FROM memories"
+    " WHERE {c} IS NULL AND (user_id, key) > (%s, %s)"
+    " ORDER BY user_id, key LIMIT %s",
+    "UPDATE memories SET {c} = %s::vector"
+    " WHERE user_id = %s AND key = %s AND content = %s AND {c} IS NULL",
+)

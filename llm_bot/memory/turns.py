@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from functools import cache
 
-from psycopg import sql
-
 from llm_bot.db.turn_index import LIVE_COLUMN, in_space, near_distance
 from llm_bot.memory.fusion import NEIGHBOUR_REACH
 
@@ -279,20 +277,14 @@ UPDATE conversation_turns t SET indexed = true FROM b
 """
 
 
-def missing_vectors(column: str) -> tuple[sql.Composed, sql.Composed, sql.Composed]:
-    """The re-embedding's statements over turns without a vector in ``column``: their count, a
-    page of them in key order after a key (user, thread, seq), each row's key then its text, and
-    the write of one's vector (a turn never changes)."""
-    slot = sql.Identifier(column)
-    return (
-        sql.SQL("SELECT count(*) FROM conversation_turns WHERE {} IS NULL").format(slot),
-        sql.SQL(
-            "SELECT user_id, thread_id, seq, content FROM conversation_turns"
-            " WHERE {c} IS NULL AND (user_id, thread_id, seq) > (%s, %s, %s)"
-            " ORDER BY user_id, thread_id, seq LIMIT %s"
-        ).format(c=slot),
-        sql.SQL(
-            "UPDATE conversation_turns SET {c} = %s::vector"
-            " WHERE user_id = %s AND thread_id = %s AND seq = %s AND {c} IS NULL"
-        ).format(c=slot),
-    )
+# The re-embedding's (:mod:`llm_bot.lifecycle.vector_slots`) over the turns without a vector in
+# the slot ``{c}``: their count, a page of them in key order after a key (user, thread, seq),
+# and the write of one's vector (a turn never changes).
+MISSING_VECTORS = (
+    "SELECT count(*) FROM conversation_turns WHERE {c} IS NULL",
+    "SELECT user_id, thread_id, seq, content FROM conversation_turns"
+    " WHERE {c} IS NULL AND (user_id, thread_id, seq) > (%s, %s, %s)"
+    " ORDER BY user_id, thread_id, seq LIMIT %s",
+    "UPDATE conversation_turns SET {c} = %s::vector"
+    " WHERE user_id = %s AND thread_id = %s AND seq = %s AND {c} IS NULL",
+)
