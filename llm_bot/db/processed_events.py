@@ -210,7 +210,10 @@ DELETE FROM processed_events p USING (
    AND p.step_key = old.step_key AND {_EVENT_EXPIRED}
 """  # noqa: S608 (constants only)
 
-# The keys of a thread's event records (erasure's, :mod:`llm_bot.lifecycle.erasure`).
+# Erasure's and export's rows (:mod:`llm_bot.lifecycle.erasure`): a user's records, a thread's,
+# and the keys of a thread's (its tool calls name their event, not their thread).
+ROWS_OF_USER = "FROM processed_events WHERE user_id = %(user)s"
+ROWS_OF_THREAD = "FROM processed_events WHERE thread_id = %(thread)s"
 EVENTS_OF_THREAD = (
     "SELECT user_id, correlation_id, step_key FROM processed_events WHERE thread_id = %(thread)s"
 )

@@ -159,3 +159,6 @@ MISSING_VECTORS = (
     "UPDATE memories SET {c} = %s::vector"
     " WHERE user_id = %s AND key = %s AND content = %s AND {c} IS NULL",
 )
+
+# A user's rows, as erasure deletes and export reads them (:mod:`llm_bot.lifecycle.erasure`).
+ROWS_OF_USER = "FROM memories WHERE user_id = %(user)s"

@@ -288,3 +288,14 @@ MISSING_VECTORS = (
     "UPDATE conversation_turns SET {c} = %s::vector"
     " WHERE user_id = %s AND thread_id = %s AND seq = %s AND {c} IS NULL",
 )
+
+# Erasure's and export's rows (:mod:`llm_bot.lifecycle.erasure`): a user's turns, their copies in
+# shared channels' windows and the rows of their DM threads (a shared channel's row is the
+# room's, and its id may read as a user's id, so it is left out by that); a thread's turns,
+# every speaker's, its window's copies and its row.
+TURNS_OF_USER = "FROM conversation_turns WHERE user_id = %(user)s"
+CHANNEL_TURNS_OF_USER = "FROM channel_turns WHERE user_id = %(user)s"
+THREADS_OF_USER = "FROM conversation_threads WHERE tenant = %(user)s AND thread_id <> tenant"
+TURNS_OF_THREAD = "FROM conversation_turns WHERE thread_id = %(thread)s"
+CHANNEL_TURNS_OF_THREAD = "FROM channel_turns WHERE thread_id = %(thread)s"
+THREAD_ROW = "FROM conversation_threads WHERE tenant = %(tenant)s AND thread_id = %(thread)s"

@@ -46,6 +46,10 @@ DELETE FROM memory_versions mv USING (
 """
 
 
+# A user's rows, as erasure deletes and export reads them (:mod:`llm_bot.lifecycle.erasure`).
+ROWS_OF_USER = "FROM memory_versions WHERE user_id = %(user)s"
+
+
 @dataclass(frozen=True)
 class Version:
     version: int

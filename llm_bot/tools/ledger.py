@@ -59,6 +59,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from llm_bot.clock import utc_now
+from llm_bot.db.processed_events import EVENTS_OF_THREAD
 from llm_bot.settings import Settings
 from llm_bot.telemetry import metrics
 from llm_bot.text import storable
@@ -123,6 +124,12 @@ DELETE FROM tool_calls t USING (
  WHERE t.user_id = old.user_id AND t.correlation_id = old.correlation_id
    AND t.step_key = old.step_key AND t.call_index = old.call_index
 """
+
+# Erasure's and export's rows (:mod:`llm_bot.lifecycle.erasure`): a user's calls, and a
+# thread's, found through its event records (a call names its user and event, not its thread).
+ROWS_OF_USER = "FROM tool_calls WHERE user_id = %(user)s"
+ROWS_OF_THREAD = f"""FROM tool_calls WHERE (user_id, correlation_id, step_key) IN (
+    {EVENTS_OF_THREAD})"""
 
 
 @dataclass(frozen=True)

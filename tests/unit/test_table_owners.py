@@ -9,9 +9,9 @@ statement writes) or else after the first ``FROM`` or ``JOIN`` (what it reads fi
 statement's table. A statement may read other tables (a join, an ``EXISTS``); it lives with the
 table it writes, or first reads. The migrations create the tables and are nobody's statements.
 
-Not seen: a table name put into SQL at run time (erasure's and export's table list, the
-re-embedding's column swaps over :data:`llm_bot.lifecycle.vector_slots.TABLES`), which are
-statements over every table of a list rather than one table's.
+Not seen: a table name put into SQL at run time (the re-embedding's column swaps over
+:data:`llm_bot.lifecycle.vector_slots.TABLES`, the same DDL for each table of a list), and an
+index's DDL, which names its table after ``ON`` (the recall index's, :mod:`llm_bot.db.turn_index`).
 """
 
 from __future__ import annotations
