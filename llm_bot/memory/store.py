@@ -4,7 +4,8 @@ A memory is a text with flat metadata under a key (a UUID when new) of one user,
 deleted, with its embedding and where it was learned (``visibility``). :class:`MemoryStore`
 owns the connection pool; :meth:`MemoryStore.for_user` hands out a :class:`UserMemories` bound
 to one user id, the only way to read or write memories, so every statement is scoped to one
-user by construction. The schema is our migrations' (``llm-bot migrate``).
+user by construction. The schema is our migrations' (``llm-bot migrate``); the statements are
+:mod:`llm_bot.memory.memories`'.
 
 Writes carry their time as a parameter (never the database's clock inside an upsert) and every
 unique key starts with the user id, so each statement reads and writes one user's rows.
