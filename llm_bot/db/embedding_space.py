@@ -4,7 +4,7 @@ A vector is only comparable with vectors of the same model: a query embedded by 
 against memories or history embedded by another fails (different sizes) or, worse, returns
 nonsense (same size). The ``embedding_space`` row names the model of every live vector, for
 memories and history alike. Start-up refuses a model that is not that one, with the command
-that moves the vectors (:func:`settle_space`).
+that moves the vectors (:func:`llm_bot.memory.store.settle_space`).
 
 ``llm-bot reembed`` changes the row while workers run. Each write transaction that stores
 vectors holds a shared advisory lock and reads the row (:data:`SPACE_FOR_WRITE`); the switch
@@ -18,12 +18,11 @@ the other).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row, tuple_row
-
-from llm_bot.db.turn_index import ensure_index
 
 SPACE_LOCK_ID = 0x11B07_0002
 
@@ -52,59 +51,12 @@ async def read_space(connection: AsyncConnection[Any]) -> EmbeddingSpace | None:
     return None if row is None else EmbeddingSpace(**row)
 
 
-async def settle_space(
-    connection: AsyncConnection[Any], model: str, dimensions: int
-) -> EmbeddingSpace:
-    """The stored space, recorded as ``model`` on a first start (with the index of its size
-    over history, :mod:`llm_bot.db.turn_index`); raises :class:`EmbeddingModelMismatch` when
-    the vectors are another model's.
-
-    A database from before the model was recorded holds vectors of an unnamed model: if their
-    size is the configured model's, they are taken to be its (the size is all that was checked
-    then); otherwise start-up is refused as for a named model."""
-    space = await read_space(connection)
-    if space is None:
-        for stored in await _legacy_dimensions(connection):
-            if stored != dimensions:
-                raise EmbeddingModelMismatch(
-                    f"stored vectors have {stored} dimensions but the embedding model {model!r}"
-                    f" produces {dimensions}. {_REMEDY}"
-                )
-        await connection.execute(
-            "INSERT INTO embedding_space (model, dimensions) VALUES (%s, %s)"
-            " ON CONFLICT DO NOTHING",
-            (model, dimensions),
-        )
-        space = await read_space(connection)
-        if space is None:
-            raise RuntimeError("embedding_space holds no row after one was recorded")
-        await ensure_index(connection, space.dimensions)
-    if not space.made_by(model, dimensions):
-        raise EmbeddingModelMismatch(
-            f"stored vectors (memories and history) were made by {space.model!r}"
-            f" ({space.dimensions} dimensions) but the embedding model is {model!r}"
-            f" ({dimensions} dimensions). {_REMEDY}"
-        )
-    return space
-
-
-_REMEDY = (
-    "Either set MEMORY_EMBEDDING_MODEL / MEMORY_EMBEDDING_DIMENSIONS back to the stored model,"
-    " or move every vector to the new model while the workers keep running: `llm-bot reembed`"
-    " with the new model configured, then deploy the workers with it."
-)
-
-
-async def _legacy_dimensions(connection: AsyncConnection[Any]) -> list[int]:
-    """Sizes of the vectors stored before the model was recorded: one memory's and one history
-    vector's."""
-    async with connection.cursor(row_factory=tuple_row) as cursor:
-        await cursor.execute(
-            "(SELECT vector_dims(embedding) FROM memories WHERE embedding IS NOT NULL LIMIT 1)"
-            " UNION ALL (SELECT vector_dims(embedding) FROM conversation_turns"
-            "            WHERE embedding IS NOT NULL LIMIT 1)"
-        )
-        return [int(row[0]) for row in await cursor.fetchall()]
+async def record_space(connection: AsyncConnection[Any], model: str, dimensions: int) -> None:
+    """Name the stored vectors' model, unless one is named (the first start of a database)."""
+    await connection.execute(
+        "INSERT INTO embedding_space (model, dimensions) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+        (model, dimensions),
+    )
 
 
 # The live space under the shared lock that :func:`lock_for_switch` excludes, read with a
@@ -128,6 +80,23 @@ async def space_for_write(connection: AsyncConnection[Any]) -> EmbeddingSpace:
     async with connection.cursor(row_factory=tuple_row) as cursor:
         await cursor.execute(SPACE_FOR_WRITE)
         return space_of(await cursor.fetchone())
+
+
+async def record_target(connection: AsyncConnection[Any], model: str, dimensions: int) -> None:
+    """Name the model a re-embedding moves the vectors to (``llm-bot reembed``'s start)."""
+    await connection.execute(
+        "UPDATE embedding_space SET next_model = %s, next_dimensions = %s",
+        (model, dimensions),
+    )
+
+
+async def record_switch(connection: AsyncConnection[Any], at: datetime) -> None:
+    """The target's vectors are the live ones from ``at`` (the re-embedding's switch)."""
+    await connection.execute(
+        "UPDATE embedding_space SET model = next_model, dimensions = next_dimensions,"
+        " next_model = NULL, next_dimensions = NULL, switched_at = %s",
+        (at,),
+    )
 
 
 async def lock_for_switch(connection: AsyncConnection[Any]) -> None:

@@ -197,6 +197,27 @@ UPDATE processed_events AS p SET lease_until = %(lease_until)s
    AND p.step_key = held.step_key
 """
 
+# Retention's (:mod:`llm_bot.lifecycle.retention`): published (or abandoned) records, once a
+# redelivery can no longer come after Pub/Sub's retention.
+_EVENT_EXPIRED = """claimed_at < %(cutoff)s
+   AND (published AND published_at < %(cutoff)s
+        OR NOT published AND lease_until < %(lease_cutoff)s)"""
+EXPIRED_EVENTS = f"""
+DELETE FROM processed_events p USING (
+    SELECT user_id, correlation_id, step_key FROM processed_events WHERE {_EVENT_EXPIRED}
+     LIMIT %(batch)s) old
+ WHERE p.user_id = old.user_id AND p.correlation_id = old.correlation_id
+   AND p.step_key = old.step_key AND {_EVENT_EXPIRED}
+"""  # noqa: S608 (constants only)
+
+# Erasure's and export's rows (:mod:`llm_bot.lifecycle.erasure`): a user's records, a thread's,
+# and the keys of a thread's (its tool calls name their event, not their thread).
+ROWS_OF_USER = "FROM processed_events WHERE user_id = %(user)s"
+ROWS_OF_THREAD = "FROM processed_events WHERE thread_id = %(thread)s"
+EVENTS_OF_THREAD = (
+    "SELECT user_id, correlation_id, step_key FROM processed_events WHERE thread_id = %(thread)s"
+)
+
 
 def _key_params(key: EventKey) -> dict[str, Any]:
     return {"user_id": key.user_id, "correlation_id": key.correlation_id, "step": key.step}

@@ -20,7 +20,7 @@ unindexed, and its deep users are scanned.
 One index per slot (:mod:`llm_bot.lifecycle.vector_slots`): ``llm-bot reembed`` builds the
 new model's index on ``embedding_next`` once its vectors are there, and the switch renames it
 with the column, while the old one goes with the dropped column. Migration ``0015`` builds the
-live one for a recorded space, :func:`llm_bot.db.embedding_space.settle_space` when it records
+live one for a recorded space, :func:`llm_bot.memory.store.settle_space` when it records
 one, and ``llm-bot reembed`` with the live model rebuilds one that is missing or invalid.
 """
 

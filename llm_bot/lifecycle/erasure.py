@@ -7,7 +7,8 @@ the tenant of each of the user's direct-message threads
 (:func:`llm_bot.events.identity.tenant_of_thread`). A shared thread's row is the room's, so it
 stays, with the other speakers' turns.
 
-A table added later must be added to :data:`USER_ROWS`: the erasure test scans every column of
+A table added later must be added to :data:`USER_ROWS`, with its rows from the table's owner
+(tests/unit/test_table_owners.py): the erasure test scans every column of
 every table in the schema, from the catalog, and fails when a user's data survives anywhere.
 Events of the user still in flight while this runs may write again; erase after the user's
 traffic has stopped (or run it again: it is idempotent).
@@ -20,33 +21,32 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
+from llm_bot.db import processed_events
 from llm_bot.events.identity import tenant_of_thread
+from llm_bot.memory import memories, notes_store, turns, versions
+from llm_bot.platform_tools import ledger
 
-# (table, condition). Every turn and event record names its user, so ``user_id`` finds them
-# through its key; a thread's row names its tenant: the user for a DM, the thread itself for a
-# shared channel (whose id may read as a user's id, so it is left out by that).
+# (table, its rows: "FROM <table> WHERE <condition>", from the table's owner). Every turn and
+# event record names its user, so ``user_id`` finds them through its key; a thread's row names
+# its tenant: the user for a DM, the thread itself for a shared channel.
 USER_ROWS: tuple[tuple[str, str], ...] = (
-    ("memory_versions", "user_id = %(user)s"),
-    ("memories", "user_id = %(user)s"),
-    ("conversation_turns", "user_id = %(user)s"),
-    ("channel_turns", "user_id = %(user)s"),
-    ("conversation_threads", "tenant = %(user)s AND thread_id <> tenant"),
-    ("agent_notes", "user_id = %(user)s"),
-    ("processed_events", "user_id = %(user)s"),
-    ("tool_calls", "user_id = %(user)s"),
+    ("memory_versions", versions.ROWS_OF_USER),
+    ("memories", memories.ROWS_OF_USER),
+    ("conversation_turns", turns.TURNS_OF_USER),
+    ("channel_turns", turns.CHANNEL_TURNS_OF_USER),
+    ("conversation_threads", turns.THREADS_OF_USER),
+    ("agent_notes", notes_store.ROWS_OF_USER),
+    ("processed_events", processed_events.ROWS_OF_USER),
+    ("tool_calls", ledger.ROWS_OF_USER),
 )
 
-# A thread's tool calls are those of its event records (a tool call names its user and event,
-# not its thread), so they go before the records.
-_OF_THREADS_EVENTS = """(user_id, correlation_id, step_key) IN (
-    SELECT user_id, correlation_id, step_key FROM processed_events WHERE thread_id = %(thread)s)"""
-
+# A thread's tool calls are found through its event records, so they go before the records.
 THREAD_ROWS: tuple[tuple[str, str], ...] = (
-    ("conversation_turns", "thread_id = %(thread)s"),
-    ("channel_turns", "thread_id = %(thread)s"),
-    ("conversation_threads", "tenant = %(tenant)s AND thread_id = %(thread)s"),
-    ("tool_calls", _OF_THREADS_EVENTS),
-    ("processed_events", "thread_id = %(thread)s"),
+    ("conversation_turns", turns.TURNS_OF_THREAD),
+    ("channel_turns", turns.CHANNEL_TURNS_OF_THREAD),
+    ("conversation_threads", turns.THREAD_ROW),
+    ("tool_calls", ledger.ROWS_OF_THREAD),
+    ("processed_events", processed_events.ROWS_OF_THREAD),
 )
 
 
@@ -86,10 +86,7 @@ async def _delete_all(
 ) -> dict[str, int]:
     deleted: dict[str, int] = {}
     async with connection.transaction():
-        for table, condition in rows:
-            cursor = await connection.execute(
-                f"DELETE FROM {table} WHERE {condition}",  # noqa: S608 (constants above)
-                params,
-            )
+        for table, rows_of in rows:
+            cursor = await connection.execute(f"DELETE {rows_of}", params)
             deleted[table] = cursor.rowcount
     return deleted

@@ -34,12 +34,9 @@ async def export_user(connection: AsyncConnection[Any], user_id: str) -> dict[st
     params = user_params(user_id)
     async with connection.transaction():
         await connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        for table, condition in USER_ROWS:
+        for table, rows in USER_ROWS:
             async with connection.cursor(row_factory=dict_row) as cursor:
-                await cursor.execute(
-                    f"SELECT * FROM {table} WHERE {condition}",  # noqa: S608 (constants)
-                    params,
-                )
+                await cursor.execute(f"SELECT * {rows}", params)
                 tables[table] = [_readable(row) for row in await cursor.fetchall()]
     return {
         "format": FORMAT,

@@ -33,6 +33,8 @@ from llm_bot.db.embedding_space import (
     EmbeddingSpace,
     lock_for_switch,
     read_space,
+    record_switch,
+    record_target,
 )
 from llm_bot.db.turn_index import ensure_index, promote_shadow_index
 from llm_bot.db.vectors import register_vectors
@@ -123,10 +125,7 @@ async def _begin(
     async with connection.transaction():
         await lock_for_switch(connection)
         await _alter(connection, _MAKE_ROOM)
-        await connection.execute(
-            "UPDATE embedding_space SET next_model = %s, next_dimensions = %s",
-            (model, dimensions),
-        )
+        await record_target(connection, model, dimensions)
 
 
 async def _fill_until(
@@ -165,11 +164,7 @@ async def _switch(
         await _fill_until(connection, embedder, SHADOW, batch, progress, report, at_most=0)
         await _alter(connection, _SWAP)
         await promote_shadow_index(connection, report.dimensions)
-        await connection.execute(
-            "UPDATE embedding_space SET model = next_model, dimensions = next_dimensions,"
-            " next_model = NULL, next_dimensions = NULL, switched_at = %s",
-            (utc_now(),),
-        )
+        await record_switch(connection, utc_now())
     report.switched = True
     progress(f"switched: every vector is {report.model}'s ({report.dimensions} dimensions)")
 

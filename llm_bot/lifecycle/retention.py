@@ -31,111 +31,16 @@ from psycopg import AsyncConnection
 from psycopg.rows import tuple_row
 
 from llm_bot.clock import utc_now
+from llm_bot.db.processed_events import EXPIRED_EVENTS
+from llm_bot.memory import memories, turns
+from llm_bot.memory.versions import EXPIRED_VERSIONS
+from llm_bot.platform_tools.ledger import EXPIRED_CALLS
 from llm_bot.settings import Settings
 
 PROGRESS_EVERY_S = 2.0
 
 # Serialises runs of ``maintain`` (any value no other lock of ours uses).
 _LOCK_ID = 0x11B07_0003
-
-# Published (or abandoned) records: a redelivery can no longer come after Pub/Sub's retention.
-_EVENT_EXPIRED = """claimed_at < %(cutoff)s
-   AND (published AND published_at < %(cutoff)s
-        OR NOT published AND lease_until < %(lease_cutoff)s)"""
-_PROCESSED_EVENTS = f"""
-DELETE FROM processed_events p USING (
-    SELECT user_id, correlation_id, step_key FROM processed_events WHERE {_EVENT_EXPIRED}
-     LIMIT %(batch)s) old
- WHERE p.user_id = old.user_id AND p.correlation_id = old.correlation_id
-   AND p.step_key = old.step_key AND {_EVENT_EXPIRED}
-"""  # noqa: S608 (constants only)
-
-# Tool calls go with the event records they belong to: a call is kept as long as its event's
-# record may still meet a redelivery (the record is what makes the redelivery replay it), and
-# goes once the record has gone. A call can only be made under its event's claim, so every
-# call of a run had a record; "started before the cutoff" reads by index and leaves alone the
-# calls of an event whose record is being claimed right now.
-_TOOL_CALLS = """
-DELETE FROM tool_calls t USING (
-    SELECT user_id, correlation_id, step_key, call_index FROM tool_calls c
-     WHERE c.started_at < %(cutoff)s
-       AND NOT EXISTS (SELECT 1 FROM processed_events p
-                        WHERE p.user_id = c.user_id AND p.correlation_id = c.correlation_id
-                          AND p.step_key = c.step_key)
-     LIMIT %(batch)s) old
- WHERE t.user_id = old.user_id AND t.correlation_id = old.correlation_id
-   AND t.step_key = old.step_key AND t.call_index = old.call_index
-"""
-
-_OLD_TURNS = """
-DELETE FROM conversation_turns t USING (
-    SELECT user_id, thread_id, seq FROM conversation_turns WHERE created_at < %(cutoff)s
-     LIMIT %(batch)s) old
- WHERE t.user_id = old.user_id AND t.thread_id = old.thread_id AND t.seq = old.seq
-"""
-
-# The copies of a shared channel's newest turns (its window) expire with the turns.
-_OLD_CHANNEL_TURNS = """
-DELETE FROM channel_turns t USING (
-    SELECT thread_id, seq FROM channel_turns WHERE created_at < %(cutoff)s
-     LIMIT %(batch)s) old
- WHERE t.thread_id = old.thread_id AND t.seq = old.seq
-"""
-
-# seq is gap-free per thread, so the newest N turns are those above last_seq - N. A shared
-# channel's row and its turns are on different shards (the channel's, the authors'), which
-# Citus joins only through a result it computes first: the threads over the cap.
-_TURNS_BEYOND_CAP = """
-WITH th AS (SELECT thread_id, last_seq - %(cap)s AS last_dropped FROM conversation_threads
-             WHERE last_seq > %(cap)s)
-DELETE FROM conversation_turns t USING (
-    SELECT u.user_id, u.thread_id, u.seq FROM th
-      JOIN conversation_turns u ON u.thread_id = th.thread_id AND u.seq <= th.last_dropped
-     LIMIT %(batch)s) old
- WHERE t.user_id = old.user_id AND t.thread_id = old.thread_id AND t.seq = old.seq
-"""
-
-# A thread row whose turns are all gone; a new message starts it again. Every turn of a thread
-# idle since before the cutoff went with the expired turns above, so the checks only keep a row
-# a pair is being written to: a DM's turns are its user's, a shared channel's newest are in its
-# window's copy. A pair written since the batch was picked moved the row's time: checked again.
-_EMPTY_THREADS = """
-DELETE FROM conversation_threads th USING (
-    SELECT tenant, thread_id FROM conversation_threads c
-     WHERE c.last_turn_at < %(cutoff)s
-       AND NOT EXISTS (SELECT 1 FROM conversation_turns u
-                        WHERE u.user_id = c.tenant AND u.thread_id = c.thread_id)
-       AND NOT EXISTS (SELECT 1 FROM channel_turns w WHERE w.thread_id = c.tenant)
-     LIMIT %(batch)s) old
- WHERE th.tenant = old.tenant AND th.thread_id = old.thread_id
-   AND th.last_turn_at < %(cutoff)s
-"""
-
-_USERS_OVER_CAP = """
-SELECT user_id FROM memories GROUP BY user_id HAVING count(*) > %(cap)s
-"""
-
-# The most recently created beyond the cap. The cap is also enforced at write time (a new
-# memory beyond it is refused), so rows beyond it come from a lowered cap or concurrent writes;
-# the user's first facts stand, as at write time, and a flood of new rows (a steered model) is
-# what goes, never the older genuine ones.
-_MEMORIES_BEYOND_CAP = """
-DELETE FROM memories m USING (
-    SELECT key FROM memories WHERE user_id = %(user)s
-     ORDER BY created_at, key OFFSET %(cap)s LIMIT %(batch)s) old
- WHERE m.user_id = %(user)s AND m.key = old.key
-"""
-
-
-# Earlier texts of facts: gone with their memory (the cap above), or past the history's age.
-_MEMORY_VERSIONS = """
-DELETE FROM memory_versions mv USING (
-    SELECT user_id, key, version FROM memory_versions v
-     WHERE v.valid_to < %(cutoff)s
-        OR NOT EXISTS (SELECT 1 FROM memories m WHERE m.user_id = v.user_id AND m.key = v.key)
-     LIMIT %(batch)s) old
- WHERE mv.user_id = old.user_id AND mv.key = old.key AND mv.version = old.version
-"""
 
 
 @dataclass(frozen=True)
@@ -183,27 +88,27 @@ async def _apply(
         cutoff = now - timedelta(days=policy.processed_events_days)
         expired = {**batch, "cutoff": cutoff, "lease_cutoff": min(cutoff, utc_now())}
         deleted["processed_events"] = await _sweep(
-            connection, "processed_events", _PROCESSED_EVENTS, expired, progress
+            connection, "processed_events", EXPIRED_EVENTS, expired, progress
         )
         deleted["tool_calls"] = await _sweep(
-            connection, "tool_calls", _TOOL_CALLS, {**batch, "cutoff": cutoff}, progress
+            connection, "tool_calls", EXPIRED_CALLS, {**batch, "cutoff": cutoff}, progress
         )
     if policy.history_days:
         cutoff = now - timedelta(days=policy.history_days)
         params = {**batch, "cutoff": cutoff}
         deleted["turns_expired"] = await _sweep(
-            connection, "turns_expired", _OLD_TURNS, params, progress
+            connection, "turns_expired", turns.EXPIRED_TURNS, params, progress
         )
         deleted["channel_turns_expired"] = await _sweep(
-            connection, "channel_turns_expired", _OLD_CHANNEL_TURNS, params, progress
+            connection, "channel_turns_expired", turns.EXPIRED_CHANNEL_TURNS, params, progress
         )
         deleted["threads_empty"] = await _sweep(
-            connection, "threads_empty", _EMPTY_THREADS, params, progress
+            connection, "threads_empty", turns.EMPTY_THREADS, params, progress
         )
     if policy.history_turns_per_thread:
         params = {**batch, "cap": policy.history_turns_per_thread}
         deleted["turns_beyond_cap"] = await _sweep(
-            connection, "turns_beyond_cap", _TURNS_BEYOND_CAP, params, progress
+            connection, "turns_beyond_cap", turns.TURNS_BEYOND_CAP, params, progress
         )
     if policy.memories_per_user:
         deleted["memories_beyond_cap"] = await _cap_memories(connection, policy, progress)
@@ -211,7 +116,7 @@ async def _apply(
         days = policy.history_days
         cutoff = now - timedelta(days=days) if days else datetime.min.replace(tzinfo=now.tzinfo)
         deleted["memory_versions"] = await _sweep(
-            connection, "memory_versions", _MEMORY_VERSIONS, {**batch, "cutoff": cutoff}, progress
+            connection, "memory_versions", EXPIRED_VERSIONS, {**batch, "cutoff": cutoff}, progress
         )
     return deleted
 
@@ -221,12 +126,12 @@ async def _cap_memories(
 ) -> int:
     params: dict[str, Any] = {"batch": policy.batch_rows, "cap": policy.memories_per_user}
     async with connection.cursor(row_factory=tuple_row) as cursor:
-        await cursor.execute(_USERS_OVER_CAP, params)
+        await cursor.execute(memories.USERS_OVER_CAP, params)
         users = [user for (user,) in await cursor.fetchall()]
     total = 0
     for user in users:
         total += await _sweep(
-            connection, "memories_beyond_cap", _MEMORIES_BEYOND_CAP, {**params, "user": user}
+            connection, "memories_beyond_cap", memories.BEYOND_CAP, {**params, "user": user}
         )
     progress(f"memories_beyond_cap: {total} deleted")
     return total

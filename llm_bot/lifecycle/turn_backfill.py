@@ -18,33 +18,11 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.rows import tuple_row
 
-from llm_bot.memory.recall import DEEP_FROM_SQL, MIN_POOL
+from llm_bot.memory import turns
+from llm_bot.memory.recall import MIN_POOL
 
 PROGRESS_EVERY_S = 2.0
 Progress = Callable[[str], None]
-
-# The users with unmarked turns (read from the partial index on them) who are deep, each
-# counted no further than the depth.
-_DEEP_USERS = f"""
-WITH deep_from AS ({DEEP_FROM_SQL})
-SELECT u.user_id FROM (SELECT DISTINCT user_id FROM conversation_turns WHERE NOT indexed) u
- WHERE (SELECT count(*) FROM (
-            SELECT FROM conversation_turns t WHERE t.user_id = u.user_id
-             LIMIT (SELECT turns FROM deep_from)) mine) >= (SELECT turns FROM deep_from)
- ORDER BY u.user_id
-"""  # noqa: S608 (constants only)
-
-# One user's statement, so Citus runs it on that user's shard alone (the row lock is only
-# possible there); the batch is read once (materialized), else a plan that reads it again per
-# row locks, and marks, a further batch each time.
-_MARK = """
-WITH b AS MATERIALIZED (
-    SELECT thread_id, seq FROM conversation_turns
-     WHERE user_id = %(user)s AND NOT indexed
-     LIMIT %(batch)s FOR UPDATE SKIP LOCKED)
-UPDATE conversation_turns t SET indexed = true FROM b
- WHERE t.user_id = %(user)s AND t.thread_id = b.thread_id AND t.seq = b.seq
-"""
 
 
 async def index_deep_users(
@@ -57,14 +35,14 @@ async def index_deep_users(
     """Mark the unmarked turns of every deep user on an autocommit ``connection``; how many.
     ``deep_from`` replaces the depth computed from the table's size (a test's few turns)."""
     async with connection.cursor(row_factory=tuple_row) as cursor:
-        await cursor.execute(_DEEP_USERS, {"deep_from": deep_from, "pool": MIN_POOL})
+        await cursor.execute(turns.DEEP_USERS_UNMARKED, {"deep_from": deep_from, "pool": MIN_POOL})
         users = [str(user) for (user,) in await cursor.fetchall()]
     marked = 0
     reported = time.monotonic()
     for number, user in enumerate(users, 1):
         while True:
             async with connection.cursor() as cursor:
-                await cursor.execute(_MARK, {"user": user, "batch": batch})
+                await cursor.execute(turns.MARK_INDEXED, {"user": user, "batch": batch})
                 if cursor.rowcount <= 0:
                     break
                 marked += cursor.rowcount

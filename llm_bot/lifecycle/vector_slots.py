@@ -19,6 +19,7 @@ from psycopg import AsyncConnection, sql
 
 from llm_bot.db.vectors import vector_param
 from llm_bot.llm.embeddings import Embedder, EmbeddingInputRejected
+from llm_bot.memory import memories, turns
 
 PROGRESS_EVERY_S = 2.0
 
@@ -39,7 +40,9 @@ async def fill_pass(
 ) -> tuple[int, int]:
     """Vectors made, and texts the endpoint refused (left without one, found by their words)."""
     made = refused = 0
-    for rows in (_turn_rows(slot), _memory_rows(slot)):
+    history = _Rows.of("history", ("", "", -1), turns.MISSING_VECTORS, slot)
+    stored = _Rows.of("memories", ("", ""), memories.MISSING_VECTORS, slot)
+    for rows in (history, stored):
         total = await rows.count(connection)
         done, last_report = 0, time.monotonic()
         after: tuple[Any, ...] = rows.start
@@ -76,14 +79,23 @@ async def _embed(embedder: Embedder, texts: Sequence[str]) -> list[list[float] |
 class _Rows:
     """Rows of one kind needing a vector in a slot, read page by page in key order (``start``
     is before the first key; a row's key is its first ``len(start)`` columns, its text the
-    last); ``write_params`` binds a row and its vector to ``write``."""
+    last); ``write`` takes the vector, then the row's first three columns."""
 
     name: str
     start: tuple[Any, ...]
     count_query: sql.Composed
     page_query: sql.Composed
     write: sql.Composed
-    write_params: Callable[[tuple[Any, ...], list[float]], tuple[Any, ...]]
+
+    @classmethod
+    def of(
+        cls, name: str, start: tuple[Any, ...], statements: tuple[str, ...], slot: Slot
+    ) -> _Rows:
+        """From the table owner's statements, with ``{c}`` the slot's column."""
+        count_query, page_query, write = (
+            sql.SQL(statement).format(c=sql.Identifier(slot)) for statement in statements
+        )
+        return cls(name, start, count_query, page_query, write)
 
     async def count(self, connection: AsyncConnection[Any]) -> int:
         cursor = await connection.execute(self.count_query)
@@ -99,45 +111,6 @@ class _Rows:
     async def write_vectors(
         self, connection: AsyncConnection[Any], kept: list[tuple[tuple[Any, ...], list[float]]]
     ) -> None:
+        params = [(vector_param(vector), *row[:3]) for row, vector in kept]
         async with connection.cursor() as cursor:
-            await cursor.executemany(self.write, [self.write_params(row, v) for row, v in kept])
-
-
-def _turn_rows(slot: Slot) -> _Rows:
-    column = sql.Identifier(slot)
-    return _Rows(
-        name="history",
-        start=("", "", -1),
-        count_query=sql.SQL("SELECT count(*) FROM conversation_turns WHERE {} IS NULL").format(
-            column
-        ),
-        page_query=sql.SQL(
-            "SELECT user_id, thread_id, seq, content FROM conversation_turns"
-            " WHERE {c} IS NULL AND (user_id, thread_id, seq) > (%s, %s, %s)"
-            " ORDER BY user_id, thread_id, seq LIMIT %s"
-        ).format(c=column),
-        write=sql.SQL(
-            "UPDATE conversation_turns SET {c} = %s::vector"
-            " WHERE user_id = %s AND thread_id = %s AND seq = %s AND {c} IS NULL"
-        ).format(c=column),
-        write_params=lambda row, vector: (vector_param(vector), row[0], row[1], row[2]),
-    )
-
-
-def _memory_rows(slot: Slot) -> _Rows:
-    column = sql.Identifier(slot)
-    return _Rows(
-        name="memories",
-        start=("", ""),
-        count_query=sql.SQL("SELECT count(*) FROM memories WHERE {} IS NULL").format(column),
-        page_query=sql.SQL(
-            "SELECT user_id, key, content FROM memories"
-            " WHERE {c} IS NULL AND (user_id, key) > (%s, %s)"
-            " ORDER BY user_id, key LIMIT %s"
-        ).format(c=column),
-        write=sql.SQL(
-            "UPDATE memories SET {c} = %s::vector"
-            " WHERE user_id = %s AND key = %s AND content = %s AND {c} IS NULL"
-        ).format(c=column),
-        write_params=lambda row, vector: (vector_param(vector), row[0], row[1], row[2]),
-    )
+            await cursor.executemany(self.write, params)

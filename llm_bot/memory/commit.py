@@ -21,6 +21,7 @@ from psycopg.rows import tuple_row
 
 from llm_bot.db.embedding_space import EmbeddingModelMismatch, EmbeddingSpace, space_for_write
 from llm_bot.memory.history import PairRows, write_pair
+from llm_bot.memory.memories import PRIVATE_KEYS
 from llm_bot.memory.notes_store import apply_notes_edits
 from llm_bot.memory.run_writes import RunWrites
 from llm_bot.memory.store import MemoryStore, delete_memory, put_memory
@@ -198,11 +199,7 @@ class MemoryCommit:
             return set()
         keys = [*writes.memory_deletes, *(put.key for put in writes.memory_puts)]
         async with connection.cursor(row_factory=tuple_row) as cursor:
-            await cursor.execute(
-                "SELECT key FROM memories WHERE user_id = %s AND key = ANY(%s)"
-                " AND visibility <> 'public'",
-                (writes.user_id, keys),
-            )
+            await cursor.execute(PRIVATE_KEYS, (writes.user_id, keys))
             private = {str(key) for (key,) in await cursor.fetchall()}
         if private:
             logger.warning(

@@ -25,6 +25,7 @@ from psycopg.rows import dict_row
 
 from llm_bot.db.vectors import vector_param
 from llm_bot.events.identity import is_shared_thread, tenant_of_thread
+from llm_bot.memory import turns
 from llm_bot.memory.run_writes import Visibility
 
 
@@ -56,19 +57,6 @@ class PairRows:
     indexed: bool = False  # both turns enter recall's index (llm_bot.db.turn_index): a deep user's
 
 
-# One statement for the caller: migration 0019's ``append_pair`` (it says why a function). It
-# appends the pair under the thread's tenant (:func:`llm_bot.events.identity.tenant_of_thread`)
-# unless the event's pair is there already (a batch rerun after a commit whose
-# acknowledgement was lost). A concurrent write of the same event cannot get this far: its
-# transaction stored the event's output first, under the claim's token
-# (:mod:`llm_bot.db.processed_events`), and (user_id, source_event, role) is unique besides.
-_APPEND_PAIR = """
-SELECT append_pair(%(tenant)s, %(thread_id)s, %(user_id)s, %(at)s, %(idle)s, %(source_event)s,
-                   %(user_text)s, %(assistant_text)s, %(user_vector)s::vector,
-                   %(assistant_vector)s::vector, %(visibility)s, %(indexed)s, %(window_turns)s)
-"""
-
-
 async def write_pair(
     connection: AsyncConnection[Any], pair: PairRows, idle: timedelta, window_pairs: int
 ) -> None:
@@ -79,7 +67,7 @@ async def write_pair(
     other events wait on; its result is not read, so in the group commit's pipeline it goes
     out with the transaction's commit."""
     await connection.execute(
-        _APPEND_PAIR,
+        turns.APPEND_PAIR,
         {
             "tenant": tenant_of_thread(pair.thread_id),
             "thread_id": pair.thread_id,
@@ -98,29 +86,9 @@ async def write_pair(
     )
 
 
-# The newest turns of the thread's current session (newest first), unless it idled, from the
-# tenant's shard: a DM's from its user's turns, a shared channel's from its copy of its newest
-# turns (channel_turns). A query a caller may also compose with others into one statement
-# (context assembly does): :func:`window_sql` picks the thread's.
-_WINDOW_SQL = """
-SELECT t.thread_id, t.seq, t.user_id, t.session_id, t.role, t.content, t.created_at
-  FROM conversation_threads th JOIN {table} t
-    ON {same_tenant} AND t.session_id = th.session_id
- WHERE th.tenant = %(tenant)s AND th.thread_id = %(thread_id)s AND th.last_turn_at >= %(since)s
- ORDER BY t.seq DESC LIMIT %(turns)s
-"""
-DM_WINDOW_SQL = _WINDOW_SQL.format(
-    table="conversation_turns",
-    same_tenant="t.user_id = th.tenant AND t.thread_id = th.thread_id",
-)
-CHANNEL_WINDOW_SQL = _WINDOW_SQL.format(
-    table="channel_turns", same_tenant="t.thread_id = th.tenant"
-)
-
-
 def window_sql(thread_id: str) -> str:
     """The window's query for ``thread_id``: a shared channel's or a DM's."""
-    return CHANNEL_WINDOW_SQL if is_shared_thread(thread_id) else DM_WINDOW_SQL
+    return turns.CHANNEL_WINDOW_SQL if is_shared_thread(thread_id) else turns.DM_WINDOW_SQL
 
 
 def window_params(thread_id: str, pairs: int, now: datetime, idle: timedelta) -> dict[str, Any]:

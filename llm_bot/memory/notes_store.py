@@ -40,6 +40,9 @@ NOTES_SQL = (
     " WHERE user_id = %(user_id)s AND agent_name = %(agent)s"
 )
 
+# A user's rows, as erasure deletes and export reads them (:mod:`llm_bot.lifecycle.erasure`).
+ROWS_OF_USER = "FROM agent_notes WHERE user_id = %(user)s"
+
 
 def notes_of(content: str | None, visibility: str | None) -> Notes:
     """:data:`NOTES_SQL`'s columns as the notes; no row (nulls) is no notes yet."""

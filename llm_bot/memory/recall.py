@@ -1,8 +1,9 @@
 """Recall over history: this user's older messages, from any thread, that bear on the prompt.
 
-One SQL statement over ``conversation_turns`` of one user only finds the candidates: the
-nearest turns by embedding, and the best turns by BM25 over their full-text vectors, each side
-``pool`` deep, then the turns around those (``NEIGHBOUR_REACH`` either side in the thread).
+One SQL statement over ``conversation_turns`` of one user
+(:func:`llm_bot.memory.turns.recall_sql`) only finds the candidates: the nearest turns by
+embedding, and the best turns by BM25 over their full-text vectors, each side ``pool`` deep,
+then the turns around those (``NEIGHBOUR_REACH`` either side in the thread).
 Python fuses the two scores of every candidate (:mod:`llm_bot.memory.fusion`) and prefers
 turns written in a month or year the question names (:mod:`llm_bot.memory.dates`). Words and
 dates are read from the question's beginning (:func:`llm_bot.memory.search.query_text`). Messages
@@ -14,9 +15,10 @@ history where every message starts with a speaker's name, or a question's "say" 
 "says", a turn that shares only those words ranks with one that shares the rare word that
 matters. BM25 weighs a word by how few of *this user's* turns hold it (inverse document
 frequency), saturates repeated words, and discounts long turns. The statistics come from the
-user's ``STATS_TURNS`` most recent turns, read through the ``(user_id, created_at)`` index:
-exact for most users, an estimate of the current vocabulary for very long histories, and a
-bounded cost either way (no table to keep in step on every write and erasure).
+user's ``STATS_TURNS`` (:mod:`llm_bot.memory.turns`) most recent turns, read through the
+``(user_id, created_at)`` index: exact for most users, an estimate of the current vocabulary
+for very long histories, and a bounded cost either way (no table to keep in step on every write
+and erasure).
 
 No side reads the whole history of a deep user (docs/performance.md, "Recall at depth"): the
 words are matched among the user's ``LEXICAL_WINDOW`` most recent turns (every turn of a user
@@ -41,178 +43,21 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
-from functools import cache
 from typing import Any
 
 from psycopg import AsyncConnection
 
-from llm_bot.db.turn_index import LIVE_COLUMN, in_space, near_distance
 from llm_bot.memory.dates import DATE_BONUS, date_window
-from llm_bot.memory.fusion import NEIGHBOUR_REACH, fused, with_neighbours
+from llm_bot.memory.fusion import fused, with_neighbours
 from llm_bot.memory.search import SearchMode, fused_candidates, query_text
+from llm_bot.memory.turns import recall_sql
 
-STATS_TURNS = 1000
-# A user's nearest turns come from an exact scan of their vectors or from the HNSW index over
-# deep users' turns (llm_bot.db.turn_index), whichever reads less. The scan reads the user's ``d``
-# turns; the index walks about ``pool / share`` entries to find ``pool`` of theirs, ``share``
-# being ``d / N`` of the table's ``N`` rows, each entry ~ANN_ROW_COST times a scanned row
-# (fitted on the depth bench: 80 ms for 5,000 entries, 28 ms to scan 10,000 turns). So the
-# index from ``d * d >= ANN_ROW_COST * pool * N`` (N from the table's statistics), never below
-# DEEP_FROM turns: ~20k turns in a table of 1.2M, ~60k in one of 10M. The index holds only deep
-# users' turns, fewer than N, so this overstates its walk: the depth errs towards the scan.
-DEEP_FROM = 5000
-ANN_ROW_COST = 8
 # The lexical side ranks the turns matching the query among the user's most recent this many:
 # all of a user's turns up to that depth, a bounded cost beyond it.
 LEXICAL_WINDOW = 10_000
 # The smallest pool a recall asks for (``limit * 4``, at least 20, and the window excluded):
 # the depth ``llm-bot maintain`` marks users deep from is then never above recall's.
 MIN_POOL = 20
-BM25_K1 = 1.2  # the textbook saturation and length normalisation, not fitted to any data set
-BM25_B = 0.75
-
-
-def _deep_from_sql(rows: str, source: str) -> str:
-    """The depth from which a user is deep, one row: ``%(deep_from)s`` when given (a test),
-    else from ``rows``, the size of the table of turns, and ``%(pool)s`` (ANN_ROW_COST)."""
-    return f"""
-    SELECT coalesce(%(deep_from)s::bigint, greatest({DEEP_FROM}, ceil(sqrt(
-        {ANN_ROW_COST} * %(pool)s * greatest({rows}, 0)))))::bigint AS turns
-    FROM {source}
-"""
-
-
-# For every user (``llm-bot maintain``): the table's size from the catalog.
-DEEP_FROM_SQL = _deep_from_sql("reltuples", "pg_class WHERE oid = 'conversation_turns'::regclass")
-# For one user (recall): the size of the table holding the user's turns, read through one of
-# them (none: no depth). On Citus that is the user's shard, whose own index recall reads, and
-# the statement stays one Citus sends whole to that shard: one that also read the catalog would
-# be planned in pieces, which Citus 14 fails on for recall's ("invalid attnum").
-_USERS_DEEP_FROM = _deep_from_sql(
-    "relation_rows(t.tableoid)", "conversation_turns t WHERE t.user_id = %(user)s LIMIT 1"
-)
-
-
-def _visible(visibility: str) -> str:
-    """Turns the caller may see: all of them, or only those learned in public channels."""
-    return f"(%(include_private)s OR {visibility} = 'public')"
-
-
-# BM25 of the turn ``t`` for the query's weighted terms (a term's frequency is its positions).
-_BM25 = f"""(
-    SELECT sum(weights.idf * tf.n * {BM25_K1 + 1} / (tf.n + {BM25_K1} * (
-        1 - {BM25_B} + {BM25_B} * length(t.search) / (SELECT avgdl FROM stats))))
-    FROM unnest(t.search) AS word
-    JOIN weights ON weights.lexeme = word.lexeme
-    CROSS JOIN LATERAL (SELECT coalesce(array_length(word.positions, 1), 1) AS n) tf
-)"""
-
-# Each side keeps its best ``pool`` by a top-N sort (a heap of ``pool`` rows): numbering or
-# materializing every row of a user would spill to disk at 100k turns.
-
-
-@cache
-def _recall_sql(dimensions: int) -> str:
-    """The statement for query vectors of ``dimensions`` (the index's size is part of it)."""
-    return f"""
-WITH terms AS (
-    SELECT DISTINCT lexeme
-    FROM unnest(tsvector_to_array(to_tsvector('english', %(text)s))) AS lexeme
-    WHERE %(use_lexical)s
-),
-sample AS MATERIALIZED (
-    SELECT search FROM conversation_turns
-    WHERE user_id = %(user)s AND {_visible("visibility")} AND EXISTS (SELECT FROM terms)
-    ORDER BY created_at DESC
-    LIMIT {STATS_TURNS}
-),
-stats AS (SELECT count(*) AS n, greatest(avg(length(search)), 1) AS avgdl FROM sample),
-weights AS (
-    SELECT terms.lexeme, stats.n, held.df,
-           ln(1 + (stats.n - held.df + 0.5) / (held.df + 0.5)) AS idf
-    FROM terms CROSS JOIN stats
-    CROSS JOIN LATERAL (
-        SELECT count(*) AS df FROM sample
-        WHERE sample.search @@ quote_literal(terms.lexeme)::tsquery
-    ) held
-),
--- The words that find candidates: all of them while the sample is the whole history; beyond,
--- only those held by at most half of it (a turn that shares nothing else with the query is
--- no evidence, and ranking all of a long history for one common word costs ~1 s at 100k).
-query AS (
-    SELECT to_tsquery('simple', coalesce(string_agg(quote_literal(lexeme), ' | '), '')) AS terms
-    FROM weights
-    WHERE n < {STATS_TURNS} OR df * 2 <= n
-),
-lexical_top AS (
-    SELECT t.thread_id, t.seq
-    FROM (
-        SELECT thread_id, seq, search FROM conversation_turns
-        WHERE user_id = %(user)s AND %(use_lexical)s AND {_visible("visibility")}
-        ORDER BY created_at DESC
-        LIMIT %(lexical_window)s
-    ) t
-    WHERE t.search @@ (SELECT terms FROM query)
-    ORDER BY {_BM25} DESC, t.thread_id, t.seq
-    LIMIT %(pool)s
-),
--- The user's depth, counted no further than the depth from which the index reads less (an
--- index-only scan; see ANN_ROW_COST), picks one of the two dense sides below. The choice is a
--- LIMIT of 0 rather than a filter: a Limit node with nothing to return never starts its input,
--- where a filter was placed under a parallel sort whose workers started anyway (~9 ms).
-deep_from AS ({_USERS_DEEP_FROM}),
-depth AS (
-    SELECT count(*) >= (SELECT turns FROM deep_from) AS deep
-    FROM (
-        SELECT FROM conversation_turns WHERE user_id = %(user)s
-        LIMIT (SELECT turns FROM deep_from)
-    ) mine
-),
-dense_exact AS (
-    SELECT thread_id, seq FROM conversation_turns
-    WHERE user_id = %(user)s AND embedding IS NOT NULL AND %(use_dense)s
-      AND {_visible("visibility")}
-    ORDER BY embedding <=> %(vector)s::vector, thread_id, seq
-    LIMIT CASE WHEN (SELECT deep FROM depth) THEN 0 ELSE %(pool)s END
-),
--- The index returns rows roughly in order of distance (pgvector's relaxed_order iterative
--- scan); the exact similarity of each is computed below.
-dense_near AS MATERIALIZED (
-    SELECT thread_id, seq FROM conversation_turns
-    WHERE user_id = %(user)s AND {in_space(LIVE_COLUMN, dimensions)} AND %(use_dense)s
-      AND {_visible("visibility")}
-    ORDER BY {near_distance(LIVE_COLUMN, dimensions)}
-    LIMIT CASE WHEN (SELECT deep FROM depth) THEN %(pool)s ELSE 0 END
-),
--- A deep user's turns the index does not hold yet, exactly (none once maintain marked them).
-dense_unindexed AS (
-    SELECT thread_id, seq FROM conversation_turns
-    WHERE user_id = %(user)s AND NOT indexed AND embedding IS NOT NULL AND %(use_dense)s
-      AND {_visible("visibility")}
-    ORDER BY embedding <=> %(vector)s::vector, thread_id, seq
-    LIMIT CASE WHEN (SELECT deep FROM depth) THEN %(pool)s ELSE 0 END
-),
-around AS (
-    SELECT DISTINCT hit.thread_id, hit.seq + step AS seq
-    FROM (SELECT thread_id, seq FROM dense_exact UNION SELECT thread_id, seq FROM dense_near
-          UNION SELECT thread_id, seq FROM dense_unindexed
-          UNION SELECT thread_id, seq FROM lexical_top) hit,
-         generate_series(-{NEIGHBOUR_REACH}, {NEIGHBOUR_REACH}) AS step
-)
--- A primary-key lookup per candidate (LIMIT 1 keeps the planner from reading the user's whole
--- history by its index instead, which a generic plan of this statement chose). A neighbour in
--- a shared channel may be another speaker's turn: not the user's, so not found.
-SELECT t.thread_id, t.seq, t.role, t.content, t.created_at,
-       1 - (t.embedding <=> %(vector)s::vector) AS similarity,
-       coalesce({_BM25}, 0) AS keyword_score, (SELECT deep FROM depth) AS deep
-FROM around
-CROSS JOIN LATERAL (
-    SELECT * FROM conversation_turns
-    WHERE user_id = %(user)s AND thread_id = around.thread_id AND seq = around.seq
-    LIMIT 1
-) t
-WHERE t.embedding IS NOT NULL AND {_visible("t.visibility")}
-"""
 
 
 @dataclass(frozen=True)
@@ -284,7 +129,7 @@ async def recall(
     }
     rows = await fused_candidates(
         connection,
-        _recall_sql(len(vector)),
+        recall_sql(len(vector)),
         scope,
         text,
         vector,

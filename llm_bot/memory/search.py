@@ -54,6 +54,7 @@ from psycopg.rows import dict_row
 
 from llm_bot.db.vectors import vector_param
 from llm_bot.llm.embeddings import MAX_CHARS
+from llm_bot.memory.memories import HYBRID_SEARCH
 
 RRF_K = 60
 # A word more of the user's memories hold than this finds none of them alone (it still ranks
@@ -67,84 +68,6 @@ WORD_HOLDERS = 1_000
 SHALLOW = WORD_HOLDERS
 QUERY_MAX_CHARS = MAX_CHARS
 SearchMode = Literal["hybrid", "dense", "lexical"]
-
-# Full-text: the query's lexemes OR-ed together, so a question matches any of its words.
-OR_TERMS = """to_tsquery('simple', coalesce(array_to_string(array(
-    SELECT quote_literal(lexeme)
-    FROM unnest(tsvector_to_array(to_tsvector('english', %(text)s))) AS lexeme
-), ' | '), ''))"""
-
-# The question's words as keys of ``memories_words_idx`` (migration 0014): a hash of the user
-# id, a space, the lexeme; the same key ``memory_words(user_id, content)`` gives a memory's.
-WORD_KEYS = """array(
-    SELECT md5(%(user)s) || ' ' || lexeme
-    FROM unnest(tsvector_to_array(to_tsvector('english', %(text)s))) AS lexeme
-)"""
-
-_HYBRID_SQL = f"""
-WITH query AS MATERIALIZED (SELECT {OR_TERMS} AS terms WHERE %(use_lexical)s),
--- How many memories the user has, counted up to one past the depth that takes the index.
-depth AS MATERIALIZED (
-    SELECT count(*) AS memories
-    FROM (SELECT FROM memories WHERE user_id = %(user)s LIMIT %(shallow)s + 1) AS memory
-),
-dense AS (
-    SELECT key, row_number() OVER (ORDER BY distance, key) AS rank
-    FROM (
-        SELECT key, embedding <=> %(vector)s::vector AS distance
-        FROM memories
-        WHERE user_id = %(user)s AND embedding IS NOT NULL AND %(use_dense)s
-          AND (%(include_private)s OR visibility = 'public')
-        ORDER BY distance, key
-        LIMIT %(pool)s
-    ) AS nearest
-),
--- A shallow user: every memory sharing a word, from the user's rows (no word can have more
--- holders than the user has memories, so none is too common).
-scanned AS (
-    SELECT key, search FROM memories, query
-    WHERE %(use_lexical)s AND (SELECT memories FROM depth) <= least(%(shallow)s, %(holders)s)
-      AND user_id = %(user)s AND search @@ query.terms
-      AND (%(include_private)s OR visibility = 'public')
-),
--- A deep user: per word of the question, the memories holding it, through the index and up
--- to one past WORD_HOLDERS, so a common word costs at most that many rows. The key names the
--- user (an md5 of the id); the user's own id is checked too, inside the subquery so that
--- Citus sends the statement to the user's shard, and under COLLATE "C" (the same equality
--- for ids) so that the primary key's index, of the database's collation, is not read beside
--- the word index (every row of a deep user).
-held AS MATERIALIZED (
-    SELECT holder.key, holder.search, holder.visibility,
-           count(*) OVER (PARTITION BY word) AS holders
-    FROM unnest({WORD_KEYS}) AS word, LATERAL (
-        SELECT key, search, visibility FROM memories
-        WHERE memory_words(user_id, content) @> ARRAY[word] AND user_id = %(user)s COLLATE "C"
-        LIMIT %(holders)s + 1
-    ) AS holder
-    WHERE %(use_lexical)s AND (SELECT memories FROM depth) > least(%(shallow)s, %(holders)s)
-),
-found AS (
-    SELECT key, search FROM scanned
-    UNION ALL
-    SELECT DISTINCT ON (key) key, search FROM held
-    WHERE holders <= %(holders)s AND (%(include_private)s OR visibility = 'public')
-),
-lexical AS (
-    SELECT key, row_number() OVER (ORDER BY score DESC, key) AS rank
-    FROM (
-        SELECT key, ts_rank_cd(search, query.terms) AS score FROM found, query
-        ORDER BY score DESC, key
-        LIMIT %(pool)s
-    ) AS best
-)
-SELECT m.key, m.content, m.metadata, m.created_at, m.updated_at,
-       coalesce(1 - (m.embedding <=> %(vector)s::vector), 0) AS similarity,
-       dense.rank AS dense_rank, lexical.rank AS lexical_rank
-FROM (SELECT key FROM dense UNION SELECT key FROM lexical) hit
-JOIN memories m ON m.user_id = %(user)s AND m.key = hit.key
-LEFT JOIN dense ON dense.key = hit.key
-LEFT JOIN lexical ON lexical.key = hit.key
-"""
 
 
 @dataclass(frozen=True)
@@ -232,7 +155,7 @@ async def memory_candidates(
         "holders": holders,
         "shallow": shallow,
     }
-    return await fused_candidates(connection, _HYBRID_SQL, scope, text, vector, pool, mode)
+    return await fused_candidates(connection, HYBRID_SEARCH, scope, text, vector, pool, mode)
 
 
 async def hybrid_search(

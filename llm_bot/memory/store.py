@@ -4,7 +4,8 @@ A memory is a text with flat metadata under a key (a UUID when new) of one user,
 deleted, with its embedding and where it was learned (``visibility``). :class:`MemoryStore`
 owns the connection pool; :meth:`MemoryStore.for_user` hands out a :class:`UserMemories` bound
 to one user id, the only way to read or write memories, so every statement is scoped to one
-user by construction. The schema is our migrations' (``llm-bot migrate``).
+user by construction. The schema is our migrations' (``llm-bot migrate``); the statements are
+:mod:`llm_bot.memory.memories`'.
 
 Writes carry their time as a parameter (never the database's clock inside an upsert) and every
 unique key starts with the user id, so each statement reads and writes one user's rows.
@@ -26,10 +27,17 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from llm_bot.clock import utc_now
-from llm_bot.db.embedding_space import settle_space
+from llm_bot.db.embedding_space import (
+    EmbeddingModelMismatch,
+    EmbeddingSpace,
+    read_space,
+    record_space,
+)
 from llm_bot.db.pools import open_pool
+from llm_bot.db.turn_index import ensure_index
 from llm_bot.db.vectors import vector_param
 from llm_bot.llm.embeddings import Embedder
+from llm_bot.memory import memories
 from llm_bot.memory.run_writes import Visibility
 from llm_bot.memory.search import MemoryHit, SearchMode, hybrid_search
 from llm_bot.memory.versions import Version, forget_versions, retire_current, versions_of
@@ -39,29 +47,6 @@ logger = logging.getLogger(__name__)
 
 # What a put does to its key: a new memory, a new text for one, or a near-duplicate merged.
 PutEffect = Literal["created", "updated", "merged"]
-
-# A rewrite replaces the vector: the one given (the live model's), or none when embedding
-# failed; a vector the re-embedding made for the old text is stale either way.
-_PUT = """
-INSERT INTO memories AS m (user_id, key, content, metadata, visibility, embedding, created_at,
-                           updated_at)
-VALUES (%(user)s, %(key)s, %(content)s, %(metadata)s, %(visibility)s, %(vector)s::vector,
-        %(at)s, %(at)s)
-ON CONFLICT (user_id, key) DO UPDATE
-   SET content = EXCLUDED.content, metadata = EXCLUDED.metadata,
-       visibility = EXCLUDED.visibility, embedding = EXCLUDED.embedding, embedding_next = NULL,
-       updated_at = EXCLUDED.updated_at
-"""
-
-_GET = """
-SELECT key, content, metadata, visibility, created_at, updated_at
-  FROM memories WHERE user_id = %s AND key = %s
-"""
-
-_LIST = """
-SELECT key, content, metadata, visibility, created_at, updated_at
-  FROM memories WHERE user_id = %s ORDER BY updated_at DESC, key LIMIT %s OFFSET %s
-"""
 
 
 @dataclass(frozen=True)
@@ -171,9 +156,7 @@ class UserMemories:
             self._memory.connection() as connection,
             connection.cursor(row_factory=tuple_row) as cursor,
         ):
-            await cursor.execute(
-                "SELECT count(*) FROM memories WHERE user_id = %s", (self.user_id,)
-            )
+            await cursor.execute(memories.COUNT, (self.user_id,))
             row = await cursor.fetchone()
         return int(row[0]) if row else 0
 
@@ -182,7 +165,7 @@ class UserMemories:
             self._memory.connection() as connection,
             connection.cursor(row_factory=dict_row) as cursor,
         ):
-            await cursor.execute(_GET, (self.user_id, key))
+            await cursor.execute(memories.GET, (self.user_id, key))
             row = await cursor.fetchone()
         return None if row is None else _memory_of(row)
 
@@ -202,7 +185,7 @@ class UserMemories:
             self._memory.connection() as connection,
             connection.cursor(row_factory=dict_row) as cursor,
         ):
-            await cursor.execute(_LIST, (self.user_id, limit, offset))
+            await cursor.execute(memories.LIST, (self.user_id, limit, offset))
             return [_memory_of(row) for row in await cursor.fetchall()]
 
     async def search(
@@ -253,7 +236,7 @@ async def put_memory(
     words until ``llm-bot reembed`` gives it one."""
     await retire_current(connection, user_id, key, content, at)
     await connection.execute(
-        _PUT,
+        memories.PUT,
         {
             "user": user_id,
             "key": key,
@@ -269,10 +252,55 @@ async def put_memory(
 async def delete_memory(connection: AsyncConnection[Any], user_id: str, key: str) -> bool:
     """Forget a memory and its versions in the caller's transaction; whether it existed."""
     await forget_versions(connection, user_id, key)
-    cursor = await connection.execute(
-        "DELETE FROM memories WHERE user_id = %s AND key = %s", (user_id, key)
-    )
+    cursor = await connection.execute(memories.DELETE, (user_id, key))
     return cursor.rowcount > 0
+
+
+async def settle_space(
+    connection: AsyncConnection[Any], model: str, dimensions: int
+) -> EmbeddingSpace:
+    """The stored space, recorded as ``model`` on a first start (with the index of its size
+    over history, :mod:`llm_bot.db.turn_index`); raises :class:`EmbeddingModelMismatch` when
+    the vectors are another model's.
+
+    A database from before the model was recorded holds vectors of an unnamed model: if their
+    size is the configured model's, they are taken to be its (the size is all that was checked
+    then); otherwise start-up is refused as for a named model."""
+    space = await read_space(connection)
+    if space is None:
+        for stored in await _legacy_dimensions(connection):
+            if stored != dimensions:
+                raise EmbeddingModelMismatch(
+                    f"stored vectors have {stored} dimensions but the embedding model {model!r}"
+                    f" produces {dimensions}. {_REMEDY}"
+                )
+        await record_space(connection, model, dimensions)
+        space = await read_space(connection)
+        if space is None:
+            raise RuntimeError("embedding_space holds no row after one was recorded")
+        await ensure_index(connection, space.dimensions)
+    if not space.made_by(model, dimensions):
+        raise EmbeddingModelMismatch(
+            f"stored vectors (memories and history) were made by {space.model!r}"
+            f" ({space.dimensions} dimensions) but the embedding model is {model!r}"
+            f" ({dimensions} dimensions). {_REMEDY}"
+        )
+    return space
+
+
+_REMEDY = (
+    "Either set MEMORY_EMBEDDING_MODEL / MEMORY_EMBEDDING_DIMENSIONS back to the stored model,"
+    " or move every vector to the new model while the workers keep running: `llm-bot reembed`"
+    " with the new model configured, then deploy the workers with it."
+)
+
+
+async def _legacy_dimensions(connection: AsyncConnection[Any]) -> list[int]:
+    """Sizes of the vectors stored before the model was recorded: one memory's and one history
+    vector's."""
+    async with connection.cursor(row_factory=tuple_row) as cursor:
+        await cursor.execute(memories.LEGACY_DIMENSIONS)
+        return [int(row[0]) for row in await cursor.fetchall()]
 
 
 def _memory_of(row: dict[str, Any]) -> Memory:

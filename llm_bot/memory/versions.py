@@ -34,6 +34,22 @@ SELECT m.user_id, m.key,
 """
 
 
+# Retention's (:mod:`llm_bot.lifecycle.retention`): the earlier texts gone with their memory (a
+# user's memories beyond the cap), or past the history's age.
+EXPIRED_VERSIONS = """
+DELETE FROM memory_versions mv USING (
+    SELECT user_id, key, version FROM memory_versions v
+     WHERE v.valid_to < %(cutoff)s
+        OR NOT EXISTS (SELECT 1 FROM memories m WHERE m.user_id = v.user_id AND m.key = v.key)
+     LIMIT %(batch)s) old
+ WHERE mv.user_id = old.user_id AND mv.key = old.key AND mv.version = old.version
+"""
+
+
+# A user's rows, as erasure deletes and export reads them (:mod:`llm_bot.lifecycle.erasure`).
+ROWS_OF_USER = "FROM memory_versions WHERE user_id = %(user)s"
+
+
 @dataclass(frozen=True)
 class Version:
     version: int

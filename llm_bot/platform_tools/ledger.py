@@ -59,6 +59,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from llm_bot.clock import utc_now
+from llm_bot.db.processed_events import EVENTS_OF_THREAD
 from llm_bot.platform_tools.calls import CallKey, ToolOutcome
 from llm_bot.settings import Settings
 from llm_bot.telemetry import metrics
@@ -105,6 +106,30 @@ UPDATE tool_calls
    AND step_key = %(step_key)s AND call_index = %(call_index)s
    AND state = 'started' AND attempts = %(attempt)s
 """
+
+# Retention's (:mod:`llm_bot.lifecycle.retention`): tool calls go with the event records they
+# belong to. A call is kept as long as its event's record may still meet a redelivery (the
+# record is what makes the redelivery replay it), and goes once the record has gone. A call can
+# only be made under its event's claim, so every call of a run had a record; "started before
+# the cutoff" reads by index and leaves alone the calls of an event whose record is being
+# claimed right now.
+EXPIRED_CALLS = """
+DELETE FROM tool_calls t USING (
+    SELECT user_id, correlation_id, step_key, call_index FROM tool_calls c
+     WHERE c.started_at < %(cutoff)s
+       AND NOT EXISTS (SELECT 1 FROM processed_events p
+                        WHERE p.user_id = c.user_id AND p.correlation_id = c.correlation_id
+                          AND p.step_key = c.step_key)
+     LIMIT %(batch)s) old
+ WHERE t.user_id = old.user_id AND t.correlation_id = old.correlation_id
+   AND t.step_key = old.step_key AND t.call_index = old.call_index
+"""
+
+# Erasure's and export's rows (:mod:`llm_bot.lifecycle.erasure`): a user's calls, and a
+# thread's, found through its event records (a call names its user and event, not its thread).
+ROWS_OF_USER = "FROM tool_calls WHERE user_id = %(user)s"
+ROWS_OF_THREAD = f"""FROM tool_calls WHERE (user_id, correlation_id, step_key) IN (
+    {EVENTS_OF_THREAD})"""
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Migration 0015 on a database that has run the worker: the history index of the recorded
 embedding space is built (the definition of llm_bot/db/turn_index.py, so the worker's query
 uses it), and the full-text index no query reads is gone. On a database that has recorded no
-space yet, the worker builds the index as it records one (llm_bot/db/embedding_space.py)."""
+space yet, the worker builds the index as it records one (llm_bot/memory/store.py)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import asyncio
 import psycopg
 import pytest
 
-from llm_bot.db.embedding_space import settle_space
 from llm_bot.db.migrate import migrate
 from llm_bot.db.turn_index import index_name
-from llm_bot.memory.recall import DEEP_FROM
+from llm_bot.memory.store import settle_space
+from llm_bot.memory.turns import DEEP_FROM
 
 from .todays_form import migrate_through
 

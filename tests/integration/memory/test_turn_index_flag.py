@@ -11,8 +11,8 @@ from psycopg.rows import tuple_row
 from llm_bot.db.turn_index import LIVE_COLUMN, in_space
 from llm_bot.lifecycle.turn_backfill import index_deep_users
 from llm_bot.llm.client import ModelClient
-from llm_bot.memory.recall import DEEP_FROM
 from llm_bot.memory.store import MemoryStore
+from llm_bot.memory.turns import DEEP_FROM
 from llm_bot_tools.local.openai_server import LocalModelServer
 
 from .conftest import Connection

@@ -1,0 +1,164 @@
+"""The ``memories`` table's statements, the one place its SQL is written: a put, a read, a
+listing and a delete of one user's memory (:mod:`llm_bot.memory.store`), the hybrid search
+(:mod:`llm_bot.memory.search`), the check of a shared channel's writes
+(:mod:`llm_bot.memory.commit`), retention's cap (:mod:`llm_bot.lifecycle.retention`), the
+re-embedding's fill (:mod:`llm_bot.lifecycle.vector_slots`) and the size of vectors stored
+before their model was recorded. Callers run them; a change of the table's columns, keys or
+shard routing (docs/citus.md) is made here. Memories' earlier texts are
+:mod:`llm_bot.memory.versions`'.
+
+Every statement of the event's path names the user in its ``WHERE`` (or ``VALUES``), so Citus
+sends it to that user's shard; retention's and the re-embedding's read every shard.
+"""
+
+from __future__ import annotations
+
+# A rewrite replaces the vector: the one given (the live model's), or none when embedding
+# failed; a vector the re-embedding made for the old text is stale either way.
+PUT = """
+INSERT INTO memories AS m (user_id, key, content, metadata, visibility, embedding, created_at,
+                           updated_at)
+VALUES (%(user)s, %(key)s, %(content)s, %(metadata)s, %(visibility)s, %(vector)s::vector,
+        %(at)s, %(at)s)
+ON CONFLICT (user_id, key) DO UPDATE
+   SET content = EXCLUDED.content, metadata = EXCLUDED.metadata,
+       visibility = EXCLUDED.visibility, embedding = EXCLUDED.embedding, embedding_next = NULL,
+       updated_at = EXCLUDED.updated_at
+"""
+
+GET = """
+SELECT key, content, metadata, visibility, created_at, updated_at
+  FROM memories WHERE user_id = %s AND key = %s
+"""
+
+LIST = """
+SELECT key, content, metadata, visibility, created_at, updated_at
+  FROM memories WHERE user_id = %s ORDER BY updated_at DESC, key LIMIT %s OFFSET %s
+"""
+
+# Full-text: the query's lexemes OR-ed together, so a question matches any of its words.
+OR_TERMS = """to_tsquery('simple', coalesce(array_to_string(array(
+    SELECT quote_literal(lexeme)
+    FROM unnest(tsvector_to_array(to_tsvector('english', %(text)s))) AS lexeme
+), ' | '), ''))"""
+
+# The question's words as keys of ``memories_words_idx`` (migration 0014): a hash of the user
+# id, a space, the lexeme; the same key ``memory_words(user_id, content)`` gives a memory's.
+WORD_KEYS = """array(
+    SELECT md5(%(user)s) || ' ' || lexeme
+    FROM unnest(tsvector_to_array(to_tsvector('english', %(text)s))) AS lexeme
+)"""
+
+HYBRID_SEARCH = f"""
+WITH query AS MATERIALIZED (SELECT {OR_TERMS} AS terms WHERE %(use_lexical)s),
+-- How many memories the user has, counted up to one past the depth that takes the index.
+depth AS MATERIALIZED (
+    SELECT count(*) AS memories
+    FROM (SELECT FROM memories WHERE user_id = %(user)s LIMIT %(shallow)s + 1) AS memory
+),
+dense AS (
+    SELECT key, row_number() OVER (ORDER BY distance, key) AS rank
+    FROM (
+        SELECT key, embedding <=> %(vector)s::vector AS distance
+        FROM memories
+        WHERE user_id = %(user)s AND embedding IS NOT NULL AND %(use_dense)s
+          AND (%(include_private)s OR visibility = 'public')
+        ORDER BY distance, key
+        LIMIT %(pool)s
+    ) AS nearest
+),
+-- A shallow user: every memory sharing a word, from the user's rows (no word can have more
+-- holders than the user has memories, so none is too common).
+scanned AS (
+    SELECT key, search FROM memories, query
+    WHERE %(use_lexical)s AND (SELECT memories FROM depth) <= least(%(shallow)s, %(holders)s)
+      AND user_id = %(user)s AND search @@ query.terms
+      AND (%(include_private)s OR visibility = 'public')
+),
+-- A deep user: per word of the question, the memories holding it, through the index and up
+-- to one past WORD_HOLDERS, so a common word costs at most that many rows. The key names the
+-- user (an md5 of the id); the user's own id is checked too, inside the subquery so that
+-- Citus sends the statement to the user's shard, and under COLLATE "C" (the same equality
+-- for ids) so that the primary key's index, of the database's collation, is not read beside
+-- the word index (every row of a deep user).
+held AS MATERIALIZED (
+    SELECT holder.key, holder.search, holder.visibility,
+           count(*) OVER (PARTITION BY word) AS holders
+    FROM unnest({WORD_KEYS}) AS word, LATERAL (
+        SELECT key, search, visibility FROM memories
+        WHERE memory_words(user_id, content) @> ARRAY[word] AND user_id = %(user)s COLLATE "C"
+        LIMIT %(holders)s + 1
+    ) AS holder
+    WHERE %(use_lexical)s AND (SELECT memories FROM depth) > least(%(shallow)s, %(holders)s)
+),
+found AS (
+    SELECT key, search FROM scanned
+    UNION ALL
+    SELECT DISTINCT ON (key) key, search FROM held
+    WHERE holders <= %(holders)s AND (%(include_private)s OR visibility = 'public')
+),
+lexical AS (
+    SELECT key, row_number() OVER (ORDER BY score DESC, key) AS rank
+    FROM (
+        SELECT key, ts_rank_cd(search, query.terms) AS score FROM found, query
+        ORDER BY score DESC, key
+        LIMIT %(pool)s
+    ) AS best
+)
+SELECT m.key, m.content, m.metadata, m.created_at, m.updated_at,
+       coalesce(1 - (m.embedding <=> %(vector)s::vector), 0) AS similarity,
+       dense.rank AS dense_rank, lexical.rank AS lexical_rank
+FROM (SELECT key FROM dense UNION SELECT key FROM lexical) hit
+JOIN memories m ON m.user_id = %(user)s AND m.key = hit.key
+LEFT JOIN dense ON dense.key = hit.key
+LEFT JOIN lexical ON lexical.key = hit.key
+"""
+
+# Retention's cap (:mod:`llm_bot.lifecycle.retention`): the users holding more memories.
+USERS_OVER_CAP = """
+SELECT user_id FROM memories GROUP BY user_id HAVING count(*) > %(cap)s
+"""
+
+# The most recently created beyond the cap. The cap is also enforced at write time (a new
+# memory beyond it is refused), so rows beyond it come from a lowered cap or concurrent writes;
+# the user's first facts stand, as at write time, and a flood of new rows (a steered model) is
+# what goes, never the older genuine ones.
+BEYOND_CAP = """
+DELETE FROM memories m USING (
+    SELECT key FROM memories WHERE user_id = %(user)s
+     ORDER BY created_at, key OFFSET %(cap)s LIMIT %(batch)s) old
+ WHERE m.user_id = %(user)s AND m.key = old.key
+"""
+
+COUNT = "SELECT count(*) FROM memories WHERE user_id = %s"
+
+DELETE = "DELETE FROM memories WHERE user_id = %s AND key = %s"
+
+# The keys a run from a shared channel touches that hold a memory learned in a DM.
+PRIVATE_KEYS = (
+    "SELECT key FROM memories WHERE user_id = %s AND key = ANY(%s) AND visibility <> 'public'"
+)
+
+# One memory's vector size and one history vector's, of the vectors stored before their model
+# was recorded (:func:`llm_bot.memory.store.settle_space`).
+LEGACY_DIMENSIONS = (
+    "(SELECT vector_dims(embedding) FROM memories WHERE embedding IS NOT NULL LIMIT 1)"
+    " UNION ALL (SELECT vector_dims(embedding) FROM conversation_turns"
+    "            WHERE embedding IS NOT NULL LIMIT 1)"
+)
+
+
+# The re-embedding's (:mod:`llm_bot.lifecycle.vector_slots`) over the memories without a vector
+# in the slot ``{c}``: their count, a page of them in key order after a key (user, key), and
+# the write of one's vector, only while the memory still has the text that was embedded.
+MISSING_VECTORS = (
+    "SELECT count(*) FROM memories WHERE {c} IS NULL",
+    "SELECT user_id, key, content FROM memories"
+    " WHERE {c} IS NULL AND (user_id, key) > (%s, %s)"
+    " ORDER BY user_id, key LIMIT %s",
+    "UPDATE memories SET {c} = %s::vector"
+    " WHERE user_id = %s AND key = %s AND content = %s AND {c} IS NULL",
+)
+
+# A user's rows, as erasure deletes and export reads them (:mod:`llm_bot.lifecycle.erasure`).
+ROWS_OF_USER = "FROM memories WHERE user_id = %(user)s"
