@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from llm_bot.db.processed_events import NO_STEP, key_of
+from llm_bot.answer.unit import Answer
 from llm_bot.errors import DeadLetterError
 from llm_bot.events.builder import prompt_event
+from llm_bot.events.inbound import NO_STEP, attempt_limit, deadline_s, inbound_of, key_of
 from llm_bot.events.limits import InvalidEvent
 from llm_bot.events.models import InternalEventV2
 from llm_bot.events.routing import RoutingError, advance, check_route, complete_current_step
-from llm_bot.graph.process import ProcessResult
 from llm_bot.settings import Settings
 from llm_bot.transport.ack import (
     RETRY_MAX_DELAY_S,
@@ -26,11 +26,9 @@ from llm_bot.transport.ack import (
     retry_delay_s,
     settle,
 )
-from llm_bot.transport.handler import attempt_limit, deadline_s, output_of
+from llm_bot.transport.handler import output_of
 from llm_bot.transport.publisher import PublishFailed
 from llm_bot.transport.stats import WorkerStats
-
-LIMIT = 5
 
 
 class RecordedDelivery:
@@ -59,7 +57,7 @@ def event_with_slip(*steps: dict[str, Any]) -> InternalEventV2:
 
 async def test_settle_acks_a_clean_block() -> None:
     delivery, stats = RecordedDelivery(), WorkerStats()
-    async with settle(delivery, _unused_dead_letter, stats, LIMIT):
+    async with settle(delivery, _unused_dead_letter, stats):
         pass
     assert (delivery.settled, stats.acked) == (["ack"], 1)
 
@@ -71,7 +69,7 @@ async def test_settle_dead_letters_invalid_input_then_acks() -> None:
     async def dead_letter(_: Any, error: DeadLetterError) -> None:
         reasons.append((error.kind, str(error)))
 
-    async with settle(delivery, dead_letter, stats, LIMIT):
+    async with settle(delivery, dead_letter, stats):
         raise InvalidEvent("message body is not JSON")
     assert (delivery.settled, reasons) == (["ack"], [("invalid_event", "message body is not JSON")])
     assert stats.dead_lettered == 1
@@ -83,14 +81,14 @@ async def test_a_failed_dead_letter_publish_nacks_instead_of_losing_the_message(
     async def dead_letter(_: Any, error: DeadLetterError) -> None:
         raise PublishFailed("dead-letter topic unreachable")
 
-    async with settle(delivery, dead_letter, WorkerStats(), LIMIT):
+    async with settle(delivery, dead_letter, WorkerStats()):
         raise InvalidEvent("bad")
     assert delivery.settled == ["nack"]
 
 
 async def test_a_retryable_failure_nacks_and_the_worker_carries_on() -> None:
     delivery = RecordedDelivery(attempt=0)
-    async with settle(delivery, _unused_dead_letter, WorkerStats(), LIMIT):
+    async with settle(delivery, _unused_dead_letter, WorkerStats()):
         raise RuntimeError("unexpected")
     assert delivery.settled == ["nack"]
 
@@ -99,7 +97,7 @@ async def test_cancellation_hands_the_message_back_and_propagates() -> None:
     delivery = RecordedDelivery()
 
     async def handle() -> None:
-        async with settle(delivery, _unused_dead_letter, WorkerStats(), LIMIT):
+        async with settle(delivery, _unused_dead_letter, WorkerStats()):
             await asyncio.Event().wait()
 
     task = asyncio.create_task(handle())
@@ -202,16 +200,15 @@ def test_the_record_key_names_the_pending_step_by_position() -> None:
     event = event_with_slip(
         {"id": "router", "status": "OK"}, {"id": "llm-bot", "status": "PENDING"}
     )
-    assert key_of(event).step == "1:llm-bot"
-    assert key_of(event_with_slip()).step == NO_STEP
+    assert key_of(event, "u").step == "1:llm-bot"
+    assert key_of(event_with_slip(), "u").step == NO_STEP
 
 
 @pytest.mark.parametrize("ordering", [False, True])
 def test_the_output_is_routed_prefixed_and_keyed_by_thread(ordering: bool) -> None:
     settings = Settings(BUS_PREFIX="dev.", LLM_BOT_ORDERING=ordering)  # type: ignore[call-arg]
     event = event_with_slip({"id": "llm-bot", "status": "OK"})
-    result = ProcessResult("SKIP", event)
-    output = output_of(result, settings)
+    output = output_of(Answer("SKIP", event), inbound_of(event), settings)
     assert output.topic == "dev.internal.egress.v1"
     assert output.attributes == {
         "type": "egress.deliver.v1",
@@ -234,7 +231,7 @@ def test_the_next_steps_attributes_ride_along_as_text_never_over_the_protected_o
         },
     )
     complete_current_step(event, "OK", "2026-11-22T12:00:00.000Z")
-    output = output_of(ProcessResult("OK", event), Settings())
+    output = output_of(Answer("OK", event), inbound_of(event), Settings())
     assert output.attributes["origin"] == "event-router"
     assert output.attributes["progressMessage"] == "true"
     assert output.attributes["source"] == "llm-bot"
