@@ -2,18 +2,21 @@
 
 Who sent it and which conversation it belongs to (:mod:`llm_bot.events.identity`), the key of
 its processed-events record, how long its producer waits and how many attempts it gets: the
-transport builds the record when the event arrives (:func:`received`) and hands it down, so
-the ledger, the graph and memory read the same values instead of deriving them again, and
-cannot disagree on them.
+transport receives the message here (:func:`received`: decoded, recorded, checked) and hands
+the record down, so the ledger, the graph and memory read the same values instead of deriving
+them again, and cannot disagree on them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from llm_bot.events.codec import decode
 from llm_bot.events.identity import is_direct, thread_id_of, user_id_of
+from llm_bot.events.limits import check_event
 from llm_bot.events.models import InternalEventV2
-from llm_bot.events.routing import current_step
+from llm_bot.events.routing import check_route, current_step
 from llm_bot.settings import Settings
 
 NO_STEP = "none"
@@ -79,15 +82,25 @@ def inbound_of(
     )
 
 
-def received(event: InternalEventV2, settings: Settings, attempt: int) -> Inbound:
-    """The record of an event delivered for the ``attempt``-th time, with the deadline and
-    the attempt limit the settings and the event set."""
-    return inbound_of(
+def received(
+    data: bytes, attributes: Mapping[str, str], settings: Settings, attempt: int
+) -> Inbound:
+    """The record of a message delivered for the ``attempt``-th time, with the deadline and
+    the attempt limit the settings and the event set; raises a
+    :class:`~llm_bot.errors.DeadLetterError` for one that can never be processed
+    (:mod:`llm_bot.events.limits`, :func:`llm_bot.events.routing.check_route`)."""
+    event = decode(data, attributes, settings.max_message_bytes)
+    inbound = inbound_of(
         event,
         deadline_s=deadline_s(event, settings.event_deadline_ms, settings.max_response_ms),
         attempt=attempt,
         last_attempt=attempt_limit(event, settings.max_delivery_attempts),
     )
+    check_event(
+        event, settings.max_slip_steps, user_id=inbound.user_id, thread_id=inbound.thread_id
+    )
+    check_route(event)
+    return inbound
 
 
 def deadline_s(event: InternalEventV2, default_ms: int, max_ms: int) -> float:

@@ -35,12 +35,11 @@ from llm_bot.db.group_commit import GroupCommitter
 from llm_bot.db.leases import LeaseKeeper
 from llm_bot.db.marks_by_shard import MarksByShard
 from llm_bot.errors import DeadLetterError
-from llm_bot.events.codec import decode, encode
+from llm_bot.events.codec import encode
 from llm_bot.events.deadletter import Cause, deadletter_body
 from llm_bot.events.inbound import EventKey, Inbound, received
-from llm_bot.events.limits import check_event
 from llm_bot.events.models import SOURCE
-from llm_bot.events.routing import advance, check_route, hop_attributes, prefixed
+from llm_bot.events.routing import advance, hop_attributes, prefixed
 from llm_bot.settings import Settings
 from llm_bot.telemetry import metrics
 from llm_bot.telemetry.logs import event_ids
@@ -145,10 +144,8 @@ class EventHandler:
         """Receive, claim, answer, forward; how the event ended (or it raises). Its scopes end
         before the settlement acts, so a nack's backoff holds no claim and no group commit."""
         settings = self._settings
-        event = decode(delivery.data, delivery.attributes, settings.max_message_bytes)
-        inbound = received(event, settings, delivery.delivery_attempt)
-        check_event(inbound, settings.max_slip_steps)
-        check_route(event)
+        inbound = received(delivery.data, delivery.attributes, settings, delivery.delivery_attempt)
+        event = inbound.event
         if event.trace_id is None:
             event.trace_id = current_trace_id()
         async with AsyncExitStack() as scopes:

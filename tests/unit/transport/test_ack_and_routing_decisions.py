@@ -15,9 +15,9 @@ import pytest
 from llm_bot.answer.unit import Answer
 from llm_bot.errors import DeadLetterError
 from llm_bot.events.builder import prompt_event
-from llm_bot.events.inbound import NO_STEP, attempt_limit, deadline_s, inbound_of, key_of
+from llm_bot.events.inbound import inbound_of
 from llm_bot.events.limits import InvalidEvent
-from llm_bot.events.models import InternalEventV2
+from llm_bot.events.models import InternalEventV2, StepError
 from llm_bot.events.routing import RoutingError, advance, check_route, complete_current_step
 from llm_bot.settings import Settings
 from llm_bot.transport.ack import (
@@ -26,9 +26,12 @@ from llm_bot.transport.ack import (
     retry_delay_s,
     settle,
 )
+from llm_bot.transport.decision import Answered, Decision
 from llm_bot.transport.handler import output_of
 from llm_bot.transport.publisher import PublishFailed
 from llm_bot.transport.stats import WorkerStats
+
+LAST = 3
 
 
 class RecordedDelivery:
@@ -60,6 +63,22 @@ async def test_settle_acks_a_clean_block() -> None:
     async with settle(delivery, _unused_dead_letter, stats):
         pass
     assert (delivery.settled, stats.acked) == (["ack"], 1)
+
+
+@pytest.mark.parametrize(("attempt", "settled"), [(1, ["nack"]), (LAST, ["ack"])])
+async def test_a_retryable_step_failure_is_handed_back_until_the_last_attempt(
+    attempt: int, settled: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The handler forwards an answer only when the settlement decides so; a forwarded one is
+    acked once the block ends."""
+    monkeypatch.setattr("llm_bot.transport.ack.retry_delay_s", lambda _: 0.0)
+    delivery = RecordedDelivery(attempt)
+    event = event_with_slip({"id": "llm-bot", "status": "PENDING"})
+    error = StepError(code="LLM_UNAVAILABLE", message="down", retryable=True)
+    async with settle(delivery, _unused_dead_letter, WorkerStats()) as settling:
+        decision = settling.report(Answered(Answer("ERROR", event, error=error), attempt, LAST))
+    assert decision is (Decision.NACK if attempt < LAST else Decision.FORWARD)
+    assert delivery.settled == settled
 
 
 async def test_settle_dead_letters_invalid_input_then_acks() -> None:
@@ -178,30 +197,6 @@ def test_the_route_check_refuses_exactly_the_slips_that_advancing_would(
         return False
 
     assert refused(check_route) == refused(advance_after_closing)
-
-
-def test_the_deadline_is_the_producers_when_set_within_the_upper_bound() -> None:
-    event = event_with_slip({"id": "llm-bot", "status": "PENDING"})
-    assert deadline_s(event, 120_000, 600_000) == 120.0
-    event.qos = {"maxResponseMs": 1500}  # type: ignore[assignment]
-    assert deadline_s(event, 120_000, 600_000) == 1.5
-    event.qos = {"maxResponseMs": 86_400_000}  # type: ignore[assignment]
-    assert deadline_s(event, 120_000, 600_000) == 600.0
-
-
-def test_the_steps_max_attempts_can_lower_the_delivery_limit() -> None:
-    plain = event_with_slip({"id": "llm-bot", "status": "PENDING"})
-    strict = event_with_slip({"id": "llm-bot", "status": "PENDING", "maxAttempts": 2})
-    assert attempt_limit(plain, 5) == 5
-    assert attempt_limit(strict, 5) == 2
-
-
-def test_the_record_key_names_the_pending_step_by_position() -> None:
-    event = event_with_slip(
-        {"id": "router", "status": "OK"}, {"id": "llm-bot", "status": "PENDING"}
-    )
-    assert key_of(event, "u").step == "1:llm-bot"
-    assert key_of(event_with_slip(), "u").step == NO_STEP
 
 
 @pytest.mark.parametrize("ordering", [False, True])
