@@ -11,7 +11,7 @@ is recalled, embedded, offered as a tool or stored. A SAFE_REFUSAL ends with Bit
 refusal as the candidate (OK); ESCALATE and NO_RESPONSE end without one (SKIP). Neither keeps
 a history pair: a message that was refused or escalated (a crisis message among them) is kept
 nowhere it could be recalled, quoted or summarised later, in a shared channel least of all
-(:func:`llm_bot.answer.unit.pair_of`). Only the processed-events ledger keeps
+(:attr:`llm_bot.answer.unit.Answer.pair` is ``None``). Only the processed-events ledger keeps
 the published event, as it keeps every output, so a redelivery republishes the same result.
 """
 
