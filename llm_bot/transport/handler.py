@@ -20,8 +20,8 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from typing import Any
 
 from opentelemetry.trace import SpanKind
@@ -114,41 +114,24 @@ class EventHandler:
         self._subscription = prefixed(settings.subscription, settings.bus_prefix)
 
     async def handle(self, delivery: Delivery) -> None:
-        """One consumer span and one ``llmbot_events`` count per delivery, however it ends:
-        its step's outcome (OK, SKIP, ERROR), duplicate, republished or failed."""
-        self._stats.received += 1
-        began = time.perf_counter()
-        metrics.in_flight.add(1)
-        metrics.queue_lag.record(max(0.0, (utc_now() - delivery.publish_time).total_seconds()))
-        ending = "failed"
-        try:
-            async with AsyncExitStack() as scopes:
-                scopes.enter_context(
-                    consumer_span(
-                        self._subscription,
-                        delivery.message_id,
-                        delivery.delivery_attempt,
-                        delivery.attributes,
-                    )
-                )
-                settling = await scopes.enter_async_context(
-                    settle(delivery, self._dead_letter, self._stats)
-                )
-                ending = await self._handle(delivery, settling)
-        finally:
-            metrics.in_flight.add(-1)
-            metrics.events.add(1, {"outcome": ending})
-            metrics.event_duration.record(time.perf_counter() - began, {"outcome": ending})
-
-    async def _handle(self, delivery: Delivery, settling: Settling) -> str:
-        """Receive, claim, answer, forward; how the event ended (or it raises). Its scopes end
-        before the settlement acts, so a nack's backoff holds no claim and no group commit."""
+        """One message from receipt to settlement, top to bottom. Every scope it needs is
+        entered on one exit stack and ends in reverse order: the claim's before the settlement
+        acts, so a nack's backoff holds no claim and no group commit."""
         settings = self._settings
-        inbound = received(delivery.data, delivery.attributes, settings, delivery.delivery_attempt)
-        event = inbound.event
-        if event.trace_id is None:
-            event.trace_id = current_trace_id()
         async with AsyncExitStack() as scopes:
+            counted = scopes.enter_context(self._counted(delivery))
+            attempt = delivery.delivery_attempt
+            span = consumer_span(
+                self._subscription, delivery.message_id, attempt, delivery.attributes
+            )
+            scopes.enter_context(span)
+            settling = await scopes.enter_async_context(
+                settle(delivery, self._dead_letter, self._stats)
+            )
+            inbound = received(delivery.data, delivery.attributes, settings, attempt)
+            event = inbound.event
+            if event.trace_id is None:
+                event.trace_id = current_trace_id()
             ids = {"userId": inbound.user_id, "threadId": inbound.thread_id}
             scopes.enter_context(event_ids(correlationId=event.correlation_id, **ids))
             # Tells the group committer this event will hand in work (its claim, its output):
@@ -157,12 +140,14 @@ class EventHandler:
             claimed = await self._claim(inbound)
             if isinstance(claimed, processed_events.Published):
                 self._stats.duplicates += 1
-                return "duplicate"
+                counted["outcome"] = "duplicate"
+                return
             await scopes.enter_async_context(self._holding(claimed, settling))
             if claimed.stored is not None:
                 self._stats.republished += 1
                 await self._publish(claimed.key, claimed.stored)
-                return "republished"
+                counted["outcome"] = "republished"
+                return
             # Our count of claims: processing began that often and never finished (a delivery
             # to a worker that died before claiming it is not one: Pub/Sub counts those too).
             if claimed.attempt > inbound.last_attempt:
@@ -175,13 +160,29 @@ class EventHandler:
             answer = await self._answerer.answer(inbound, context=context)
             progress.stop()  # the answer exists: no "thinking" from now on
             # Pub/Sub counts deliveries only on a subscription with a dead-letter policy.
-            attempt = max(inbound.attempt, claimed.attempt)
-            answered = Answered(answer, attempt, inbound.last_attempt)
+            answered = Answered(answer, max(attempt, claimed.attempt), inbound.last_attempt)
             if settling.report(answered) is not Decision.FORWARD:
-                return "failed"  # handed back for a later attempt
+                return  # handed back for a later attempt: counted as failed
             await self._forward(claimed, answer, inbound, progress)
-        self._stats.count_outcome(answer.outcome)
-        return answer.outcome
+            self._stats.count_outcome(answer.outcome)
+            counted["outcome"] = answer.outcome
+
+    @contextmanager
+    def _counted(self, delivery: Delivery) -> Iterator[dict[str, str]]:
+        """One ``llmbot_events`` count per delivery, however it ends, labelled by how the block
+        says it ended: its step's outcome (OK, SKIP, ERROR), duplicate, republished, or else
+        failed."""
+        self._stats.received += 1
+        began = time.perf_counter()
+        metrics.in_flight.add(1)
+        metrics.queue_lag.record(max(0.0, (utc_now() - delivery.publish_time).total_seconds()))
+        labels = {"outcome": "failed"}
+        try:
+            yield labels
+        finally:
+            metrics.in_flight.add(-1)
+            metrics.events.add(1, labels)
+            metrics.event_duration.record(time.perf_counter() - began, labels)
 
     async def _claim(self, inbound: Inbound) -> processed_events.Claim | processed_events.Published:
         settings = self._settings
