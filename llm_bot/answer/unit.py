@@ -1,36 +1,67 @@
-"""One event answered: the graph run within the event's deadline, the outcome it ends in, the
-pair it adds to history, and the memory writes that make that pair durable.
+"""One event answered: the graph run within the event's deadline, the outcome it ends in (OK,
+SKIP or ERROR) with the event as it goes on, the pair it adds to history, and the memory writes
+that make that pair durable.
 
 The worker (:mod:`llm_bot.transport.handler`), ``llm-bot send --local`` and the tests answer
-events here alone, so they cannot drift apart: one deadline, one set of failure codes, one
-pair. Claiming the event, storing and publishing the output and acking are the transport's:
-the worker applies :meth:`Answerer.prepare`'s writes inside the transaction that stores the
-output, ``send --local`` commits them alone (:meth:`Answerer.commit`).
+events here alone, so they cannot drift apart: one deadline, one place where a failure becomes
+an ERROR step, one pair. Claiming the event, storing and publishing the output and acking are
+the transport's: the worker applies :meth:`Answerer.prepare`'s writes inside the transaction
+that stores the output, ``send --local`` commits them alone (:meth:`Answerer.commit`).
+
+The event received is never modified; the answer holds a copy with llm-bot's routing step
+closed, the candidate appended (OK) or an ``errors[]`` entry recorded (ERROR), an ``errors[]``
+entry for each platform-tool call that failed (source ``mcp:<tool id>`` or ``internal``, as
+BitBrat's; the event still completes OK), and the behaviour annotations BitBrat's llm-bot adds
+(:mod:`llm_bot.graph.behavior_annotations`; on OK and SKIP). Where it goes next is the
+transport's business (:func:`llm_bot.events.routing.advance`).
+
+Outcomes: the model's reply (OK, a history pair); BitBrat's safe refusal (OK, no history
+pair: see :mod:`llm_bot.graph.ingest_prompt`); an event the gate escalates or does not answer
+(SKIP, no step error: the ``safety-decision`` annotation says why, as on the platform); an event
+with no task (SKIP, step error ``NO_PROMPT``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime
 from typing import Any
 
 from psycopg import AsyncConnection
 
+from llm_bot.clock import iso_timestamp
 from llm_bot.db.embedding_space import EmbeddingSpace
 from llm_bot.db.group_commit import LockKey
-from llm_bot.db.processed_events import source_of
 from llm_bot.errors import ForwardAsError
-from llm_bot.events.identity import tenant_of_thread, thread_id_of, user_id_of
-from llm_bot.events.models import InternalEventV2
+from llm_bot.events.identity import tenant_of_thread
+from llm_bot.events.inbound import Inbound
+from llm_bot.events.models import (
+    SOURCE,
+    CandidateV1,
+    ErrorEntryV1,
+    InternalEventV2,
+    Outcome,
+    StepError,
+)
+from llm_bot.events.routing import complete_current_step
+from llm_bot.graph.behavior_annotations import (
+    gated_annotations,
+    profile_annotation,
+    strategy_annotation,
+)
 from llm_bot.graph.builder import LlmBotGraph
-from llm_bot.graph.process import ProcessResult, process_event, record_failure
 from llm_bot.graph.state import GraphContext
+from llm_bot.graph.tools import ToolRecord
+from llm_bot.llm.errors import ModelError
 from llm_bot.memory.commit import MemoryCommit, Pair
 
 logger = logging.getLogger(__name__)
+
+# What the answer is made of: LangGraph then reads these channels alone after each superstep
+# instead of the whole state (~0.1 ms of CPU per event).
+OUTPUT = ["candidate", "writes", "combined_prompt", "profile", "gate", "offer", "tool_records"]
 
 
 class DeadlineExceeded(ForwardAsError):
@@ -50,11 +81,14 @@ class InternalFailure(ForwardAsError):
 
 @dataclass(frozen=True)
 class Answer:
-    """The outcome with the updated event, and the pair it adds to history: ``None`` for SKIP,
-    ERROR and a refusal, which keep nothing of the message."""
+    """How the step closed, the event as it goes on, and the pair it adds to history: ``None``
+    for SKIP, ERROR and a refusal, which keep nothing of the message."""
 
-    result: ProcessResult
-    pair: Pair | None
+    outcome: Outcome
+    event: InternalEventV2
+    candidate: CandidateV1 | None = None
+    error: StepError | None = None
+    pair: Pair | None = None
 
 
 # Writes inside the caller's transaction, given the embedding space read under its write
@@ -64,9 +98,11 @@ ApplyWrites = Callable[[AsyncConnection[Any], EmbeddingSpace | None], Awaitable[
 
 @dataclass(frozen=True)
 class Writes:
-    """An answer's memory writes with their embeddings made: ``apply`` runs inside the caller's
-    transaction and touches what ``keys`` name (the group committer orders works by them), on
-    the shards of ``tenants`` (the user's, and a shared channel's for its counter and window)."""
+    """An answer's memory writes with their embeddings made, which the answer cannot hold:
+    they exist only once :meth:`Answerer.prepare` has embedded the pair, outside the graph run.
+    ``apply`` runs inside the caller's transaction and touches what ``keys`` name (the group
+    committer orders works by them), on the shards of ``tenants`` (the user's, and a shared
+    channel's for its counter and window)."""
 
     apply: ApplyWrites
     keys: tuple[LockKey, ...] = ()
@@ -91,39 +127,67 @@ class Answerer:
         self.context = context
         self._memory = memory
 
-    async def answer(
-        self,
-        event: InternalEventV2,
-        *,
-        context: GraphContext | None = None,
-        deadline_s: float | None = None,
-    ) -> Answer:
-        """``event`` answered, never modified. ``context`` replaces the answerer's for this
-        event (the worker's arms its progress message); past ``deadline_s`` the step is ERROR
+    async def answer(self, inbound: Inbound, *, context: GraphContext | None = None) -> Answer:
+        """``inbound``'s event answered. ``context`` replaces the answerer's for this event (the
+        worker's arms its progress message); past ``inbound.deadline_s`` the step is ERROR
         ``TIMEOUT``. Every failure ends as an ERROR step (:class:`ForwardAsError`)."""
         context = context or self.context
-        result = await self._run(event, context, deadline_s)
-        return Answer(result, pair_of(result, source_of(event), context.clock()))
-
-    async def _run(
-        self, event: InternalEventV2, context: GraphContext, deadline_s: float | None
-    ) -> ProcessResult:
+        deadline_s = inbound.deadline_s
         scope = asyncio.timeout(deadline_s)
         if deadline_s is not None:  # the graph's tool calls keep within it (GraphContext.deadline)
             context = replace(context, deadline=asyncio.get_running_loop().time() + deadline_s)
         failure: ForwardAsError
         try:
             async with scope:
-                return await process_event(self._graph, context, event)
+                return await self._run(inbound, context)
+        except ModelError as error:
+            logger.warning(
+                "model call failed",
+                extra={
+                    "correlationId": inbound.key.correlation_id,
+                    "code": error.code,
+                    "cause": error.message,
+                },
+            )
+            failure = error
         except TimeoutError:
             if deadline_s is None or not scope.expired():
                 raise
             failure = DeadlineExceeded(f"no result within {deadline_s * 1000:.0f} ms")
         except Exception:
-            logger.exception("graph failed", extra={"correlationId": event.correlation_id})
+            logger.exception("graph failed", extra={"correlationId": inbound.key.correlation_id})
             failure = InternalFailure("llm-bot failed unexpectedly")
         # A fresh copy: the graph's may be half-way through its changes.
-        return record_failure(event.model_copy(deep=True), context, failure)
+        return failed(inbound.event.model_copy(deep=True), context, failure)
+
+    async def _run(self, inbound: Inbound, context: GraphContext) -> Answer:
+        working = inbound.event.model_copy(deep=True)
+        state = {"event": working, "inbound": inbound}
+        # None when the run wrote none of the outputs (an event without a prompt).
+        final = await self._graph.ainvoke(state, context=context, output_keys=OUTPUT) or {}
+        now = iso_timestamp(context.clock())
+        annotate(working, context, final, now)
+        record_tool_errors(working, final.get("tool_records", ()), now)
+        gate = final.get("gate")
+        candidate: CandidateV1 | None = final.get("candidate")
+        if candidate is None:
+            # A gated SKIP has no step error: its safety-decision annotation says why.
+            complete_current_step(working, "SKIP", now, None if gate else no_prompt())
+            return Answer("SKIP", working)
+        working.candidates = [*(working.candidates or []), candidate]
+        complete_current_step(working, "OK", now)
+        if gate != "PROCEED":  # a refusal keeps nothing of the message
+            return Answer("OK", working, candidate)
+        pair = Pair(
+            source_event=inbound.key.source,
+            thread_id=inbound.thread_id,
+            user_id=inbound.user_id,
+            prompt=final["combined_prompt"],
+            reply=candidate.text or "",
+            at=context.clock(),
+            writes=final.get("writes"),
+        )
+        return Answer("OK", working, candidate, pair=pair)
 
     async def prepare(self, answer: Answer) -> Writes:
         """The memory writes of ``answer``, with every embedding they need made now, outside
@@ -146,19 +210,46 @@ class Answerer:
             await self._memory.commit_now(answer.pair)
 
 
-def pair_of(result: ProcessResult, source_event: str, now: datetime) -> Pair | None:
-    """The pair an OK result adds to history (SKIP, ERROR and a refusal add none).
-    ``source_event`` identifies the incoming event and step, as the processed-event record
-    does."""
-    if result.outcome != "OK" or result.candidate is None or not result.adds_pair:
-        return None
-    event = result.event
-    return Pair(
-        source_event=source_event,
-        thread_id=thread_id_of(event),
-        user_id=user_id_of(event),
-        prompt=result.prompt,
-        reply=result.candidate.text or "",
-        at=now,
-        writes=result.writes,
+def no_prompt() -> StepError:
+    return StepError(
+        code="NO_PROMPT", message="event has no prompt or instruction annotation", retryable=False
     )
+
+
+def annotate(
+    event: InternalEventV2, context: GraphContext, final: Mapping[str, Any], now: str
+) -> None:
+    """Append the run's behaviour annotations, as BitBrat orders them."""
+    profile = final.get("profile")
+    if profile is None:
+        return
+    added = [profile_annotation(profile, now)]
+    gate = final.get("gate")
+    if gate == "PROCEED":
+        offer = final.get("offer") or context.offer(event, profile)
+        added.append(strategy_annotation(profile, offer.use, now))
+    elif gate is not None:
+        added += gated_annotations(profile, gate, now)
+    event.annotations = [*(event.annotations or []), *added]
+
+
+def record_tool_errors(event: InternalEventV2, records: Iterable[ToolRecord], now: str) -> None:
+    """BitBrat's entry for each platform-tool call that failed (processor.ts:795-803)."""
+    entries = [
+        ErrorEntryV1(source=record.error_source, message=record.message, at=now)
+        for record in records
+        if record.error_source is not None
+    ]
+    if entries:
+        event.errors = [*(event.errors or []), *entries]
+
+
+def failed(event: InternalEventV2, context: GraphContext, failure: ForwardAsError) -> Answer:
+    """Close the step as ERROR with the failure's code and add an ``errors[]`` entry."""
+    now = iso_timestamp(context.clock())
+    code, message, retryable = failure.code, failure.message, failure.retryable
+    error = StepError(code=code, message=message, retryable=retryable)
+    entry = ErrorEntryV1(source=SOURCE, message=f"{code}: {message}", fatal=not retryable, at=now)
+    event.errors = [*(event.errors or []), entry]
+    complete_current_step(event, "ERROR", now, error)
+    return Answer("ERROR", event, error=error)

@@ -49,10 +49,9 @@ from llm_bot.clock import utc_now
 from llm_bot.db.embedding_space import SPACE_LOCK_ID, EmbeddingSpace, space_of
 from llm_bot.db.group_commit import Work
 from llm_bot.errors import RetryLaterError
-from llm_bot.events.identity import user_id_of
-from llm_bot.events.models import InternalEventV2, Outcome
+from llm_bot.events.inbound import EventKey
+from llm_bot.events.models import Outcome
 
-NO_STEP = "none"
 POLL_INTERVAL_S = 0.2
 
 AnyConnection = AsyncConnection[Any]
@@ -67,16 +66,6 @@ class ClaimLost(RetryLaterError):
 
 class ClaimBusy(RetryLaterError):
     """Another holder kept the event longer than any lease allows; try again later."""
-
-
-@dataclass(frozen=True)
-class EventKey:
-    """An event's record: its user (the tenant, :func:`llm_bot.events.identity.user_id_of`),
-    then the event and its routing step."""
-
-    user_id: str
-    correlation_id: str
-    step: str
 
 
 @dataclass(frozen=True)
@@ -123,16 +112,6 @@ class Held:
 def row_key(key: EventKey) -> str:
     """The event's row, as the group committer's keys name it."""
     return f"processed_events {key.user_id} {key.correlation_id} {key.step}"
-
-
-def key_of(event: InternalEventV2) -> EventKey:
-    """The event's user, and its current (first PENDING) step by position and id: a slip may
-    visit llm-bot twice."""
-    user_id = user_id_of(event)
-    for index, step in enumerate(event.routing.slip):
-        if step.status == "PENDING":
-            return EventKey(user_id, event.correlation_id, f"{index}:{step.id}")
-    return EventKey(user_id, event.correlation_id, NO_STEP)
 
 
 _CLAIM = """
@@ -419,9 +398,3 @@ async def renew(connection: AnyConnection, claims: Collection[Claim], lease_s: f
         "lease_until": _lease_until(utc_now(), lease_s),
     }
     await connection.execute(_RENEW, params)
-
-
-def source_of(event: InternalEventV2) -> str:
-    """The incoming event and step, named as the processed-event record names them."""
-    key = key_of(event)
-    return f"{key.correlation_id}:{key.step}"

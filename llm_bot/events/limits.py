@@ -27,7 +27,6 @@ import math
 from typing import Any, NoReturn
 
 from llm_bot.errors import DeadLetterError
-from llm_bot.events.identity import thread_id_of, user_id_of
 from llm_bot.events.models import InternalEventV2
 from llm_bot.text import UNSTORABLE
 
@@ -89,8 +88,12 @@ def check_document(document: Any) -> None:
             stack.extend((item, f"{path}[{i}]", depth + 1) for i, item in enumerate(value))
 
 
-def check_event(event: InternalEventV2, max_slip_steps: int) -> None:
-    """Raise :class:`InvalidEvent` for ids, topics or a slip we could never publish or store."""
+def check_event(
+    event: InternalEventV2, max_slip_steps: int, *, user_id: str, thread_id: str
+) -> None:
+    """Raise :class:`InvalidEvent` for ids, topics or a slip we could never publish or store;
+    ``user_id`` and ``thread_id`` are the event's (:mod:`llm_bot.events.inbound` derives them
+    once)."""
     slip = event.routing.slip
     if len(slip) > max_slip_steps:
         raise InvalidEvent(
@@ -99,8 +102,8 @@ def check_event(event: InternalEventV2, max_slip_steps: int) -> None:
     ids = {
         "correlationId": event.correlation_id,
         "type": event.type,
-        "user id (identity)": user_id_of(event),
-        "thread id (egress connector and channel)": thread_id_of(event),
+        "user id (identity)": user_id,
+        "thread id (egress connector and channel)": thread_id,
     }
     ids |= {f"routing.slip[{i}].id": step.id for i, step in enumerate(slip)}
     for name, value in ids.items():

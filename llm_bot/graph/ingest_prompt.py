@@ -11,7 +11,7 @@ is recalled, embedded, offered as a tool or stored. A SAFE_REFUSAL ends with Bit
 refusal as the candidate (OK); ESCALATE and NO_RESPONSE end without one (SKIP). Neither keeps
 a history pair: a message that was refused or escalated (a crisis message among them) is kept
 nowhere it could be recalled, quoted or summarised later, in a shared channel least of all
-(:attr:`llm_bot.graph.process.ProcessResult.adds_pair`). Only the processed-events ledger keeps
+(:attr:`llm_bot.answer.unit.Answer.pair` is ``None``). Only the processed-events ledger keeps
 the published event, as it keeps every output, so a redelivery republishes the same result.
 """
 
@@ -23,7 +23,6 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from llm_bot.clock import iso_timestamp
-from llm_bot.events.identity import is_direct, thread_id_of, user_id_of
 from llm_bot.events.models import InternalEventV2
 from llm_bot.graph.behavior import Gate, Profile, derive_profile
 from llm_bot.graph.behavior_texts import guidance_lines, task_instruction
@@ -50,15 +49,13 @@ async def ingest_prompt(
     identity = await resolve_identity(
         request.personalities, context.personalities, context.retrieval_timeout_s
     )
-    user_id = user_id_of(event)
-    direct = is_direct(event)
+    inbound = state["inbound"]
+    user_id, direct = inbound.user_id, inbound.direct
     name = None if direct else speaker_name(user_id)
     update: GraphState = {
         "profile": profile,
         "gate": gate,
-        "user_id": user_id,
         "writes": RunWrites(user_id, "dm" if direct else "public", context.max_memory_writes),
-        "thread_id": thread_id_of(event),
         "messages": [
             ChatMessage(
                 "user", _user_message(request, event, identity, context, profile), name=name

@@ -20,11 +20,12 @@ logger = logging.getLogger(__name__)
 
 async def retrieve_memories(state: GraphState, runtime: Runtime[GraphContext]) -> dict[str, Any]:
     context = runtime.context
+    inbound = state["inbound"]
     try:
         async with asyncio.timeout(context.retrieval_timeout_s):
             memory_context = await context.retriever.retrieve(
-                state["user_id"],
-                state["thread_id"],
+                inbound.user_id,
+                inbound.thread_id,
                 state["combined_prompt"],
                 private=state["writes"].visibility == "dm",
             )
@@ -32,7 +33,7 @@ async def retrieve_memories(state: GraphState, runtime: Runtime[GraphContext]) -
         cause = "timeout" if isinstance(error, TimeoutError) else f"{type(error).__name__}: {error}"
         logger.warning(
             "memory retrieval failed, continuing without memories",
-            extra={"userId": state["user_id"], "cause": cause},
+            extra={"userId": inbound.user_id, "cause": cause},
         )
         memory_context = MemoryContext(stats={"retrievalFailed": 1})
     state["writes"].index_turns = memory_context.deep

@@ -10,14 +10,13 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from llm_bot.db.processed_events import key_of
 from llm_bot.graph.state import GraphContext, GraphState
 from llm_bot.graph.tools import PlatformCalls, run_tool_calls
 
 
 async def run_tools(state: GraphState, runtime: Runtime[GraphContext]) -> dict[str, Any]:
     context = runtime.context
-    event_key = key_of(state["event"])
+    event_key = state["inbound"].key
     platform = PlatformCalls(
         ledger=context.ledger,
         correlation_id=event_key.correlation_id,

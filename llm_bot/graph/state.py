@@ -15,6 +15,7 @@ from typing import Annotated, Protocol, TypedDict, cast
 
 from llm_bot.clock import utc_now
 from llm_bot.db.personalities import Personalities
+from llm_bot.events.inbound import Inbound
 from llm_bot.events.models import CandidateV1, InternalEventV2
 from llm_bot.graph.behavior import BehaviorSettings, Gate, Profile
 from llm_bot.graph.composition import PromptOptions
@@ -36,11 +37,10 @@ class ChatModel(Protocol):
 
 
 class GraphState(TypedDict, total=False):
-    event: InternalEventV2
+    event: InternalEventV2  # the run's copy of the event
+    inbound: Inbound  # the event as received, with its user, thread and key
     profile: Profile  # what the event's intent, tone and risk annotations say of it
     gate: Gate  # the gate applied (absent when the event sets no task)
-    user_id: str
-    thread_id: str
     messages: list[ChatMessage]  # reducer bound by `bounded_state`
     combined_prompt: str  # the user's words
     identity: str  # the event's personalities, for the system message

@@ -1,7 +1,11 @@
-"""Settling a message: one context manager around its handling, enacting the decision
-(:func:`llm_bot.transport.decision.decide`) on how the handling ended.
+"""Settling a message: one context manager around its handling, the only caller of the
+decision (:func:`llm_bot.transport.decision.decide`), enacting it once the handling ended.
 
-- no exception: the output is committed and on the bus → ack;
+What happened is an exception the handling raised, the answer the handler reported
+(:meth:`Settling.report`: the handler forwards it when the decision is ``FORWARD``), or else the
+output on the bus (``Mark.PUBLISHED``). The decision then maps to one action:
+
+- ``ACK`` or ``FORWARD``: the output is committed and on the bus, so ack;
 - ``DEAD_LETTER`` (invalid input, a slip that cannot be followed, attempts abandoned): publish a
   ``router.deadletter.v1`` event carrying the original (:mod:`llm_bot.events.deadletter`) to the
   dead-letter topic, with the reason also in attributes, then ack;
@@ -27,7 +31,7 @@ import psycopg
 
 from llm_bot.errors import DeadLetterError, RetryLaterError
 from llm_bot.events.models import SOURCE
-from llm_bot.transport.decision import Decision, decide
+from llm_bot.transport.decision import Answered, Decision, Mark, Outcome, decide
 from llm_bot.transport.stats import WorkerStats
 
 logger = logging.getLogger(__name__)
@@ -90,28 +94,39 @@ def clipped(text: str, max_bytes: int) -> str:
     return text.encode("utf-8", "replace")[:max_bytes].decode("utf-8", "ignore")
 
 
+class Settling:
+    """What happened to one message, and the decision on it."""
+
+    def __init__(self) -> None:
+        self.outcome: Outcome = Mark.PUBLISHED  # a block that ends cleanly ends on the bus
+        self.decision = Decision.ACK
+
+    def report(self, outcome: Outcome) -> Decision:
+        self.outcome, self.decision = outcome, decide(outcome)
+        return self.decision
+
+
 @asynccontextmanager
 async def settle(
-    delivery: Delivery, dead_letter: DeadLetter, stats: WorkerStats, limit: int
-) -> AsyncIterator[None]:
-    """Ack, dead-letter or nack ``delivery`` according to how the block ends; ``limit`` is the
-    last delivery attempt accepted. The block ends once the output is on the bus
-    (``Mark.PUBLISHED``: ack), or raises."""
+    delivery: Delivery, dead_letter: DeadLetter, stats: WorkerStats
+) -> AsyncIterator[Settling]:
+    """Ack, dead-letter or nack ``delivery`` by the decision on what happened in the block."""
+    settling = Settling()
     try:
-        yield
+        yield settling
     except asyncio.CancelledError:  # shutdown: hand the message back, unfinished
         stats.nacked += 1
         await delivery.nack()
         raise
     except Exception as error:
-        if isinstance(error, DeadLetterError) and (
-            decide(error, delivery.delivery_attempt, limit) is Decision.DEAD_LETTER
-        ):
-            await _dead_letter_or_retry(delivery, error, dead_letter, stats)
-        else:
-            _log_retry(delivery, error)
-            await _nack_after_backoff(delivery, stats)
-    else:
+        settling.report(error)
+    decision, outcome = settling.decision, settling.outcome
+    if decision is Decision.DEAD_LETTER and isinstance(outcome, DeadLetterError):
+        await _dead_letter_or_retry(delivery, outcome, dead_letter, stats)
+    elif decision is Decision.NACK:
+        _log_retry(delivery, outcome)
+        await _nack_after_backoff(delivery, stats)
+    else:  # ACK, or FORWARD done: the output is on the bus
         stats.acked += 1
         await delivery.ack()
 
@@ -145,9 +160,14 @@ async def _nack_after_backoff(delivery: Delivery, stats: WorkerStats) -> None:
         await delivery.nack()
 
 
-def _log_retry(delivery: Delivery, error: Exception) -> None:
+def _log_retry(delivery: Delivery, outcome: Outcome) -> None:
     extra = {"messageId": delivery.message_id, "deliveryAttempt": delivery.delivery_attempt}
-    if isinstance(error, EXPECTED_RETRIES):
-        logger.warning("event will be retried: %s: %s", type(error).__name__, error, extra=extra)
+    if isinstance(outcome, Answered) and outcome.answer.error is not None:
+        error = outcome.answer.error
+        logger.warning("event will be retried: %s: %s", error.code, error.message, extra=extra)
+    elif isinstance(outcome, EXPECTED_RETRIES):
+        name = type(outcome).__name__
+        logger.warning("event will be retried: %s: %s", name, outcome, extra=extra)
     else:
-        logger.exception("event failed unexpectedly; it will be retried", extra=extra)
+        failure = outcome if isinstance(outcome, Exception) else None
+        logger.error("event failed unexpectedly; it will be retried", exc_info=failure, extra=extra)

@@ -1,14 +1,14 @@
-"""What the worker does with a message, decided in one place from how its handling went.
+"""What the worker does with a message, decided in one place from what happened to it.
 
-:func:`decide` is pure: the outcome, the attempt and the last attempt accepted in, the
-:class:`Decision` out. The handler enacts ``FORWARD`` itself (commit the output, publish it)
-and acts on an answer's ``NACK`` by raising; :func:`llm_bot.transport.ack.settle` enacts the
-decision on whatever ends the handling. ``tests/unit/transport/test_decision.py`` holds the
-whole table.
+:func:`decide` is pure: what happened in, the :class:`Decision` out. Only the settlement of a
+message (:mod:`llm_bot.transport.ack`) calls it; the handler reports what happened, forwards
+when the decision is ``FORWARD``, and the settlement enacts the rest.
+``tests/unit/transport/test_decision.py`` holds the whole table.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import Enum
 
 from llm_bot.answer.unit import Answer
@@ -23,35 +23,37 @@ class Decision(Enum):
 
 
 class Mark(Enum):
-    """The outcomes that are neither an answer nor an exception."""
+    """What happened when it is neither an answer nor an exception."""
 
     PUBLISHED = "published"  # the event's output is on the bus: ours, or an earlier attempt's
-    # An earlier attempt claimed the event and never settled it (its worker died, its publish
-    # never confirmed): there was no answer to forward, and running it again may end alike.
-    ABANDONED = "abandoned"
 
 
-Outcome = Answer | Exception | Mark
+@dataclass(frozen=True)
+class Answered:
+    """The event was answered on its ``attempt``-th attempt; ``last_attempt`` is the last one
+    accepted. The numbers matter to an answer alone: whether a failed step may be retried."""
+
+    answer: Answer
+    attempt: int
+    last_attempt: int
 
 
-def decide(outcome: Outcome, attempt: int, limit: int) -> Decision:
-    """``attempt`` is the number of the attempt that ended in ``outcome`` (for
-    :attr:`Mark.ABANDONED`, the last one abandoned), ``limit`` the last attempt accepted.
+Outcome = Answered | Exception | Mark
 
-    An exception decides by its class alone: a message that keeps failing ends in Pub/Sub's
-    dead-letter policy, or, when its attempts are abandoned, in our own count of them.
-    """
+
+def decide(outcome: Outcome) -> Decision:
+    """An exception decides by its class alone: a message that keeps failing ends in Pub/Sub's
+    dead-letter policy, or, when its claims are abandoned, in our own count of them
+    (:class:`llm_bot.transport.handler.AttemptsExhausted`)."""
     match outcome:
         case Mark.PUBLISHED:
             return Decision.ACK
-        case Mark.ABANDONED:
-            return Decision.NACK if attempt < limit else Decision.DEAD_LETTER
         case DeadLetterError():
             return Decision.DEAD_LETTER
         case Exception():
             return Decision.NACK
-        case Answer():
-            error = outcome.result.error
-            if error is not None and error.retryable and attempt < limit:
+        case Answered(answer=answer, attempt=attempt, last_attempt=last):
+            error = answer.error
+            if error is not None and error.retryable and attempt < last:
                 return Decision.NACK
             return Decision.FORWARD

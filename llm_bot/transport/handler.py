@@ -1,5 +1,8 @@
-"""One message, start to settle: decode, claim, answer (:mod:`llm_bot.answer`), commit,
-publish, ack.
+"""One message, read top to bottom in :meth:`EventHandler.handle`: receive, claim, answer
+(:mod:`llm_bot.answer`), commit, publish; :func:`llm_bot.transport.ack.settle` decides and
+acks, nacks or dead-letters. Every scope the handling needs (the span, the settlement, the log
+ids, the group commit's expectation, the claim's lease, the progress message) is entered on one
+exit stack, so it ends in the reverse order, whatever ends the handling.
 
 The order is what makes the output effectively-once (README, Failure handling): the output is
 committed to ``processed_events`` before it is published, and the message is acked only once Pub/Sub
@@ -17,6 +20,8 @@ from __future__ import annotations
 import functools
 import logging
 import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from typing import Any
 
 from opentelemetry.trace import SpanKind
@@ -29,14 +34,12 @@ from llm_bot.db import processed_events
 from llm_bot.db.group_commit import GroupCommitter
 from llm_bot.db.leases import LeaseKeeper
 from llm_bot.db.marks_by_shard import MarksByShard
-from llm_bot.errors import DeadLetterError, RetryLaterError
-from llm_bot.events.codec import decode, encode
+from llm_bot.errors import DeadLetterError
+from llm_bot.events.codec import encode
 from llm_bot.events.deadletter import Cause, deadletter_body
-from llm_bot.events.identity import thread_id_of, user_id_of
-from llm_bot.events.limits import check_event
-from llm_bot.events.models import SOURCE, InternalEventV2
-from llm_bot.events.routing import advance, check_route, current_step, hop_attributes, prefixed
-from llm_bot.graph.process import ProcessResult
+from llm_bot.events.inbound import EventKey, Inbound, received
+from llm_bot.events.models import SOURCE
+from llm_bot.events.routing import advance, hop_attributes, prefixed
 from llm_bot.settings import Settings
 from llm_bot.telemetry import metrics
 from llm_bot.telemetry.logs import event_ids
@@ -44,11 +47,12 @@ from llm_bot.telemetry.traces import child_span, consumer_span, current_trace_id
 from llm_bot.transport.ack import (
     MAX_ATTRIBUTE_BYTES,
     Delivery,
+    Settling,
     clipped,
     dead_letter_attributes,
     settle,
 )
-from llm_bot.transport.decision import Decision, Mark, decide
+from llm_bot.transport.decision import Answered, Decision
 from llm_bot.transport.progress import ProgressFeedback, ProgressWatch, add_operation_context
 from llm_bot.transport.publisher import EventPublisher
 from llm_bot.transport.stats import WorkerStats
@@ -63,39 +67,21 @@ class AttemptsExhausted(DeadLetterError):
     kind = "attempts_exhausted"
 
 
-class RetryableFailure(RetryLaterError):
-    """The answer failed in a way a later attempt may not (the model was unavailable), and
-    attempts remain."""
-
-
-def deadline_s(event: InternalEventV2, default_ms: int, max_ms: int) -> float:
-    """``qos.maxResponseMs`` when the producer set one (at most ``LLM_BOT_MAX_RESPONSE_MS``),
-    else ``LLM_BOT_EVENT_DEADLINE_MS``."""
-    wanted = event.qos.max_response_ms if event.qos else None
-    return min(wanted or default_ms, max_ms) / 1000
-
-
-def attempt_limit(event: InternalEventV2, limit: int) -> int:
-    """The last attempt we accept: the step's ``maxAttempts`` may lower the setting."""
-    step = current_step(event)
-    if step is not None and step.max_attempts:
-        return min(limit, step.max_attempts)
-    return limit
-
-
-def output_of(result: ProcessResult, settings: Settings) -> processed_events.StoredOutput:
-    """Route the processed event (:func:`llm_bot.events.routing.advance`) and serialize it exactly
+def output_of(
+    answer: Answer, inbound: Inbound, settings: Settings
+) -> processed_events.StoredOutput:
+    """Route the answered event (:func:`llm_bot.events.routing.advance`) and serialize it exactly
     as it will be published, with the current trace context in its attributes so the next stage
     continues the trace."""
-    event = result.event
+    event = answer.event
     hop = advance(event, iso_timestamp(utc_now()), with_prefix=settings.bus_prefix)
     data, encoded_attributes = encode(event)
     attributes = {**hop_attributes(event, hop), **encoded_attributes, "source": SOURCE}
     inject(attributes)
-    thread_id = thread_id_of(event)
+    thread_id = inbound.thread_id
     ordering_key = thread_id if settings.ordering else ""
     return processed_events.StoredOutput(
-        hop.topic, data, attributes, ordering_key, result.outcome, thread_id
+        hop.topic, data, attributes, ordering_key, answer.outcome, thread_id
     )
 
 
@@ -125,117 +111,119 @@ class EventHandler:
             after_ms=settings.progress_after_ms,
             bus_prefix=settings.bus_prefix,
         )
+        self._subscription = prefixed(settings.subscription, settings.bus_prefix)
 
     async def handle(self, delivery: Delivery) -> None:
-        """One consumer span and one ``llmbot_events`` count per delivery, however it ends."""
+        """One message from receipt to settlement, top to bottom. Every scope it needs is
+        entered on one exit stack and ends in reverse order: the claim's before the settlement
+        acts, so a nack's backoff holds no claim and no group commit."""
+        settings = self._settings
+        async with AsyncExitStack() as scopes:
+            counted = scopes.enter_context(self._counted(delivery))
+            attempt = delivery.delivery_attempt
+            span = consumer_span(
+                self._subscription, delivery.message_id, attempt, delivery.attributes
+            )
+            scopes.enter_context(span)
+            settling = await scopes.enter_async_context(
+                settle(delivery, self._dead_letter, self._stats)
+            )
+            inbound = received(delivery.data, delivery.attributes, settings, attempt)
+            event = inbound.event
+            if event.trace_id is None:
+                event.trace_id = current_trace_id()
+            ids = {"userId": inbound.user_id, "threadId": inbound.thread_id}
+            scopes.enter_context(event_ids(correlationId=event.correlation_id, **ids))
+            # Tells the group committer this event will hand in work (its claim, its output):
+            # an event alone then commits without waiting for company that is not coming.
+            scopes.enter_context(self._group.expecting_work())
+            claimed = await self._claim(inbound)
+            if isinstance(claimed, processed_events.Published):
+                self._stats.duplicates += 1
+                counted["outcome"] = "duplicate"
+                return
+            await scopes.enter_async_context(self._holding(claimed, settling))
+            if claimed.stored is not None:
+                self._stats.republished += 1
+                await self._publish(claimed.key, claimed.stored)
+                counted["outcome"] = "republished"
+                return
+            # Our count of claims: processing began that often and never finished (a delivery
+            # to a worker that died before claiming it is not one: Pub/Sub counts those too).
+            if claimed.attempt > inbound.last_attempt:
+                abandoned = claimed.attempt - 1
+                raise AttemptsExhausted(f"gave up after {abandoned} attempts that did not finish")
+            add_operation_context(event)
+            progress = self._progress.watch(event, first_claim=claimed.attempt == 1)
+            scopes.push_async_callback(progress.settled)  # never under way once settled
+            context = progress.bind(self._answerer.context)
+            answer = await self._answerer.answer(inbound, context=context)
+            progress.stop()  # the answer exists: no "thinking" from now on
+            # Pub/Sub counts deliveries only on a subscription with a dead-letter policy.
+            answered = Answered(answer, max(attempt, claimed.attempt), inbound.last_attempt)
+            if settling.report(answered) is not Decision.FORWARD:
+                return  # handed back for a later attempt: counted as failed
+            await self._forward(claimed, answer, inbound, progress)
+            self._stats.count_outcome(answer.outcome)
+            counted["outcome"] = answer.outcome
+
+    @contextmanager
+    def _counted(self, delivery: Delivery) -> Iterator[dict[str, str]]:
+        """One ``llmbot_events`` count per delivery, however it ends, labelled by how the block
+        says it ended: its step's outcome (OK, SKIP, ERROR), duplicate, republished, or else
+        failed."""
         self._stats.received += 1
         began = time.perf_counter()
         metrics.in_flight.add(1)
         metrics.queue_lag.record(max(0.0, (utc_now() - delivery.publish_time).total_seconds()))
-        ending = "failed"
-        subscription = prefixed(self._settings.subscription, self._settings.bus_prefix)
+        labels = {"outcome": "failed"}
         try:
-            with consumer_span(
-                subscription, delivery.message_id, delivery.delivery_attempt, delivery.attributes
-            ):
-                limit = self._settings.max_delivery_attempts
-                async with settle(delivery, self._dead_letter, self._stats, limit):
-                    ending = await self._handle(delivery)
+            yield labels
         finally:
             metrics.in_flight.add(-1)
-            metrics.events.add(1, {"outcome": ending})
-            metrics.event_duration.record(time.perf_counter() - began, {"outcome": ending})
+            metrics.events.add(1, labels)
+            metrics.event_duration.record(time.perf_counter() - began, labels)
 
-    async def _handle(self, delivery: Delivery) -> str:
-        """How the event ended, for the metrics' ``outcome`` label: its step's outcome (OK, SKIP,
-        ERROR), or duplicate, republished (or it raises)."""
+    async def _claim(self, inbound: Inbound) -> processed_events.Claim | processed_events.Published:
         settings = self._settings
-        event = decode(delivery.data, delivery.attributes, settings.max_message_bytes)
-        check_event(event, settings.max_slip_steps)
-        check_route(event)
-        if event.trace_id is None:
-            event.trace_id = current_trace_id()
-        with event_ids(
-            correlationId=event.correlation_id,
-            userId=user_id_of(event),
-            threadId=thread_id_of(event),
-        ):
-            return await self._process(delivery, event)
-
-    async def _process(self, delivery: Delivery, event: InternalEventV2) -> str:
-        # Tells the group committer this event will hand in work (its claim, its output): an
-        # event alone then commits without waiting for company that is not coming.
-        with self._group.expecting_work():
-            return await self._claim_and_answer(delivery, event)
-
-    async def _claim_and_answer(self, delivery: Delivery, event: InternalEventV2) -> str:
-        settings = self._settings
-        limit_s = deadline_s(event, settings.event_deadline_ms, settings.max_response_ms)
-        key = processed_events.key_of(event)
+        key = inbound.key
+        deadline_s = inbound.deadline_s or 0.0
         with metrics.timed(metrics.stage_duration, {"stage": "claim"}):
-            claimed = await processed_events.claim_or_wait(
+            return await processed_events.claim_or_wait(
                 functools.partial(self._group.commit, tenants=(key.user_id,)),
                 key,
                 lease_s=settings.claim_lease_s,
-                wait_s=limit_s + settings.claim_lease_s,
+                wait_s=deadline_s + settings.claim_lease_s,
                 marks=self._marks.of(key.user_id),
             )
-        if isinstance(claimed, processed_events.Published):
-            self._stats.duplicates += 1
-            return "duplicate"
-        with self._leases.holding(claimed):
+
+    @asynccontextmanager
+    async def _holding(
+        self, claim: processed_events.Claim, settling: Settling
+    ) -> AsyncIterator[None]:
+        """The claim's lease, kept while the event is handled and given up at once when the
+        handling fails or hands the event back (cancelled too: shutdown hands it back), so a
+        redelivery need not wait the lease out."""
+        with self._leases.holding(claim):
             try:
-                return await self._answer(delivery, event, claimed, limit_s)
-            except BaseException:  # cancelled too: shutdown hands the event back
-                await self._release(claimed)
+                yield
+            except BaseException:
+                await self._release(claim)
                 raise
+            if settling.decision is Decision.NACK:
+                await self._release(claim)
 
-    async def _answer(
-        self,
-        delivery: Delivery,
-        event: InternalEventV2,
-        claimed: processed_events.Claim,
-        limit_s: float,
-    ) -> str:
-        """Publish the stored output, or answer, commit and publish; how it ended."""
-        if claimed.stored is not None:
-            self._stats.republished += 1
-            await self._publish(claimed.key, claimed.stored)
-            return "republished"
-        last = attempt_limit(event, self._settings.max_delivery_attempts)
-        # Our count of claims: processing began that often and never finished (a delivery to
-        # a worker that died before claiming it is not one: Pub/Sub counts those too).
-        if decide(Mark.ABANDONED, claimed.attempt - 1, last) is Decision.DEAD_LETTER:
-            raise AttemptsExhausted(
-                f"gave up after {claimed.attempt - 1} attempts that did not finish"
-            )
-        # Pub/Sub counts deliveries only on a subscription with a dead-letter policy.
-        attempt = max(delivery.delivery_attempt, claimed.attempt)
-        add_operation_context(event)
-        progress = self._progress.watch(event, first_claim=claimed.attempt == 1)
-        try:
-            context = progress.bind(self._answerer.context)
-            answer = await self._answerer.answer(event, context=context, deadline_s=limit_s)
-            progress.stop()  # the answer exists: no "thinking" from now on
-            error = answer.result.error
-            if decide(answer, attempt, last) is Decision.NACK and error is not None:
-                raise RetryableFailure(f"{error.code}: {error.message}")
-            await self._send(claimed, answer, progress)
-        finally:
-            await progress.settled()  # never under way once the event is settled
-        self._stats.count_outcome(answer.result.outcome)
-        return answer.result.outcome
-
-    async def _send(
+    async def _forward(
         self,
         claimed: processed_events.Claim,
         answer: Answer,
+        inbound: Inbound,
         progress: ProgressWatch,
     ) -> None:
-        """Commit the output, then publish it once a progress message under way went out."""
-        settings = self._settings
+        """Commit the output with the answer's memory writes in one (grouped) transaction,
+        then publish it once a progress message under way went out."""
         with child_span("send", kind=SpanKind.PRODUCER) as span:
-            output = output_of(answer.result, settings)  # carries this span's context onwards
+            output = output_of(answer, inbound, self._settings)  # carries this span's context
             span.update_name(f"send {output.topic}")
             span.set_attributes(
                 {
@@ -244,32 +232,24 @@ class EventHandler:
                     "messaging.destination.name": output.topic,
                 }
             )
+
             with metrics.timed(metrics.stage_duration, {"stage": "commit"}):
-                await self._commit(claimed, output, answer)
+                writes = await self._answerer.prepare(answer)
+
+                async def work(connection: AsyncConnection[Any]) -> None:
+                    # The store first: its statement also takes the embedding space's guard,
+                    # which must come before the memory writes touch a table the re-embedding
+                    # alters.
+                    space = await processed_events.store_output(connection, claimed, output)
+                    await writes.apply(connection, space)
+
+                keys = [processed_events.row_key(claimed.key), *writes.keys]
+                tenants = (claimed.key.user_id, *writes.tenants)
+                await self._group.commit(work, keys, tenants=tenants)
             await progress.settled()
             await self._publish(claimed.key, output)
 
-    async def _commit(
-        self,
-        claim: processed_events.Claim,
-        output: processed_events.StoredOutput,
-        answer: Answer,
-    ) -> None:
-        """The output record and the answer's memory writes, in one (grouped) transaction."""
-        writes = await self._answerer.prepare(answer)
-
-        async def work(connection: AsyncConnection[Any]) -> None:
-            # The store first: its statement also takes the embedding space's guard, which
-            # must come before the memory writes touch a table the re-embedding alters.
-            space = await processed_events.store_output(connection, claim, output)
-            await writes.apply(connection, space)
-
-        keys = [processed_events.row_key(claim.key), *writes.keys]
-        await self._group.commit(work, keys, tenants=(claim.key.user_id, *writes.tenants))
-
-    async def _publish(
-        self, key: processed_events.EventKey, output: processed_events.StoredOutput
-    ) -> None:
+    async def _publish(self, key: EventKey, output: processed_events.StoredOutput) -> None:
         with metrics.timed(metrics.stage_duration, {"stage": "publish"}):
             await self._publisher.publish(
                 output.topic, output.data, output.attributes, output.ordering_key

@@ -12,8 +12,8 @@ import pytest
 from psycopg import sql
 
 from llm_bot.db.migrate import migrate
-from llm_bot.db.processed_events import key_of, source_of
 from llm_bot.events.identity import thread_id_of
+from llm_bot.events.inbound import inbound_of
 from llm_bot.events.models import InternalEventV2
 from llm_bot_tools.devstack.worker_harness import Bus, running_worker, wait_until
 from llm_bot_tools.local.citus_cluster import CitusCluster
@@ -85,7 +85,7 @@ async def test_events_of_many_users_through_the_coordinator_are_on_both_worker_n
 
 
 def published(url: str, event: InternalEventV2) -> bool:
-    key = key_of(event)
+    key = inbound_of(event).key
     with psycopg.connect(url) as conn:
         row = conn.execute(
             "SELECT published FROM processed_events"
@@ -140,7 +140,7 @@ async def test_a_dm_event_commits_on_one_node_and_a_shared_channels_on_two_by_tw
         shared_logged = logs.messages()
 
     writes = {name: [m for m in logged if WRITE.match(m)] for name, logged in dm_logged.items()}
-    assert any(source_of(direct) in m for m in writes[home.name]), dm_logged[home.name]
+    assert any(inbound_of(direct).key.source in m for m in writes[home.name]), dm_logged[home.name]
     assert writes[other.name] == [], "a DM event writes its user's node alone"
     assert not [m for logged in dm_logged.values() for m in logged if PREPARE in m], dm_logged
     # The same evidence shows a two-phase commit: the shared channel's event makes one.

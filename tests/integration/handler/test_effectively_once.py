@@ -11,11 +11,11 @@ import pytest
 from llm_bot.db.processed_events import (
     Claim,
     StoredOutput,
-    key_of,
     store_output,
     try_claim,
 )
 from llm_bot.events.codec import encode
+from llm_bot.events.inbound import inbound_of
 from llm_bot_tools.devstack.worker_harness import wait_until
 from llm_bot_tools.local.openai_server import LocalModelServer
 from llm_bot_tools.local.prompt_events import prompt_event
@@ -53,7 +53,9 @@ async def test_a_stored_but_unconfirmed_output_is_published_again_without_the_mo
     async with bus.serving(bus.settings()):  # migrates the fresh database
         pass
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as connection:
-        claim = await try_claim(connection, key_of(event), lease_s=0)  # its holder "crashed"
+        claim = await try_claim(
+            connection, inbound_of(event).key, lease_s=0
+        )  # its holder "crashed"
         assert isinstance(claim, Claim)
         await store_output(connection, claim, stored)
 

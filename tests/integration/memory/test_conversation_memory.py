@@ -8,11 +8,11 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from llm_bot.answer.unit import Answerer
+from llm_bot.answer.unit import Answer, Answerer
 from llm_bot.clock import utc_now
+from llm_bot.events.inbound import inbound_of
 from llm_bot.events.models import InternalEventV2
 from llm_bot.graph.assembly import graph_from_settings
-from llm_bot.graph.process import ProcessResult
 from llm_bot.llm.client import ModelClient
 from llm_bot.llm.embeddings import CachingEmbedder
 from llm_bot.memory.commit import MemoryCommit
@@ -66,11 +66,11 @@ class Instance:
         commit = MemoryCommit.from_settings(store, load_settings())
         self.answerer = Answerer(GRAPH, context, commit)
 
-    async def handle(self, event: InternalEventV2) -> ProcessResult:
-        answer = await self.answerer.answer(event)
+    async def handle(self, event: InternalEventV2) -> Answer:
+        answer = await self.answerer.answer(inbound_of(event))
         assert answer.pair is not None
         await self.answerer.commit(answer)
-        return answer.result
+        return answer
 
 
 def said(text: str, user: str = "uma", thread: str = "room") -> InternalEventV2:

@@ -10,7 +10,7 @@ import pytest
 from psycopg import sql
 
 from llm_bot.clock import utc_now
-from llm_bot.graph.process import process_event
+from llm_bot.events.inbound import inbound_of
 from llm_bot.lifecycle.reembed import reembed
 from llm_bot.llm.client import ModelClient
 from llm_bot.llm.embeddings import Embedder
@@ -21,6 +21,7 @@ from llm_bot.memory.tools import DeleteMemoryTool
 from llm_bot.settings import load_settings
 from llm_bot_tools.local.openai_server import LocalModelServer
 
+from ...support.answering import answer_event
 from ..conftest import server_embedder
 from .graph_run import (
     GRAPH,
@@ -43,21 +44,21 @@ async def test_the_model_forgets_a_memory_by_its_key_and_it_is_never_shown_again
     context = context_for(memory_store, model)
     mira = memory_store.for_user("mira")
     key, _ = await mira.put("User is vegetarian")
-    await process_event(GRAPH, context, said("mira", "thread-a", QUESTION))
+    await answer_event(GRAPH, context, said("mira", "thread-a", QUESTION))
     assert f'- [{key}] "User is vegetarian"' in first_request(chat_server), "shown, with its key"
 
     chat_server.reset()
     chat_server.script_tool_call("deleteMemory", {"key": key})
     forget = said("mira", "thread-b", "please forget what you know about my diet")
     answerer = answerer_for(memory_store, model)
-    answer = await answerer.answer(forget)
+    answer = await answerer.answer(inbound_of(forget))
     assert tool_results(chat_server) == [f"deleted memory {key}"]
     assert await mira.get(key) is not None, "nothing is deleted before the event's commit"
     await commit(answerer, answer)
     assert await mira.get(key) is None
 
     chat_server.reset()
-    await process_event(GRAPH, context, said("mira", "thread-c", QUESTION))
+    await answer_event(GRAPH, context, said("mira", "thread-c", QUESTION))
     assert "vegetarian" not in first_request(chat_server)
 
 
@@ -74,8 +75,8 @@ async def test_an_unknown_key_or_another_users_key_is_an_answer_and_deletes_noth
         ]
     )
     answerer = answerer_for(memory_store, model)
-    answer = await answerer.answer(said("mira", "thread-a", "forget otto's allergy"))
-    assert answer.result.outcome == "OK"
+    answer = await answerer.answer(inbound_of(said("mira", "thread-a", "forget otto's allergy")))
+    assert answer.outcome == "OK"
     assert tool_results(chat_server) == [
         f"error: no memory with key {otto_key}; nothing deleted",
         "error: no memory with key no-such-key; nothing deleted",
@@ -120,7 +121,7 @@ async def test_within_one_run_the_later_call_on_a_key_wins(
         ]
     )
     answerer = answerer_for(memory_store, model)
-    answer = await answerer.answer(said("mira", "thread-a", "a change of habits"))
+    answer = await answerer.answer(inbound_of(said("mira", "thread-a", "a change of habits")))
     resaved = tool_results(chat_server)[-1]
     assert resaved.endswith("(created)")
     await commit(answerer, answer)

@@ -10,11 +10,12 @@ import json
 import pytest
 
 from llm_bot.cli import main
-from llm_bot.graph.process import process_event
+from llm_bot.events.inbound import inbound_of
 from llm_bot.llm.client import ModelClient
 from llm_bot.memory.store import MemoryStore
 from llm_bot_tools.local.openai_server import LocalModelServer
 
+from ...support.answering import answer_event
 from .graph_run import GRAPH, answerer_for, commit, context_for, first_request, said
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("fresh_servers")]
@@ -33,10 +34,10 @@ async def test_a_correction_by_key_keeps_the_old_fact_as_history_and_shows_only_
     chat_server.script_tool_call("upsertMemory", {"key": key, "content": "User is vegan"})
     correction = said("nia", "thread-a", "actually I went vegan last month")
     answerer = answerer_for(memory_store, model)
-    await commit(answerer, await answerer.answer(correction))
+    await commit(answerer, await answerer.answer(inbound_of(correction)))
 
     chat_server.reset()
-    await process_event(GRAPH, context, said("nia", "thread-b", QUESTION))
+    await answer_event(GRAPH, context, said("nia", "thread-b", QUESTION))
     shown = first_request(chat_server)
     assert f'- [{key}] "User is vegan"' in shown
     assert "User is vegetarian" not in shown

@@ -14,14 +14,14 @@ import psycopg
 import pytest
 from psycopg import AsyncConnection
 
-from llm_bot.answer.unit import Answerer, Writes
+from llm_bot.answer.unit import Answer, Answerer, Writes
 from llm_bot.clock import utc_now
 from llm_bot.db.embedding_space import space_for_write
 from llm_bot.db.group_commit import Work
 from llm_bot.db.migrate import migrate
+from llm_bot.events.inbound import inbound_of
 from llm_bot.events.models import InternalEventV2
 from llm_bot.graph.assembly import graph_from_settings
-from llm_bot.graph.process import ProcessResult, process_event
 from llm_bot.graph.state import GraphContext
 from llm_bot.llm.client import ModelClient
 from llm_bot.llm.embeddings import CachingEmbedder
@@ -36,6 +36,7 @@ from llm_bot_tools.local.openai_server import LocalModelServer
 from llm_bot_tools.local.prompt_events import prompt_event
 
 from ...from_settings import context_limits, graph_context, settings_for
+from ...support.answering import answer_event
 from ..conftest import running_committer, server_embedder
 
 pytestmark = pytest.mark.integration
@@ -61,12 +62,12 @@ def context_for(store: MemoryStore, model: ModelClient, timeout_s: float = 5.0) 
 
 async def run_and_commit(
     store: MemoryStore, context: GraphContext, event: InternalEventV2
-) -> ProcessResult:
+) -> Answer:
     """What the worker does with an event's writes, minus the bus."""
     answerer = Answerer(GRAPH, context, MemoryCommit.from_settings(store, load_settings()))
-    answer = await answerer.answer(event)
+    answer = await answerer.answer(inbound_of(event))
     await answerer.commit(answer)
-    return answer.result
+    return answer
 
 
 def said(user: str, thread: str, text: str) -> InternalEventV2:
@@ -89,13 +90,13 @@ async def test_a_fact_told_in_one_thread_reaches_the_model_in_another_but_not_fo
     tool_results = [m for m in chat_server.chat_requests()[-1]["messages"] if m["role"] == "tool"]
     assert tool_results[0]["content"].startswith("saved memory ")
 
-    await process_event(
+    await answer_event(
         GRAPH, context, said("mira", "thread-b", "is mira vegetarian or does she eat meat?")
     )
     assert "Relevant memories (" in context_sent(chat_server)
     assert '"Mira is vegetarian and never eats meat" {"topic": "food"}' in context_sent(chat_server)
 
-    await process_event(
+    await answer_event(
         GRAPH, context, said("otto", "thread-b", "is mira vegetarian or does she eat meat?")
     )
     assert "vegetarian and never eats meat" not in context_sent(chat_server)
@@ -114,7 +115,9 @@ async def test_events_committed_together_keep_every_memory_note_and_turn(
     for user, thread, instrument in told:
         save = json.dumps({"content": f"{user} plays the {instrument}"})
         answers.append(
-            await answerer.answer(said(user, thread, f"remember [[tool:upsertMemory {save}]]"))
+            await answerer.answer(
+                inbound_of(said(user, thread, f"remember [[tool:upsertMemory {save}]]"))
+            )
         )
     writes = [await answerer.prepare(answer) for answer in answers]
 
@@ -149,7 +152,7 @@ async def test_an_invalid_memory_goes_back_to_the_model_and_the_event_succeeds(
     memory_store: MemoryStore, model: ModelClient, chat_server: LocalModelServer
 ) -> None:
     bad = {"content": "x", "metadata": {"userId": "someone-else"}}
-    result = await process_event(
+    result = await answer_event(
         GRAPH,
         context_for(memory_store, model),
         said("nina", "t", f"[[tool:upsertMemory {json.dumps(bad)}]]"),
@@ -176,7 +179,7 @@ async def test_embeddings_failing_or_slow_degrade_to_no_memories(
     else:
         embedding_server.hang_next(100, seconds=3, kind="embeddings")
     with caplog.at_level(logging.WARNING):
-        result = await process_event(
+        result = await answer_event(
             GRAPH,
             context_for(memory_store, model, timeout_s=0.5),
             said("omar", "t", "any hobby tips?"),
@@ -203,7 +206,7 @@ async def test_postgres_down_degrades_to_no_memories(
             await store.for_user("pia").put("Pia collects stamps")
             postgres.stop()
             with caplog.at_level(logging.WARNING):
-                result = await process_event(
+                result = await answer_event(
                     GRAPH, context_for(store, model, timeout_s=1.0), said("pia", "t", "stamps?")
                 )
     finally:

@@ -16,13 +16,13 @@ from llm_bot.db.migrate import migrate
 from llm_bot.db.personalities import Personality, PersonalityLookup
 from llm_bot.events.models import AnnotationV1, InternalEventV2
 from llm_bot.graph.assembly import graph_from_settings
-from llm_bot.graph.process import process_event
 from llm_bot.llm.client import ModelClient
 from llm_bot.settings import load_settings
 from llm_bot_tools.local.openai_server import LocalModelServer
 from llm_bot_tools.local.prompt_events import prompt_event
 
 from ...from_settings import graph_context
+from ...support.answering import answer_event
 
 pytestmark = pytest.mark.integration
 GRAPH = graph_from_settings(load_settings())
@@ -111,7 +111,7 @@ async def test_a_named_personality_reaches_the_system_message_with_its_model(
         {"id": "p1", "kind": "personality", "score": 1, "value": "bratty"},
         {"id": "p3", "kind": "personality", "score": 3, "payload": {"name": "missing"}},
     )
-    result = await process_event(GRAPH, context, event)
+    result = await answer_event(GRAPH, context, event)
     assert result.outcome == "OK"
     assert system_sent(chat_server) == (
         f"{SYSTEM}\n\n## [Assistant Identity]\n- You are Bratty v10.\n\nBe brief."
@@ -124,7 +124,7 @@ async def test_without_a_store_or_with_a_failing_one_names_are_left_out(
 ) -> None:
     await store.put(pool, Personality("bratty", 1, "active", "You are Bratty."))
     event = named(said(), {"id": "p1", "kind": "personality", "value": "bratty"})
-    result = await process_event(GRAPH, graph_context(model, system_prompt="system"), event)
+    result = await answer_event(GRAPH, graph_context(model, system_prompt="system"), event)
     assert result.outcome == "OK"
     assert system_sent(chat_server) == NO_IDENTITY
 
@@ -133,7 +133,7 @@ async def test_without_a_store_or_with_a_failing_one_names_are_left_out(
             raise ConnectionError("database down")
 
     context = graph_context(model, system_prompt="system", personalities=Broken())
-    result = await process_event(GRAPH, context, event)
+    result = await answer_event(GRAPH, context, event)
     assert result.outcome == "OK"
     assert system_sent(chat_server) == NO_IDENTITY
     assert chat_server.chat_requests()[-1]["model"] == "local-test-model"

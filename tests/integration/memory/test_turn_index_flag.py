@@ -9,6 +9,7 @@ import pytest
 from psycopg.rows import tuple_row
 
 from llm_bot.db.turn_index import LIVE_COLUMN, in_space
+from llm_bot.events.inbound import inbound_of
 from llm_bot.lifecycle.turn_backfill import index_deep_users
 from llm_bot.llm.client import ModelClient
 from llm_bot.memory.store import MemoryStore
@@ -67,7 +68,9 @@ async def test_only_a_deep_users_pair_enters_the_index(
     await past(memory_store, "typical-tom", 10)
     answerer = answerer_for(memory_store, model)
     for user in ("typical-tom", "deep-dora"):
-        await commit(answerer, await answerer.answer(said(user, "lobby", "hello there")))
+        await commit(
+            answerer, await answerer.answer(inbound_of(said(user, "lobby", "hello there")))
+        )
 
     assert await in_index(memory_store, "typical-tom", older=False) == [False, False]
     assert await in_index(memory_store, "deep-dora", older=False) == [True, True]

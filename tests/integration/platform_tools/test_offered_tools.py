@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from llm_bot.answer.unit import Answer, Answerer
+from llm_bot.events.inbound import inbound_of
 from llm_bot.events.models import AnnotationV1, InternalEventV2
 from llm_bot.graph.assembly import context_from_settings, graph_from_settings
 from llm_bot.llm.client import ModelClient
@@ -86,7 +87,7 @@ def tool_messages(server: LocalModelServer) -> list[str]:
 
 
 def strategy(answer: Answer) -> dict[str, Any]:
-    annotations = answer.result.event.annotations or []
+    annotations = answer.event.annotations or []
     found = [a for a in annotations if a.kind == "response-strategy"]
     assert len(found) == 1
     return dict(found[0].payload or {})
@@ -97,9 +98,9 @@ async def test_a_call_reaches_the_server_with_the_user_and_its_result_reaches_th
 ) -> None:
     chat_server.script_tool_call("mcp_echo", {"text": "hello"})
     chat_server.script_reply("done")
-    answer = await answerer(model, gateway).answer(event(roles=["vip"]), deadline_s=30)
+    answer = await answerer(model, gateway).answer(inbound_of(event(roles=["vip"]), deadline_s=30))
 
-    assert answer.result.outcome == "OK"
+    assert answer.outcome == "OK"
     assert "mcp_echo" in offered(chat_server)
     assert tool_messages(chat_server) == ["echo: hello"]
     [call] = sse_server.calls
@@ -107,13 +108,13 @@ async def test_a_call_reaches_the_server_with_the_user_and_its_result_reaches_th
     assert call.meta is not None
     assert call.meta["userRoles"] == ["vip"]
     assert call.meta["userId"] == "ada"
-    correlation = answer.result.event.correlation_id
+    correlation = answer.event.correlation_id
     assert call.meta[IDEMPOTENCY_KEY] == f"{correlation}:0:llm-bot:0"
     assert call.agent_name == "llm-bot"
-    assert answer.result.candidate is not None
-    metadata = answer.result.candidate.metadata or {}
+    assert answer.candidate is not None
+    metadata = answer.candidate.metadata or {}
     assert metadata["tools"] == [{"tool": "mcp:echo", "outcome": "ok"}]
-    assert not answer.result.event.errors
+    assert not answer.event.errors
 
 
 async def test_calls_are_numbered_across_rounds(
@@ -122,9 +123,9 @@ async def test_calls_are_numbered_across_rounds(
     chat_server.script_tool_calls([("mcp_echo", {"text": "a"}), ("basic_get_current_time", {})])
     chat_server.script_tool_call("mcp_echo", {"text": "b"})
     chat_server.script_reply("done")
-    answer = await answerer(model, gateway).answer(event(), deadline_s=30)
+    answer = await answerer(model, gateway).answer(inbound_of(event(), deadline_s=30))
 
-    correlation = answer.result.event.correlation_id
+    correlation = answer.event.correlation_id
     keys = [
         (call.arguments["text"], (call.meta or {})[IDEMPOTENCY_KEY]) for call in sse_server.calls
     ]
@@ -137,13 +138,13 @@ async def test_a_tool_the_users_roles_do_not_allow_is_neither_offered_nor_execut
 ) -> None:
     chat_server.script_tool_call("mcp_ban_user", {"user": "bob"})
     chat_server.script_reply("done")
-    answer = await answerer(model, gateway).answer(event(roles=["vip"]), deadline_s=30)
+    answer = await answerer(model, gateway).answer(inbound_of(event(roles=["vip"]), deadline_s=30))
 
     assert "mcp_ban_user" not in offered(chat_server)
     assert "mcp_echo" in offered(chat_server)
     assert tool_messages(chat_server)[0].startswith("error: no tool named 'mcp_ban_user'")
     assert sse_server.calls == []
-    assert answer.result.outcome == "OK"
+    assert answer.outcome == "OK"
 
 
 async def test_a_moderator_is_offered_the_tool_and_it_runs(
@@ -151,7 +152,7 @@ async def test_a_moderator_is_offered_the_tool_and_it_runs(
 ) -> None:
     chat_server.script_tool_call("mcp_ban_user", {"user": "bob"})
     chat_server.script_reply("done")
-    await answerer(model, gateway).answer(event(roles=["moderator"]), deadline_s=30)
+    await answerer(model, gateway).answer(inbound_of(event(roles=["moderator"]), deadline_s=30))
 
     assert tool_messages(chat_server) == ["banned bob"]
     assert [call.tool for call in sse_server.calls] == ["ban_user"]
@@ -163,7 +164,7 @@ async def test_the_allowlist_hides_a_gateway_tool_and_keeps_the_builtins(
     chat_server.script_tool_call("mcp_fail", {})
     chat_server.script_reply("done")
     tools = answerer(model, gateway, LLM_BOT_TOOLS_ALLOW="mcp:echo, mcp:ha*")
-    await tools.answer(event(roles=["moderator"]), deadline_s=30)
+    await tools.answer(inbound_of(event(roles=["moderator"]), deadline_s=30))
 
     assert offered(chat_server) == {
         "mcp_echo",
@@ -180,7 +181,9 @@ async def test_the_default_allowlist_offers_the_platforms_tools_that_act_for_the
     chat_server: LocalModelServer, model: ModelClient, gateway: McpClient
 ) -> None:
     context = context_from_settings(load_settings(), model, gateway=gateway)
-    await Answerer(graph_from_settings(load_settings()), context).answer(event(), deadline_s=30)
+    await Answerer(graph_from_settings(load_settings()), context).answer(
+        inbound_of(event(), deadline_s=30)
+    )
 
     # Not get_state (any key), nor the test's own tools.
     assert {name for name in offered(chat_server) if name.startswith("mcp_")} == {
@@ -195,19 +198,19 @@ async def test_a_failing_tool_is_an_error_to_the_model_and_on_the_event_which_co
 ) -> None:
     chat_server.script_tool_call("mcp_fail", {})
     chat_server.script_reply("sorry, that failed")
-    answer = await answerer(model, gateway).answer(event(), deadline_s=30)
+    answer = await answerer(model, gateway).answer(inbound_of(event(), deadline_s=30))
 
     [message] = tool_messages(chat_server)
     assert message.startswith("error: ")
     assert "backend down" in message
-    assert answer.result.outcome == "OK"
-    assert answer.result.candidate is not None
-    assert answer.result.candidate.text == "sorry, that failed"
-    [entry] = answer.result.event.errors or []
+    assert answer.outcome == "OK"
+    assert answer.candidate is not None
+    assert answer.candidate.text == "sorry, that failed"
+    [entry] = answer.event.errors or []
     # BitBrat's source for an MCP tool: "mcp:" before the tool's id, itself "mcp:fail".
     assert entry.source == "mcp:mcp:fail"
     assert "backend down" in entry.message
-    metadata = answer.result.candidate.metadata or {}
+    metadata = answer.candidate.metadata or {}
     assert metadata["tools"] == [{"tool": "mcp:fail", "outcome": "error"}]
 
 
@@ -217,12 +220,12 @@ async def test_a_hanging_tool_times_out_and_the_event_completes(
     chat_server.script_tool_call("mcp_hang", {})
     chat_server.script_reply("it took too long")
     tools = answerer(model, gateway, LLM_BOT_TOOL_TIMEOUT_MS=300)
-    answer = await tools.answer(event(), deadline_s=30)
+    answer = await tools.answer(inbound_of(event(), deadline_s=30))
 
     assert [call.tool for call in sse_server.calls] == ["hang"]
     assert tool_messages(chat_server) == ["error: mcp_hang timed out"]
-    assert answer.result.outcome == "OK"
-    [entry] = answer.result.event.errors or []
+    assert answer.outcome == "OK"
+    [entry] = answer.event.errors or []
     assert entry.source == "mcp:mcp:hang"
 
 
@@ -232,9 +235,9 @@ async def test_a_hanging_tool_gets_half_the_events_time_left_and_the_model_still
     chat_server.script_tool_call("mcp_hang", {})
     chat_server.script_reply("it took too long")
     # The tool's own limit (15 s) is past the event's deadline: the deadline bounds the call.
-    answer = await answerer(model, gateway).answer(event(), deadline_s=6)
+    answer = await answerer(model, gateway).answer(inbound_of(event(), deadline_s=6))
 
-    assert answer.result.outcome == "OK"
+    assert answer.outcome == "OK"
     assert tool_messages(chat_server) == ["error: mcp_hang timed out"]
 
 
@@ -244,7 +247,7 @@ async def test_a_meta_question_is_offered_the_status_tools_alone(
     chat_server.script_tool_call("internal_get_bot_status", {})
     chat_server.script_reply("all good")
     built = analysed(event("are you up?", roles=["moderator"]), intent="meta")
-    answer = await answerer(model, gateway).answer(built, deadline_s=30)
+    answer = await answerer(model, gateway).answer(inbound_of(built, deadline_s=30))
 
     assert offered(chat_server) == {"internal_get_bot_status", "internal_list_available_tools"}
     [status] = tool_messages(chat_server)
@@ -263,7 +266,7 @@ async def test_medium_and_high_risk_offer_no_tools(
     built = analysed(event("hm", roles=["moderator"]), risk=level)
     # High risk escalates before the model; medium reaches it without tools.
     answer = await answerer(model, gateway, LLM_BOT_BEHAVIORAL_GATING_ENABLED="false").answer(
-        built, deadline_s=30
+        inbound_of(built, deadline_s=30)
     )
 
     assert chat_server.chat_requests()
@@ -278,7 +281,7 @@ async def test_without_a_gateway_the_builtins_answer(
 ) -> None:
     chat_server.script_tool_call("internal_list_available_tools", {})
     chat_server.script_reply("these")
-    answer = await answerer(model, None).answer(event(roles=["vip"]), deadline_s=30)
+    answer = await answerer(model, None).answer(inbound_of(event(roles=["vip"]), deadline_s=30))
 
     [listing] = tool_messages(chat_server)
     available = json.loads(listing)
@@ -289,7 +292,7 @@ async def test_without_a_gateway_the_builtins_answer(
         "internal:list_available_tools",
         "adventure:narrate",
     }
-    assert answer.result.outcome == "OK"
+    assert answer.outcome == "OK"
 
 
 async def test_the_role_check_at_call_time_sends_nothing_for_a_user_without_the_role(
@@ -312,7 +315,7 @@ async def test_the_bot_status_lists_only_what_this_user_may_be_offered(
     chat_server.script_tool_call("internal_get_bot_status", {})
     chat_server.script_reply("done")
     tools = answerer(model, gateway, LLM_BOT_TOOLS_ALLOW="mcp:echo,mcp:ban_user")
-    await tools.answer(event(roles=["vip"]), deadline_s=30)
+    await tools.answer(inbound_of(event(roles=["vip"]), deadline_s=30))
 
     [status] = tool_messages(chat_server)
     [server] = json.loads(status)["servers"]

@@ -11,6 +11,7 @@ import pytest
 from llm_bot.answer.unit import Answerer
 from llm_bot.events.codec import to_document
 from llm_bot.events.identity import thread_id_of
+from llm_bot.events.inbound import inbound_of
 from llm_bot.events.models import InternalEventV2
 from llm_bot.graph.assembly import context_from_settings, graph_from_settings
 from llm_bot.llm.client import ModelClient
@@ -53,9 +54,9 @@ async def test_an_answer_is_the_outcome_and_the_turn_it_leaves(
     server.script_reply("Tea, always.")
     event = asked("coffee or tea?")
     before = to_document(event)
-    answer = await answerer_for(server, model).answer(event)
+    answer = await answerer_for(server, model).answer(inbound_of(event))
     assert to_document(event) == before, "the event answered is never modified"
-    assert answer.result.outcome == "OK"
+    assert answer.outcome == "OK"
     pair = answer.pair
     assert pair is not None
     assert (pair.thread_id, pair.user_id) == (thread_id_of(event), "ada")
@@ -68,8 +69,8 @@ async def test_an_event_without_a_prompt_leaves_no_turn(
 ) -> None:
     event = asked("")
     event.annotations = []  # no instruction either
-    answer = await answerer_for(server, model).answer(event)
-    assert answer.result.outcome == "SKIP"
+    answer = await answerer_for(server, model).answer(inbound_of(event))
+    assert answer.outcome == "SKIP"
     assert answer.pair is None
 
 
@@ -82,18 +83,18 @@ async def test_the_event_deadline_and_the_model_timeout_have_codes_of_their_own(
     patient = ModelClient.from_settings(settings_for(server))
     impatient = ModelClient.from_settings(settings_for(server, LLM_BOT_MODEL_DEADLINE_MS=300))
     try:
-        late = await answerer_for(server, patient).answer(asked("hi"), deadline_s=0.3)
-        slow = await answerer_for(server, impatient).answer(asked("hi"), deadline_s=30)
+        late = await answerer_for(server, patient).answer(inbound_of(asked("hi"), deadline_s=0.3))
+        slow = await answerer_for(server, impatient).answer(inbound_of(asked("hi"), deadline_s=30))
     finally:
         await patient.close()
         await impatient.close()
-    errors = [answer.result.event.routing.slip[0].error for answer in (late, slow)]
+    errors = [answer.event.routing.slip[0].error for answer in (late, slow)]
     assert [(e.code, e.retryable) for e in errors if e] == [
         ("TIMEOUT", False),
         ("LLM_TIMEOUT", True),
     ]
-    assert late.result.event.errors is not None
-    assert late.result.event.errors[-1].fatal is True
+    assert late.event.errors is not None
+    assert late.event.errors[-1].fatal is True
     assert (late.pair, slow.pair) == (None, None)
 
 
@@ -109,8 +110,8 @@ class BrokenTool:
 async def test_an_unexpected_failure_is_a_retryable_internal_error_that_tells_nothing(
     server: LocalModelServer, model: ModelClient
 ) -> None:
-    answer = await answerer_for(server, model, [BrokenTool()]).answer(asked("hi"))
-    error = answer.result.error
+    answer = await answerer_for(server, model, [BrokenTool()]).answer(inbound_of(asked("hi")))
+    error = answer.error
     assert error is not None
     assert (error.code, error.retryable, error.message) == (
         "INTERNAL",

@@ -13,7 +13,6 @@ import pytest
 from llm_bot.events.codec import from_document, to_document
 from llm_bot.events.models import InternalEventV2
 from llm_bot.graph.builder import LlmBotGraph, compile_graph
-from llm_bot.graph.process import process_event
 from llm_bot.graph.reducer import MessageLimits
 from llm_bot.graph.state import GraphContext
 from llm_bot.llm.client import ModelClient
@@ -23,6 +22,7 @@ from llm_bot.memory.run_writes import RunWrites
 from llm_bot_tools.local.openai_server import LocalModelServer
 
 from ...from_settings import graph_context
+from ...support.answering import answer_event
 
 CONTRACTS = Path(__file__).resolve().parents[2] / "fixtures" / "bitbrat"
 API_KEY = "sk-test-never-leak-0123456789"
@@ -96,7 +96,7 @@ async def test_prompts_reach_the_model_in_order_and_the_candidate_is_the_reply(
     server: LocalModelServer,
 ) -> None:
     server.script_reply("Here you go.")
-    result = await process_event(
+    result = await answer_event(
         graph(), context(model_client(server)), event("one", "two", "three", shuffled=True)
     )
     sent = server.chat_requests()[0]["messages"]
@@ -129,7 +129,7 @@ async def test_without_message_text_the_task_is_the_input(server: LocalModelServ
     silent = event("say hello")
     assert silent.message is not None
     silent.message.text = None
-    await process_event(graph(), context(model_client(server)), silent)
+    await answer_event(graph(), context(model_client(server)), silent)
     user = server.chat_requests()[0]["messages"][-1]["content"]
     assert user.endswith("## [Task]\n- (3) say hello\n\n## [Input]\nsay hello")
 
@@ -137,12 +137,12 @@ async def test_without_message_text_the_task_is_the_input(server: LocalModelServ
 async def test_the_input_event_is_left_untouched(server: LocalModelServer) -> None:
     original = event("hello")
     before = to_document(original)
-    await process_event(graph(), context(model_client(server)), original)
+    await answer_event(graph(), context(model_client(server)), original)
     assert to_document(original) == before
 
 
 async def test_no_prompt_skips_without_calling_the_model(server: LocalModelServer) -> None:
-    result = await process_event(graph(), context(model_client(server)), event())
+    result = await answer_event(graph(), context(model_client(server)), event())
     assert result.outcome == "SKIP"
     assert result.candidate is None
     assert not result.event.candidates
@@ -155,7 +155,7 @@ async def test_no_prompt_skips_without_calling_the_model(server: LocalModelServe
 
 async def test_rate_limit_then_success_is_ok_after_a_retry(server: LocalModelServer) -> None:
     server.fail_next(1, status=429)
-    result = await process_event(graph(), context(model_client(server)), event("hi"))
+    result = await answer_event(graph(), context(model_client(server)), event("hi"))
     assert result.outcome == "OK"
     assert len(server.chat_requests()) == 2
 
@@ -164,9 +164,7 @@ async def test_model_down_past_the_retries_is_a_retryable_error(server: LocalMod
     server.fail_next(1000, status=500)
     # Retries stop before a backoff that would end past the deadline: 2 s leaves room for a
     # second attempt even when the first answer is slow on a loaded machine.
-    result = await process_event(
-        graph(), context(model_client(server, deadline_s=2.0)), event("hi")
-    )
+    result = await answer_event(graph(), context(model_client(server, deadline_s=2.0)), event("hi"))
     assert result.outcome == "ERROR"
     assert len(server.chat_requests()) >= 2, "no retry happened"
     step = result.event.routing.slip[0]
@@ -186,14 +184,14 @@ async def test_a_hanging_model_is_a_model_timeout(server: LocalModelServer) -> N
     """``LLM_TIMEOUT``, retryable: the event's own deadline is another code (``TIMEOUT``)."""
     server.hang_next(1000, seconds=5)
     client = model_client(server, deadline_s=0.5, timeout=0.2)
-    result = await process_event(graph(), context(client), event("hi"))
+    result = await answer_event(graph(), context(client), event("hi"))
     assert result.error is not None
     assert (result.error.code, result.error.retryable) == ("LLM_TIMEOUT", True)
 
 
 async def test_a_rejected_request_is_permanent_and_not_retried(server: LocalModelServer) -> None:
     server.fail_next(1, status=400)
-    result = await process_event(graph(), context(model_client(server)), event("hi"))
+    result = await answer_event(graph(), context(model_client(server)), event("hi"))
     assert result.error is not None
     assert (result.error.code, result.error.retryable) == ("LLM_REQUEST_INVALID", False)
     assert len(server.chat_requests()) == 1
@@ -204,7 +202,7 @@ async def test_a_model_that_keeps_calling_tools_stops_after_the_bound(
 ) -> None:
     server.always_call_tool("lookup", {"q": "x"})
     tool = LookupTool()
-    result = await process_event(
+    result = await answer_event(
         graph(), context(model_client(server), tools=[tool], max_tool_rounds=3), event("hi")
     )
     requests = server.chat_requests()
@@ -221,7 +219,7 @@ async def test_a_model_that_keeps_calling_tools_stops_after_the_bound(
 async def test_tool_results_and_failures_go_back_to_the_model(server: LocalModelServer) -> None:
     server.script_tool_calls([("lookup", {"explode": True}), ("nosuch", {})])
     server.script_reply("recovered")
-    result = await process_event(
+    result = await answer_event(
         graph(), context(model_client(server), tools=[LookupTool()]), event("hi")
     )
     tool_messages = [m for m in server.chat_requests()[-1]["messages"] if m["role"] == "tool"]
@@ -237,7 +235,7 @@ async def test_tool_results_and_failures_go_back_to_the_model(server: LocalModel
 async def test_responses_api_mode(server: LocalModelServer) -> None:
     server.script_reply("from responses")
     client = model_client(server, mode="responses")
-    result = await process_event(graph(), context(client), event("first", "second"))
+    result = await answer_event(graph(), context(client), event("first", "second"))
     request = server.chat_requests()[0]
     assert request["instructions"] == SYSTEM
     assert request["input"] == [
@@ -271,7 +269,7 @@ async def test_failing_memory_degrades_to_no_memories(
     server: LocalModelServer, memory: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     ctx = context(model_client(server), retriever=memory, retrieval_timeout_s=0.2)
-    result = await process_event(graph(), ctx, event("hi"))
+    result = await answer_event(graph(), ctx, event("hi"))
     assert result.outcome == "OK"
     assert result.candidate is not None
     assert result.candidate.metadata is not None
@@ -293,7 +291,7 @@ class OneMemory:
 async def test_the_memory_context_sits_between_system_prompt_and_the_run(
     server: LocalModelServer,
 ) -> None:
-    await process_event(graph(), context(model_client(server), retriever=OneMemory()), event("hi"))
+    await answer_event(graph(), context(model_client(server), retriever=OneMemory()), event("hi"))
     sent = server.chat_requests()[0]["messages"]
     assert [m["content"] for m in sent][:2] == [
         SYSTEM,

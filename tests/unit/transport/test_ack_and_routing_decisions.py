@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from llm_bot.db.processed_events import NO_STEP, key_of
+from llm_bot.answer.unit import Answer
 from llm_bot.errors import DeadLetterError
+from llm_bot.events.inbound import inbound_of
 from llm_bot.events.limits import InvalidEvent
-from llm_bot.events.models import InternalEventV2
+from llm_bot.events.models import InternalEventV2, StepError
 from llm_bot.events.routing import RoutingError, advance, check_route, complete_current_step
-from llm_bot.graph.process import ProcessResult
 from llm_bot.settings import Settings
 from llm_bot.transport.ack import (
     RETRY_MAX_DELAY_S,
@@ -25,12 +25,13 @@ from llm_bot.transport.ack import (
     retry_delay_s,
     settle,
 )
-from llm_bot.transport.handler import attempt_limit, deadline_s, output_of
+from llm_bot.transport.decision import Answered, Decision
+from llm_bot.transport.handler import output_of
 from llm_bot.transport.publisher import PublishFailed
 from llm_bot.transport.stats import WorkerStats
 from llm_bot_tools.local.prompt_events import prompt_event
 
-LIMIT = 5
+LAST = 3
 
 
 class RecordedDelivery:
@@ -59,9 +60,25 @@ def event_with_slip(*steps: dict[str, Any]) -> InternalEventV2:
 
 async def test_settle_acks_a_clean_block() -> None:
     delivery, stats = RecordedDelivery(), WorkerStats()
-    async with settle(delivery, _unused_dead_letter, stats, LIMIT):
+    async with settle(delivery, _unused_dead_letter, stats):
         pass
     assert (delivery.settled, stats.acked) == (["ack"], 1)
+
+
+@pytest.mark.parametrize(("attempt", "settled"), [(1, ["nack"]), (LAST, ["ack"])])
+async def test_a_retryable_step_failure_is_handed_back_until_the_last_attempt(
+    attempt: int, settled: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The handler forwards an answer only when the settlement decides so; a forwarded one is
+    acked once the block ends."""
+    monkeypatch.setattr("llm_bot.transport.ack.retry_delay_s", lambda _: 0.0)
+    delivery = RecordedDelivery(attempt)
+    event = event_with_slip({"id": "llm-bot", "status": "PENDING"})
+    error = StepError(code="LLM_UNAVAILABLE", message="down", retryable=True)
+    async with settle(delivery, _unused_dead_letter, WorkerStats()) as settling:
+        decision = settling.report(Answered(Answer("ERROR", event, error=error), attempt, LAST))
+    assert decision is (Decision.NACK if attempt < LAST else Decision.FORWARD)
+    assert delivery.settled == settled
 
 
 async def test_settle_dead_letters_invalid_input_then_acks() -> None:
@@ -71,7 +88,7 @@ async def test_settle_dead_letters_invalid_input_then_acks() -> None:
     async def dead_letter(_: Any, error: DeadLetterError) -> None:
         reasons.append((error.kind, str(error)))
 
-    async with settle(delivery, dead_letter, stats, LIMIT):
+    async with settle(delivery, dead_letter, stats):
         raise InvalidEvent("message body is not JSON")
     assert (delivery.settled, reasons) == (["ack"], [("invalid_event", "message body is not JSON")])
     assert stats.dead_lettered == 1
@@ -83,14 +100,14 @@ async def test_a_failed_dead_letter_publish_nacks_instead_of_losing_the_message(
     async def dead_letter(_: Any, error: DeadLetterError) -> None:
         raise PublishFailed("dead-letter topic unreachable")
 
-    async with settle(delivery, dead_letter, WorkerStats(), LIMIT):
+    async with settle(delivery, dead_letter, WorkerStats()):
         raise InvalidEvent("bad")
     assert delivery.settled == ["nack"]
 
 
 async def test_a_retryable_failure_nacks_and_the_worker_carries_on() -> None:
     delivery = RecordedDelivery(attempt=0)
-    async with settle(delivery, _unused_dead_letter, WorkerStats(), LIMIT):
+    async with settle(delivery, _unused_dead_letter, WorkerStats()):
         raise RuntimeError("unexpected")
     assert delivery.settled == ["nack"]
 
@@ -99,7 +116,7 @@ async def test_cancellation_hands_the_message_back_and_propagates() -> None:
     delivery = RecordedDelivery()
 
     async def handle() -> None:
-        async with settle(delivery, _unused_dead_letter, WorkerStats(), LIMIT):
+        async with settle(delivery, _unused_dead_letter, WorkerStats()):
             await asyncio.Event().wait()
 
     task = asyncio.create_task(handle())
@@ -182,36 +199,11 @@ def test_the_route_check_refuses_exactly_the_slips_that_advancing_would(
     assert refused(check_route) == refused(advance_after_closing)
 
 
-def test_the_deadline_is_the_producers_when_set_within_the_upper_bound() -> None:
-    event = event_with_slip({"id": "llm-bot", "status": "PENDING"})
-    assert deadline_s(event, 120_000, 600_000) == 120.0
-    event.qos = {"maxResponseMs": 1500}  # type: ignore[assignment]
-    assert deadline_s(event, 120_000, 600_000) == 1.5
-    event.qos = {"maxResponseMs": 86_400_000}  # type: ignore[assignment]
-    assert deadline_s(event, 120_000, 600_000) == 600.0
-
-
-def test_the_steps_max_attempts_can_lower_the_delivery_limit() -> None:
-    plain = event_with_slip({"id": "llm-bot", "status": "PENDING"})
-    strict = event_with_slip({"id": "llm-bot", "status": "PENDING", "maxAttempts": 2})
-    assert attempt_limit(plain, 5) == 5
-    assert attempt_limit(strict, 5) == 2
-
-
-def test_the_record_key_names_the_pending_step_by_position() -> None:
-    event = event_with_slip(
-        {"id": "router", "status": "OK"}, {"id": "llm-bot", "status": "PENDING"}
-    )
-    assert key_of(event).step == "1:llm-bot"
-    assert key_of(event_with_slip()).step == NO_STEP
-
-
 @pytest.mark.parametrize("ordering", [False, True])
 def test_the_output_is_routed_prefixed_and_keyed_by_thread(ordering: bool) -> None:
     settings = Settings(BUS_PREFIX="dev.", LLM_BOT_ORDERING=ordering)  # type: ignore[call-arg]
     event = event_with_slip({"id": "llm-bot", "status": "OK"})
-    result = ProcessResult("SKIP", event)
-    output = output_of(result, settings)
+    output = output_of(Answer("SKIP", event), inbound_of(event), settings)
     assert output.topic == "dev.internal.egress.v1"
     assert output.attributes == {
         "type": "egress.deliver.v1",
@@ -234,7 +226,7 @@ def test_the_next_steps_attributes_ride_along_as_text_never_over_the_protected_o
         },
     )
     complete_current_step(event, "OK", "2026-11-22T12:00:00.000Z")
-    output = output_of(ProcessResult("OK", event), Settings())
+    output = output_of(Answer("OK", event), inbound_of(event), Settings())
     assert output.attributes["origin"] == "event-router"
     assert output.attributes["progressMessage"] == "true"
     assert output.attributes["source"] == "llm-bot"

@@ -1,5 +1,5 @@
-"""The whole decision table: every kind of outcome, on an attempt before, at and past the last
-one, for several limits. Step failures are listed by their classes, so a new failure class is a
+"""The whole decision table: every kind of outcome, answered on an attempt before, at and past the
+last one, for several limits. Step failures are listed by their classes, so a new failure class is a
 new row here, and the failure taxonomy is checked against what the worker does with each."""
 
 from __future__ import annotations
@@ -18,10 +18,9 @@ from llm_bot.events.models import Outcome as StepOutcome
 from llm_bot.events.models import StepError
 from llm_bot.events.routing import RoutingError
 from llm_bot.graph.build_candidate import EmptyReply
-from llm_bot.graph.process import ProcessResult
 from llm_bot.llm import errors as model_errors
-from llm_bot.transport.decision import Decision, Mark, Outcome, decide
-from llm_bot.transport.handler import AttemptsExhausted, RetryableFailure
+from llm_bot.transport.decision import Answered, Decision, Mark, Outcome, decide
+from llm_bot.transport.handler import AttemptsExhausted
 from llm_bot.transport.publisher import PublishFailed, PublishRejected
 from llm_bot_tools.local.prompt_events import prompt_event
 
@@ -39,7 +38,7 @@ LIMITS = (1, 2, 5)
 class Row(NamedTuple):
     """What ``outcome`` decides on an attempt before the last, on the last, and past it."""
 
-    outcome: Outcome
+    outcome: Answer | Exception | Mark
     before: Decision
     last: Decision
     past: Decision
@@ -48,9 +47,9 @@ class Row(NamedTuple):
 def answered(outcome: StepOutcome, failure: type[ForwardAsError] | None = None) -> Answer:
     event = prompt_event("hi", user="u", thread="t", egress_topic="internal.egress.v1")
     if failure is None:
-        return Answer(ProcessResult(outcome, event), None)
+        return Answer(outcome, event)
     error = StepError(code=failure.code, message="failed", retryable=failure.retryable)
-    return Answer(ProcessResult("ERROR", event, error=error), None)
+    return Answer("ERROR", event, error=error)
 
 
 RETRIED_THEN_FORWARDED = (
@@ -68,7 +67,6 @@ FORWARDED_AT_ONCE = (
 )
 TABLE = [
     Row(Mark.PUBLISHED, ACK, ACK, ACK),
-    Row(Mark.ABANDONED, NACK, DEAD_LETTER, DEAD_LETTER),
     Row(answered("OK"), FORWARD, FORWARD, FORWARD),
     Row(answered("SKIP"), FORWARD, FORWARD, FORWARD),
     *(
@@ -89,7 +87,6 @@ TABLE = [
     *(
         Row(error, NACK, NACK, NACK)
         for error in (
-            RetryableFailure("LLM_UNAVAILABLE: down"),
             PublishFailed("no confirm"),
             ClaimBusy("held"),
             ClaimLost("taken over"),
@@ -103,11 +100,16 @@ TABLE = [
 @pytest.mark.parametrize("row", TABLE, ids=lambda row: describe(row.outcome))
 @pytest.mark.parametrize("limit", LIMITS)
 def test_the_decision_table(row: Row, limit: int) -> None:
-    decided = [decide(row.outcome, attempt, limit) for attempt in range(limit)]
+    decided = [decide(on_attempt(row.outcome, attempt, limit)) for attempt in range(limit)]
     assert set(decided) == {row.before}
-    assert decide(row.outcome, limit, limit) is row.last
-    assert decide(row.outcome, limit + 1, limit) is row.past
-    assert decide(row.outcome, limit + 10, limit) is row.past
+    assert decide(on_attempt(row.outcome, limit, limit)) is row.last
+    assert decide(on_attempt(row.outcome, limit + 1, limit)) is row.past
+    assert decide(on_attempt(row.outcome, limit + 10, limit)) is row.past
+
+
+def on_attempt(outcome: Answer | Exception | Mark, attempt: int, limit: int) -> Outcome:
+    """What happened on ``attempt``: only an answer carries the attempt's number."""
+    return Answered(outcome, attempt, limit) if isinstance(outcome, Answer) else outcome
 
 
 def test_every_step_failure_class_is_in_the_table() -> None:
@@ -146,8 +148,8 @@ def all_subclasses(cls: type[E]) -> set[type[E]]:
     return found
 
 
-def describe(outcome: Outcome) -> str:
+def describe(outcome: Answer | Exception | Mark) -> str:
     if isinstance(outcome, Answer):
-        error = outcome.result.error
-        return f"{outcome.result.outcome}-{error.code}" if error else outcome.result.outcome
+        error = outcome.error
+        return f"{outcome.outcome}-{error.code}" if error else outcome.outcome
     return outcome.name if isinstance(outcome, Mark) else type(outcome).__name__

@@ -31,6 +31,7 @@ import uvloop
 from llm_bot.answer.unit import Answerer
 from llm_bot.db.migrate import migrate
 from llm_bot.db.pools import open_pool
+from llm_bot.events.inbound import inbound_of
 from llm_bot.graph.assembly import context_from_settings, graph_from_settings
 from llm_bot.llm.client import ModelClient
 from llm_bot.platform_tools.calls import ToolLedger
@@ -224,10 +225,10 @@ class _Bench:
                 user = f"bench-{(offset + i) % USERS}"
                 event = prompt_event(text, user=user, thread="room", egress_topic="bench.egress")
                 began = time.perf_counter()
-                answer = await answerer.answer(event, deadline_s=DEADLINE_S)
+                answer = await answerer.answer(inbound_of(event, deadline_s=DEADLINE_S))
                 walls.append((time.perf_counter() - began) * 1000)
-                if answer.result.outcome != "OK":
-                    raise RuntimeError(f"an event ended {answer.result.outcome}, not OK")
+                if answer.outcome != "OK":
+                    raise RuntimeError(f"an event ended {answer.outcome}, not OK")
 
         lanes = min(self.in_flight, count)
         shares = [count // lanes + (i < count % lanes) for i in range(lanes)]

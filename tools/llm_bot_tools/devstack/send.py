@@ -22,6 +22,7 @@ from google.cloud import pubsub_v1
 
 from llm_bot.answer.unit import Answerer
 from llm_bot.events.codec import decode, encode, to_document
+from llm_bot.events.inbound import inbound_of
 from llm_bot.events.models import InternalEventV2
 from llm_bot.events.routing import DEFAULT_EGRESS_TOPIC, prefixed
 from llm_bot.graph.assembly import context_from_settings, graph_from_settings
@@ -73,11 +74,11 @@ async def _process(settings: Settings, event: InternalEventV2) -> dict[str, Any]
                 settings, model, memory.retriever, memory.tools, memory.personalities
             )
             answerer = Answerer(graph_from_settings(settings), context, memory.commit)
-            answer = await answerer.answer(event)
+            answer = await answerer.answer(inbound_of(event))
             await answerer.commit(answer)
     finally:
         await model.close()
-    return to_document(answer.result.event)
+    return to_document(answer.event)
 
 
 def send_and_wait(settings: Settings, request: SendRequest) -> dict[str, Any]:
