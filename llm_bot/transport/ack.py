@@ -31,7 +31,7 @@ import psycopg
 
 from llm_bot.errors import DeadLetterError, RetryLaterError
 from llm_bot.events.models import SOURCE
-from llm_bot.transport.decision import Answered, Decision, Mark, Outcome, decide
+from llm_bot.transport.decision import Answered, Decision, HandlingResult, Mark, decide
 from llm_bot.transport.stats import WorkerStats
 
 logger = logging.getLogger(__name__)
@@ -98,10 +98,10 @@ class Settling:
     """What happened to one message, and the decision on it."""
 
     def __init__(self) -> None:
-        self.outcome: Outcome = Mark.PUBLISHED  # a block that ends cleanly ends on the bus
+        self.outcome: HandlingResult = Mark.PUBLISHED  # a block that ends cleanly ends on the bus
         self.decision = Decision.ACK
 
-    def report(self, outcome: Outcome) -> Decision:
+    def report(self, outcome: HandlingResult) -> Decision:
         self.outcome, self.decision = outcome, decide(outcome)
         return self.decision
 
@@ -160,7 +160,7 @@ async def _nack_after_backoff(delivery: Delivery, stats: WorkerStats) -> None:
         await delivery.nack()
 
 
-def _log_retry(delivery: Delivery, outcome: Outcome) -> None:
+def _log_retry(delivery: Delivery, outcome: HandlingResult) -> None:
     extra = {"messageId": delivery.message_id, "deliveryAttempt": delivery.delivery_attempt}
     if isinstance(outcome, Answered) and outcome.answer.error is not None:
         error = outcome.answer.error

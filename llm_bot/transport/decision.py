@@ -38,10 +38,10 @@ class Answered:
     last_attempt: int
 
 
-Outcome = Answered | Exception | Mark
+HandlingResult = Answered | Exception | Mark
 
 
-def decide(outcome: Outcome) -> Decision:
+def decide(outcome: HandlingResult) -> Decision:
     """An exception decides by its class alone: a message that keeps failing ends in Pub/Sub's
     dead-letter policy, or, when its claims are abandoned, in our own count of them
     (:class:`llm_bot.transport.handler.AttemptsExhausted`)."""

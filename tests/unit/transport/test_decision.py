@@ -19,7 +19,7 @@ from llm_bot.events.models import StepError
 from llm_bot.events.routing import RoutingError
 from llm_bot.graph.build_candidate import EmptyReply
 from llm_bot.llm import errors as model_errors
-from llm_bot.transport.decision import Answered, Decision, Mark, Outcome, decide
+from llm_bot.transport.decision import Answered, Decision, HandlingResult, Mark, decide
 from llm_bot.transport.handler import AttemptsExhausted
 from llm_bot.transport.publisher import PublishFailed, PublishRejected
 from llm_bot_tools.local.prompt_events import prompt_event
@@ -107,7 +107,7 @@ def test_the_decision_table(row: Row, limit: int) -> None:
     assert decide(on_attempt(row.outcome, limit + 10, limit)) is row.past
 
 
-def on_attempt(outcome: Answer | Exception | Mark, attempt: int, limit: int) -> Outcome:
+def on_attempt(outcome: Answer | Exception | Mark, attempt: int, limit: int) -> HandlingResult:
     """What happened on ``attempt``: only an answer carries the attempt's number."""
     return Answered(outcome, attempt, limit) if isinstance(outcome, Answer) else outcome
 
