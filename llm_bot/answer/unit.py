@@ -12,7 +12,7 @@ The event received is never modified; the answer holds a copy with llm-bot's rou
 closed, the candidate appended (OK) or an ``errors[]`` entry recorded (ERROR), an ``errors[]``
 entry for each platform-tool call that failed (source ``mcp:<tool id>`` or ``internal``, as
 BitBrat's; the event still completes OK), and the behaviour annotations BitBrat's llm-bot adds
-(:mod:`llm_bot.graph.behavior_annotations`; on OK and SKIP). Where it goes next is the
+(:mod:`llm_bot.graph.behavior.annotations`; on OK and SKIP). Where it goes next is the
 transport's business (:func:`llm_bot.events.routing.advance`).
 
 Outcomes: the model's reply (OK, a history pair); BitBrat's safe refusal (OK, no history
@@ -46,7 +46,7 @@ from llm_bot.events.models import (
     StepError,
 )
 from llm_bot.events.routing import complete_current_step
-from llm_bot.graph.behavior_annotations import (
+from llm_bot.graph.behavior.annotations import (
     gated_annotations,
     profile_annotation,
     strategy_annotation,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from llm_bot.db.personalities import Personalities
-from llm_bot.graph.behavior import BehaviorSettings
+from llm_bot.graph.behavior.profile import BehaviorSettings
 from llm_bot.graph.builder import LlmBotGraph, compile_graph
 from llm_bot.graph.composition import prompt_options
 from llm_bot.graph.reducer import MessageLimits

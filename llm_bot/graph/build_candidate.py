@@ -10,9 +10,9 @@ from langgraph.runtime import Runtime
 
 from llm_bot.clock import iso_timestamp
 from llm_bot.events.models import SOURCE, CandidateV1, InternalEventV2
-from llm_bot.graph.behavior import Profile
-from llm_bot.graph.behavior_annotations import summary
-from llm_bot.graph.behavior_texts import safe_refusal_text
+from llm_bot.graph.behavior.annotations import summary
+from llm_bot.graph.behavior.profile import Profile
+from llm_bot.graph.behavior.texts import safe_refusal_text
 from llm_bot.graph.composition import unwrap_quoted
 from llm_bot.graph.state import GraphContext, GraphState
 from llm_bot.llm.errors import ModelError

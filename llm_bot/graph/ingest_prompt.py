@@ -5,7 +5,7 @@ sets no task ends the run here (SKIP), as does one the gate stops.
 Personalities named by the event are looked up here, once per run
 (``GraphContext.personalities``).
 
-The gate (:mod:`llm_bot.graph.behavior`) is decided first, before any model call and before
+The gate (:mod:`llm_bot.graph.behavior.profile`) is decided first, before any model call and before
 memory is read or written: an event it stops never reaches ``retrieve_memories``, so nothing
 is recalled, embedded, offered as a tool or stored. A SAFE_REFUSAL ends with BitBrat's canned
 refusal as the candidate (OK); ESCALATE and NO_RESPONSE end without one (SKIP). Neither keeps
@@ -24,8 +24,8 @@ from langgraph.types import Command
 
 from llm_bot.clock import iso_timestamp
 from llm_bot.events.models import InternalEventV2
-from llm_bot.graph.behavior import Gate, Profile, derive_profile
-from llm_bot.graph.behavior_texts import guidance_lines, task_instruction
+from llm_bot.graph.behavior.profile import Gate, Profile, derive_profile
+from llm_bot.graph.behavior.texts import guidance_lines, task_instruction
 from llm_bot.graph.build_candidate import refusal_candidate
 from llm_bot.graph.composition import Identity, Request, request_of, resolve_identity
 from llm_bot.graph.state import GraphContext, GraphState

@@ -6,7 +6,7 @@ and the gateway's allowed tools) that pass BitBrat's three filters, in its order
    one that fails is left out silently (BitBrat logs it at debug level only);
 2. scope: with ``metadata.scope`` set, a platform tool that lists scopes must list it; one that
    fails is recorded in ``scopeSuppressed``;
-3. the behaviour profile (:func:`llm_bot.graph.behavior_annotations.tool_use`, by tool id): a
+3. the behaviour profile (:func:`llm_bot.graph.behavior.annotations.tool_use`, by tool id): a
    tool it holds back is recorded in ``suppressed`` with BitBrat's reason.
 
 The memory tools have no roles or scopes (they act for the requesting user alone) and are
@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from llm_bot.events.models import InternalEventV2
-from llm_bot.graph.behavior import Profile
-from llm_bot.graph.behavior_annotations import ToolUse, tool_use
+from llm_bot.graph.behavior.annotations import ToolUse, tool_use
+from llm_bot.graph.behavior.profile import Profile
 from llm_bot.llm.messages import ToolSpec
 from llm_bot.memory.tools import Tool
 from llm_bot.platform_tools.platform import (

@@ -12,7 +12,7 @@ import mcp.types as types
 import pytest
 
 from llm_bot.events.models import AnnotationV1, InternalEventV2, UserIdentity
-from llm_bot.graph.behavior import Profile, derive_profile
+from llm_bot.graph.behavior.profile import Profile, derive_profile
 from llm_bot.graph.offering import make_offer
 from llm_bot.platform_tools.builtins import NARRATOR_INSTRUCTION, builtin_tools
 from llm_bot.platform_tools.calls import CallKey

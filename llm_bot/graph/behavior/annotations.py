@@ -19,7 +19,7 @@ from typing import Any
 from uuid import uuid4
 
 from llm_bot.events.models import SOURCE, AnnotationV1
-from llm_bot.graph.behavior import DANGEROUS_RISK_TYPES, Gate, Profile
+from llm_bot.graph.behavior.profile import DANGEROUS_RISK_TYPES, Gate, Profile
 
 # The only tools BitBrat lets a meta question use: two of the built-ins
 # (llm_bot.platform_tools.builtins).

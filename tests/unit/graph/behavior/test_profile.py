@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from llm_bot.events.models import AnnotationV1
-from llm_bot.graph.behavior import (
+from llm_bot.graph.behavior.profile import (
     INTENTS,
     RISK_LEVELS,
     RISK_TYPES,
@@ -21,7 +21,7 @@ from llm_bot.graph.behavior import (
     js_number,
     tone_bucket,
 )
-from llm_bot.graph.behavior_texts import (
+from llm_bot.graph.behavior.texts import (
     describe_risk,
     describe_tone,
     guidance_lines,

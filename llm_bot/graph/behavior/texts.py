@@ -1,11 +1,11 @@
-"""What a behaviour profile (:mod:`llm_bot.graph.behavior`) says in words, in BitBrat's exact
-texts (``behavior-profile.ts`` and ``processor.ts``, 0.33.3): the guidance lines of the prompt's
-``## [Constraints]`` section, the line its ``## [Task]`` section gains for the response mode, and
-the canned safe refusals that answer a dangerous message without a model call."""
+"""What a behaviour profile (:mod:`llm_bot.graph.behavior.profile`) says in words, in BitBrat's
+exact texts (``behavior-profile.ts`` and ``processor.ts``, 0.33.3): the guidance lines of the
+prompt's ``## [Constraints]`` section, the line its ``## [Task]`` section gains for the response
+mode, and the canned safe refusals that answer a dangerous message without a model call."""
 
 from __future__ import annotations
 
-from llm_bot.graph.behavior import Profile, ResponseMode, Risk, RiskType, Tone
+from llm_bot.graph.behavior.profile import Profile, ResponseMode, Risk, RiskType, Tone
 
 _GUIDANCE_OF_MODE: dict[ResponseMode, str] = {
     "light_humor": "Use light humor without overcommitting or escalating the exchange.",

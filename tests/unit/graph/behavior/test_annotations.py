@@ -8,14 +8,14 @@ from typing import Any
 import pytest
 
 from llm_bot.events.models import AnnotationV1
-from llm_bot.graph.behavior import Profile, derive_profile
-from llm_bot.graph.behavior_annotations import (
+from llm_bot.graph.behavior.annotations import (
     gated_annotations,
     profile_annotation,
     strategy_annotation,
     summary,
     tool_use,
 )
+from llm_bot.graph.behavior.profile import Profile, derive_profile
 
 NOW = "2026-04-01T00:00:00.000Z"
 TOOLS = ("upsertMemory", "deleteMemory")
