@@ -48,7 +48,7 @@ RUN groupadd --system --gid 10001 llmbot \
 COPY --from=builder /opt/venv /opt/venv
 
 # The system prompt is read from architecture.yaml in the working directory
-# (llm_bot/graph/system_prompt.py), so it sits in WORKDIR. Owned by root: read-only to the app.
+# (llm_bot/graph/prompt/system_prompt.py), so it sits in WORKDIR. Owned by root: read-only to the app.
 WORKDIR /app
 COPY architecture.yaml ./architecture.yaml
 

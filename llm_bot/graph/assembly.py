@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from llm_bot.db.personalities import Personalities
 from llm_bot.graph.behavior.profile import BehaviorSettings
 from llm_bot.graph.builder import LlmBotGraph, compile_graph
-from llm_bot.graph.composition import prompt_options
+from llm_bot.graph.prompt.composition import prompt_options
+from llm_bot.graph.prompt.system_prompt import resolve_system_prompt
 from llm_bot.graph.reducer import MessageLimits
 from llm_bot.graph.state import ChatModel, GraphContext
-from llm_bot.graph.system_prompt import resolve_system_prompt
 from llm_bot.memory.retrieval import MemoryRetriever, NoMemory
 from llm_bot.memory.tools import Tool
 from llm_bot.platform_tools.calls import NoLedger, ToolLedger

@@ -13,7 +13,7 @@ from llm_bot.events.models import SOURCE, CandidateV1, InternalEventV2
 from llm_bot.graph.behavior.annotations import summary
 from llm_bot.graph.behavior.profile import Profile
 from llm_bot.graph.behavior.texts import safe_refusal_text
-from llm_bot.graph.composition import unwrap_quoted
+from llm_bot.graph.prompt.composition import unwrap_quoted
 from llm_bot.graph.state import GraphContext, GraphState
 from llm_bot.llm.errors import ModelError
 from llm_bot.llm.messages import TokenUsage

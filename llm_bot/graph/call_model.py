@@ -2,7 +2,7 @@
 the model called any, else to ``build_candidate``.
 
 The context sent is the system prompt (with the event's personality), then the memory
-context, then this run's messages (see :mod:`llm_bot.graph.composition`).
+context, then this run's messages (see :mod:`llm_bot.graph.prompt.composition`).
 Once ``max_tool_rounds`` rounds of tool calls have run, the model is called without tools, so
 it has to answer in text: a model that keeps calling tools still ends with a reply (with the
 default 4 rounds, at most BitBrat's 5 model steps). The tools offered are the event's offer,
@@ -22,7 +22,7 @@ from typing import Literal
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from llm_bot.graph.composition import system_message
+from llm_bot.graph.prompt.composition import system_message
 from llm_bot.graph.state import GraphContext, GraphState
 from llm_bot.llm.messages import ChatMessage
 

@@ -1,9 +1,8 @@
 """Node ``ingest_prompt``: the event's behaviour profile and gate, then what it asks
-(:mod:`llm_bot.graph.composition`) becomes this run's user message, named after its speaker in
-a shared channel as every user turn there is (:mod:`llm_bot.memory.context`). An event that
-sets no task ends the run here (SKIP), as does one the gate stops.
-Personalities named by the event are looked up here, once per run
-(``GraphContext.personalities``).
+(:mod:`llm_bot.graph.prompt.composition`) becomes this run's user message, named after its
+speaker in a shared channel as every user turn there is (:mod:`llm_bot.memory.context`). An
+event that sets no task ends the run here (SKIP), as does one the gate stops. Personalities
+named by the event are looked up here, once per run (``GraphContext.personalities``).
 
 The gate (:mod:`llm_bot.graph.behavior.profile`) is decided first, before any model call and before
 memory is read or written: an event it stops never reaches ``retrieve_memories``, so nothing
@@ -27,7 +26,7 @@ from llm_bot.events.models import InternalEventV2
 from llm_bot.graph.behavior.profile import Gate, Profile, derive_profile
 from llm_bot.graph.behavior.texts import guidance_lines, task_instruction
 from llm_bot.graph.build_candidate import refusal_candidate
-from llm_bot.graph.composition import Identity, Request, request_of, resolve_identity
+from llm_bot.graph.prompt.composition import Identity, Request, request_of, resolve_identity
 from llm_bot.graph.state import GraphContext, GraphState
 from llm_bot.llm.messages import ChatMessage
 from llm_bot.memory.context import speaker_name

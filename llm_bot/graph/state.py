@@ -18,8 +18,8 @@ from llm_bot.db.personalities import Personalities
 from llm_bot.events.inbound import Inbound
 from llm_bot.events.models import CandidateV1, InternalEventV2
 from llm_bot.graph.behavior.profile import BehaviorSettings, Gate, Profile
-from llm_bot.graph.composition import PromptOptions
 from llm_bot.graph.offering import Offer, make_offer
+from llm_bot.graph.prompt.composition import PromptOptions
 from llm_bot.graph.reducer import MessageLimits, reduce_messages
 from llm_bot.graph.tools import TimeLimit, ToolRecord
 from llm_bot.llm.messages import ChatMessage, ModelReply, TokenUsage, ToolCall, ToolSpec

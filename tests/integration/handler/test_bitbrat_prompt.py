@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from llm_bot.events.codec import from_document
-from llm_bot.graph.story import NARRATOR
+from llm_bot.graph.prompt.story import NARRATOR
 from llm_bot_tools.local.openai_server import LocalModelServer
 
 from ...prompt_lines import section, section_names

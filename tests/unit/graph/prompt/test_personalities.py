@@ -11,11 +11,16 @@ import pytest
 
 from llm_bot.db.personalities import InvalidPersonality, Personality, import_document
 from llm_bot.events.models import AnnotationV1
-from llm_bot.graph.composition import IdentityPart, prompt_options, request_of, resolve_identity
+from llm_bot.graph.prompt.composition import (
+    IdentityPart,
+    prompt_options,
+    request_of,
+    resolve_identity,
+)
 from llm_bot.settings import load_settings
 from llm_bot_tools.local.prompt_events import prompt_event
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "bitbrat" / "personalities"
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "bitbrat" / "personalities"
 OPTIONS = prompt_options(load_settings())
 CUT = OPTIONS.max_personality_chars
 

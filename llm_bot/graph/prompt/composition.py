@@ -3,8 +3,9 @@
 BitBrat's routing rules put the *task* in ``prompt`` and ``instruction`` annotations ("Create
 an appropriate answer to user alice's latest message.") and the *user's words* in
 ``message.text``; the bot's identity comes in ``personality`` annotations, context packs and the
-user's story from earlier stages (:mod:`llm_bot.graph.annotations`, :mod:`llm_bot.graph.story`).
-The model gets, in BitBrat's sections (:mod:`llm_bot.graph.prompt_sections`):
+user's story from earlier stages (:mod:`llm_bot.graph.prompt.annotations`,
+:mod:`llm_bot.graph.prompt.story`). The model gets, in BitBrat's sections
+(:mod:`llm_bot.graph.prompt.sections`):
 
 - the system message: ``## [System Prompt]`` (ours) and ``## [Assistant Identity]``, the
   personalities (``PERSONALITY_MAX_ANNOTATIONS``, 3, by ``score``, then ``createdAt``, then id,
@@ -36,8 +37,8 @@ from dataclasses import dataclass
 
 from llm_bot.db.personalities import Personalities
 from llm_bot.events.models import AnnotationV1, InternalEventV2
-from llm_bot.graph.annotations import by_time, context_packs, requesting_user, task_texts
-from llm_bot.graph.prompt_sections import (
+from llm_bot.graph.prompt.annotations import by_time, context_packs, requesting_user, task_texts
+from llm_bot.graph.prompt.sections import (
     Item,
     constraints_section,
     contexts_section,
@@ -47,7 +48,7 @@ from llm_bot.graph.prompt_sections import (
     system_prompt_section,
     task_section,
 )
-from llm_bot.graph.story import NARRATOR, narrates, story_contexts
+from llm_bot.graph.prompt.story import NARRATOR, narrates, story_contexts
 from llm_bot.settings import Settings
 
 logger = logging.getLogger(__name__)

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from llm_bot.events.models import AnnotationV1, InternalEventV2
-from llm_bot.graph.composition import prompt_options, request_of
+from llm_bot.graph.prompt.composition import prompt_options, request_of
 from llm_bot.settings import load_settings
 from llm_bot_tools.local.prompt_events import prompt_event
 
-from ...prompt_lines import outside_fences
+from ....prompt_lines import outside_fences
 
 
 def composed(text: str, **annotations: Any) -> str:

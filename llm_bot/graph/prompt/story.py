@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 from llm_bot.events.limits import InvalidEvent, check_document, parse_json
 from llm_bot.events.models import AnnotationV1, InternalEventV2
-from llm_bot.graph.annotations import ADVENTURE_LABEL, NamedContext, js_truthy
+from llm_bot.graph.prompt.annotations import ADVENTURE_LABEL, NamedContext, js_truthy
 
 ADVENTURE_STEP = "adventure"
 # BitBrat's NARRATOR_SYSTEM_PROMPT, trimmed as its llm-bot trims an instruction.

@@ -13,7 +13,7 @@ import pytest
 
 from llm_bot.events.codec import from_document
 from llm_bot.events.models import InternalEventV2
-from llm_bot.graph.composition import (
+from llm_bot.graph.prompt.composition import (
     Identity,
     IdentityPart,
     PromptOptions,
@@ -23,12 +23,12 @@ from llm_bot.graph.composition import (
     resolve_identity,
     system_message,
 )
-from llm_bot.graph.story import NARRATOR
+from llm_bot.graph.prompt.story import NARRATOR
 from llm_bot.settings import load_settings
 
-from ...prompt_lines import section, section_names
+from ....prompt_lines import section, section_names
 
-CONTRACTS = Path(__file__).resolve().parents[2] / "fixtures" / "bitbrat"
+CONTRACTS = Path(__file__).resolve().parents[3] / "fixtures" / "bitbrat"
 # A story as BitBrat's story engine writes it into the `adventure_context` instruction.
 STORY = json.loads((CONTRACTS / "adventure-context.json").read_text())
 NOW = "2026-11-22T12:00:00.000Z"

@@ -19,7 +19,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from llm_bot.graph.annotations import DEFAULT_PRIORITY, NamedContext, RequestingUser
+from llm_bot.graph.prompt.annotations import DEFAULT_PRIORITY, NamedContext, RequestingUser
 from llm_bot.text import fenced, has_line_break, one_line
 
 NONE_PROVIDED = "- None provided."

@@ -17,7 +17,7 @@ ARCHITECTURE_FILE = "architecture.yaml"
 
 
 def architecture_file() -> Path | None:
-    for folder in (Path.cwd(), Path(__file__).resolve().parents[2]):
+    for folder in (Path.cwd(), Path(__file__).resolve().parents[3]):
         candidate = folder / ARCHITECTURE_FILE
         if candidate.is_file():
             return candidate
