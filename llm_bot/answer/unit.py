@@ -16,7 +16,7 @@ BitBrat's; the event still completes OK), and the behaviour annotations BitBrat'
 transport's business (:func:`llm_bot.events.routing.advance`).
 
 Outcomes: the model's reply (OK, a history pair); BitBrat's safe refusal (OK, no history
-pair: see :mod:`llm_bot.graph.ingest_prompt`); an event the gate escalates or does not answer
+pair: see :mod:`llm_bot.graph.nodes.ingest_prompt`); an event the gate escalates or does not answer
 (SKIP, no step error: the ``safety-decision`` annotation says why, as on the platform); an event
 with no task (SKIP, step error ``NO_PROMPT``).
 """
@@ -53,7 +53,7 @@ from llm_bot.graph.behavior.annotations import (
 )
 from llm_bot.graph.builder import LlmBotGraph
 from llm_bot.graph.state import GraphContext
-from llm_bot.graph.tools import ToolRecord
+from llm_bot.graph.tool_round import ToolRecord
 from llm_bot.llm.errors import ModelError
 from llm_bot.memory.commit import MemoryCommit, Pair
 

@@ -19,12 +19,12 @@ from typing import Any
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from llm_bot.graph.build_candidate import build_candidate
-from llm_bot.graph.call_model import call_model
-from llm_bot.graph.ingest_prompt import ingest_prompt
+from llm_bot.graph.nodes.build_candidate import build_candidate
+from llm_bot.graph.nodes.call_model import call_model
+from llm_bot.graph.nodes.ingest_prompt import ingest_prompt
+from llm_bot.graph.nodes.retrieve_memories import retrieve_memories
+from llm_bot.graph.nodes.run_tools import run_tools
 from llm_bot.graph.reducer import MessageLimits
-from llm_bot.graph.retrieve_memories import retrieve_memories
-from llm_bot.graph.run_tools import run_tools
 from llm_bot.graph.state import GraphContext, GraphState, bounded_state
 from llm_bot.telemetry.traces import traced_stage
 

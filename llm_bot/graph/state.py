@@ -21,7 +21,7 @@ from llm_bot.graph.behavior.profile import BehaviorSettings, Gate, Profile
 from llm_bot.graph.offering import Offer, make_offer
 from llm_bot.graph.prompt.composition import PromptOptions
 from llm_bot.graph.reducer import MessageLimits, reduce_messages
-from llm_bot.graph.tools import TimeLimit, ToolRecord
+from llm_bot.graph.tool_round import TimeLimit, ToolRecord
 from llm_bot.llm.messages import ChatMessage, ModelReply, TokenUsage, ToolCall, ToolSpec
 from llm_bot.memory.retrieval import MemoryContext, MemoryRetriever, NoMemory
 from llm_bot.memory.run_writes import RunWrites
@@ -51,7 +51,7 @@ class GraphState(TypedDict, total=False):
     tool_rounds: int
     platform_calls: int  # platform-tool calls so far: the next one's index in its CallKey
     tool_records: Annotated[list[ToolRecord], operator.add]
-    # The platform-tool calls the run sent, by graph.tools.call_identity: a repeat is answered
+    # The platform-tool calls the run sent, by graph.tool_round.call_identity: a repeat is answered
     # from here.
     tool_answers: Annotated[dict[str, ToolOutcome], operator.or_]
     usage: Annotated[TokenUsage, operator.add]

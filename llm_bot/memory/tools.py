@@ -3,7 +3,7 @@
 
 The model supplies only ``content``, optional flat ``metadata`` and, to update or delete, a
 ``key`` it was shown (in brackets before each of the ``Relevant memories``); the user comes
-from the graph (see :mod:`llm_bot.graph.tools`), so a key is only ever looked up in that
+from the graph (see :mod:`llm_bot.graph.tool_round`), so a key is only ever looked up in that
 user's namespace. A rule broken by the model, or a key it does not have, comes back to it as a tool
 result it can act on. The write itself is recorded in the run's :class:`RunWrites` and applied
 at the event's commit.
@@ -37,7 +37,7 @@ logger = logging.getLogger(__name__)
 
 
 class Tool(Protocol):
-    """What the graph's tool runner (:mod:`llm_bot.graph.tools`) calls: every tool we offer
+    """What the graph's tool runner (:mod:`llm_bot.graph.tool_round`) calls: every tool we offer
     the model reads or writes memory, so the protocol lives with them."""
 
     spec: ToolSpec

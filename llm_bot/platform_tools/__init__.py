@@ -16,7 +16,7 @@ keeps the gateway's connection, reports it in ``/ready``'s detail and ``llmbot_m
 (tests/integration/worker/test_tool_gateway.py), and its graph offers the platform tools
 through BitBrat's role, scope and behaviour filters and the allowlist, calls them for the
 requesting user (roles checked here too) within the tool timeout and the event's deadline, and
-records a failure in ``errors[]`` (llm_bot/graph/offering.py, llm_bot/graph/tools.py;
+records a failure in ``errors[]`` (llm_bot/graph/offering.py, llm_bot/graph/tool_round.py;
 tests/integration/platform_tools/test_offered_tools.py). The graph calls every platform tool through
 its context's ledger: ``PostgresToolLedger`` in the worker, ``NoLedger`` without a database.
 """

@@ -64,7 +64,7 @@ class ToolRequest:
 
 
 class PlatformTool(Protocol):
-    """What the graph's runner offers and calls (:mod:`llm_bot.graph.tools`)."""
+    """What the graph's runner offers and calls (:mod:`llm_bot.graph.tool_round`)."""
 
     @property
     def tool_id(self) -> str:

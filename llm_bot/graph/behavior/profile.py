@@ -13,10 +13,10 @@ is med), anything else none; a risk type is ``payload.type`` with spaces and das
 underscores, anything else none. Risk comes before intent, intent before tone.
 
 The profile decides the *gate*, before any model call or memory access
-(:mod:`llm_bot.graph.ingest_prompt`): high risk escalates (SKIP), spam gets no response (SKIP),
-a dangerous risk type (self_harm, privacy, illegal, sexual; at any level) or medium self-harm
-gets the canned safe refusal; everything else proceeds to the model, tools offered only when
-the policy allows them (:func:`tool_use`).
+(:mod:`llm_bot.graph.nodes.ingest_prompt`): high risk escalates (SKIP), spam gets no response
+(SKIP), a dangerous risk type (self_harm, privacy, illegal, sexual; at any level) or medium
+self-harm gets the canned safe refusal; everything else proceeds to the model, tools offered
+only when the policy allows them (:func:`tool_use`).
 """
 
 from __future__ import annotations

@@ -30,10 +30,10 @@ comes from):
    - ``## [Input]``: the user's words (``message.text``), else the task's text.
 
 4. **This run's tool calls and their results**, when the model uses tools
-   (:mod:`llm_bot.graph.tools`).
+   (:mod:`llm_bot.graph.tool_round`).
 
-The node :mod:`llm_bot.graph.ingest_prompt` makes the user message once per run;
-:mod:`llm_bot.graph.call_model` sends the system message, the memory context and the run's
+The node :mod:`llm_bot.graph.nodes.ingest_prompt` makes the user message once per run;
+:mod:`llm_bot.graph.nodes.call_model` sends the system message, the memory context and the run's
 messages at each model call. docs/memory.md, "What the model sees, in order", says the same
 from memory's side.
 

@@ -17,7 +17,7 @@ from llm_bot.events.limits import InvalidEvent
 from llm_bot.events.models import Outcome as StepOutcome
 from llm_bot.events.models import StepError
 from llm_bot.events.routing import RoutingError
-from llm_bot.graph.build_candidate import EmptyReply
+from llm_bot.graph.nodes.build_candidate import EmptyReply
 from llm_bot.llm import errors as model_errors
 from llm_bot.transport.decision import Answered, Decision, HandlingResult, Mark, decide
 from llm_bot.transport.handler import AttemptsExhausted

@@ -25,7 +25,7 @@ from llm_bot.clock import iso_timestamp
 from llm_bot.events.models import InternalEventV2
 from llm_bot.graph.behavior.profile import Gate, Profile, derive_profile
 from llm_bot.graph.behavior.texts import guidance_lines, task_instruction
-from llm_bot.graph.build_candidate import refusal_candidate
+from llm_bot.graph.nodes.build_candidate import refusal_candidate
 from llm_bot.graph.prompt.composition import Identity, Request, request_of, resolve_identity
 from llm_bot.graph.state import GraphContext, GraphState
 from llm_bot.llm.messages import ChatMessage

@@ -1,6 +1,6 @@
 """Node ``build_candidate``: the model's final text as the platform's ``CandidateV1``; and the
 canned safe refusal that stands for the model's reply when the behaviour gate refuses
-(:mod:`llm_bot.graph.ingest_prompt`), with BitBrat's id, priority and reason."""
+(:mod:`llm_bot.graph.nodes.ingest_prompt`), with BitBrat's id, priority and reason."""
 
 from __future__ import annotations
 

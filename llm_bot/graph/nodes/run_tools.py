@@ -1,5 +1,5 @@
 """Node ``tools``: run the calls of the model's last turn with the event's offer, then back to
-``call_model`` (:mod:`llm_bot.graph.tools` says how each kind of tool runs). A platform-tool
+``call_model`` (:mod:`llm_bot.graph.tool_round` says how each kind of tool runs). A platform-tool
 call gets ``LLM_BOT_TOOL_TIMEOUT_MS``, at most half the time left before the event's deadline;
 its key names the event's routing step as the processed-events record does."""
 
@@ -11,7 +11,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from llm_bot.graph.state import GraphContext, GraphState
-from llm_bot.graph.tools import PlatformCalls, run_tool_calls
+from llm_bot.graph.tool_round import PlatformCalls, run_tool_calls
 
 
 async def run_tools(state: GraphState, runtime: Runtime[GraphContext]) -> dict[str, Any]:
