@@ -35,7 +35,6 @@ from llm_bot.clock import iso_timestamp
 from llm_bot.db.embedding_space import EmbeddingSpace
 from llm_bot.db.group_commit import LockKey
 from llm_bot.errors import ForwardAsError
-from llm_bot.events.identity import tenant_of_thread
 from llm_bot.events.inbound import Inbound
 from llm_bot.events.models import (
     SOURCE,
@@ -101,12 +100,10 @@ class Writes:
     """An answer's memory writes with their embeddings made, which the answer cannot hold:
     they exist only once :meth:`Answerer.prepare` has embedded the pair, outside the graph run.
     ``apply`` runs inside the caller's transaction and touches what ``keys`` name (the group
-    committer orders works by them), on the shards of ``tenants`` (the user's, and a shared
-    channel's for its counter and window)."""
+    committer orders works by them)."""
 
     apply: ApplyWrites
     keys: tuple[LockKey, ...] = ()
-    tenants: tuple[str, ...] = ()
 
 
 async def _nothing(connection: AsyncConnection[Any], space: EmbeddingSpace | None) -> None:
@@ -200,9 +197,7 @@ class Answerer:
         async def apply(connection: AsyncConnection[Any], space: EmbeddingSpace | None) -> None:
             await memory.apply(connection, pair, prepared, space)
 
-        return Writes(
-            apply, memory.lock_keys(pair), (pair.user_id, tenant_of_thread(pair.thread_id))
-        )
+        return Writes(apply, memory.lock_keys(pair))
 
     async def commit(self, answer: Answer) -> None:
         """The memory writes of ``answer`` in a transaction of their own."""

@@ -31,13 +31,14 @@ retry the whole batch with jittered backoff (tenacity); if they persist, every e
 batch gets the error and is nacked.
 
 On Citus a transaction that writes on two nodes is a two-phase commit, which a batch of
-unrelated users' events would nearly always be. So each work names its *tenants* (whose
-shards it writes) and, given the shard map (:mod:`llm_bot.db.placements`), a batch is split
-into one transaction per set of nodes its chains write, committed side by side: one node's
-works commit there alone, and the works that must write two nodes (a shared channel's, its
-author's and the channel's) share one two-phase commit. Works sharing a key stay in one
-transaction; a work without tenants joins the first. On plain PostgreSQL there is one node
-and a batch is one transaction.
+unrelated users' events would nearly always be. So the committer derives each work's *tenants*
+(whose shards it writes) from its keys (:class:`UserRows`, :class:`ThreadRows`)
+and, given the shard map (:mod:`llm_bot.db.placements`), splits a batch into one transaction
+per set of nodes its chains write, committed side by side: one node's works commit there
+alone, and the works that must write two nodes (a shared channel's, its author's and the
+channel's) share one two-phase commit. Works sharing a key stay in one transaction; a work
+whose keys name no tenant joins the first. On plain PostgreSQL there is one node and a batch
+is one transaction.
 """
 
 from __future__ import annotations
@@ -59,8 +60,9 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from llm_bot.db.placements import ONE_NODE, Placements, ShardMap
+from llm_bot.db.placements import ONE_NODE, Placements, ShardMap, tenant_of_thread
 from llm_bot.errors import DeadLetterError
+from llm_bot.settings import Settings
 from llm_bot.telemetry import metrics
 from llm_bot.telemetry.arrivals import ArrivalRate
 
@@ -68,7 +70,7 @@ logger = logging.getLogger(__name__)
 
 Work = Callable[[AsyncConnection[Any]], Awaitable[None]]
 # Names something works read and write (a processed-event row, a thread's history, a user's
-# memories): each writer defines its own key types, and keys are equal only within one type.
+# memories): keys are equal only within one type; a UserRows or ThreadRows also places it.
 LockKey = Hashable
 # SQLSTATE classes and codes a later attempt may not meet again: the connection (08), resources
 # (53: too many connections, out of memory), the server going away (57P), and a concurrent
@@ -82,6 +84,36 @@ DEFERRED_MAX_WAIT_S = 0.5
 # 800 ms model / 16 in flight (~0.7 expected in 20 ms), where not waiting doubles the write
 # transactions per event (docs/performance.md), and stops at a few events in flight.
 MIN_EXPECTED_ARRIVALS = 0.25
+
+
+@dataclass(frozen=True)
+class UserRows:
+    """Some of one user's rows, as a key that also places them (on Citus, the user is their
+    tenant): ``part`` says which (a processed event's row, the user's memories and notes), so
+    that keys of different parts do not order each other."""
+
+    part: Hashable
+    user_id: str
+
+
+@dataclass(frozen=True)
+class ThreadRows:
+    """Some of one thread's rows (``part`` as for :class:`UserRows`): its history's counter
+    and, for a shared channel, its window, on its tenant's shard (:func:`tenant_of_thread`)."""
+
+    part: Hashable
+    thread_id: str
+
+
+def tenants_of(keys: Collection[LockKey]) -> set[str]:
+    """The tenants of the rows ``keys`` name; keys of other types name none."""
+    found = set()
+    for key in keys:
+        if isinstance(key, UserRows):
+            found.add(key.user_id)
+        elif isinstance(key, ThreadRows):
+            found.add(tenant_of_thread(key.thread_id))
+    return found
 
 
 class RejectedWrite(DeadLetterError):
@@ -121,7 +153,6 @@ class Item:
     work: Work
     keys: Collection[LockKey]
     done: asyncio.Future[None] | None  # None: deferred, nobody waits
-    tenants: Collection[str] = ()  # whose shards it writes (the batch is split by node)
 
 
 class GroupCommitter:
@@ -152,6 +183,22 @@ class GroupCommitter:
         self.committed = 0
         self.waits = 0  # batches that waited for company (the rest went at once)
 
+    @classmethod
+    def from_settings(cls, pool: AsyncConnectionPool[Any], settings: Settings) -> GroupCommitter:
+        """The worker's committer: on Citus, a transaction per node, from the shard map it
+        reads at start and keeps current."""
+        return cls(
+            pool,
+            max_batch=settings.commit_max_batch,
+            max_delay_s=settings.commit_max_delay_ms / 1000,
+            placements=Placements(),
+        )
+
+    @property
+    def placements(self) -> Placements | None:
+        """The shard map the committer keeps current, for others that group by it."""
+        return self._placements
+
     async def __aenter__(self) -> Self:
         if self._placements is not None:
             await self._placements.load(self._pool)
@@ -177,20 +224,18 @@ class GroupCommitter:
             with contextlib.suppress(asyncio.CancelledError):
                 await each
 
-    async def commit(
-        self, work: Work, keys: Collection[LockKey], tenants: Collection[str] = ()
-    ) -> None:
+    async def commit(self, work: Work, keys: Collection[LockKey]) -> None:
         """Run ``work`` in a (shared) transaction; returns once that transaction committed.
         ``keys`` name what it reads and writes (a thread, a user, an event): works of a batch
-        with a key in common run in order, the rest interleaved. ``tenants``: the distribution
-        values of the rows it writes (on Citus, its transaction is their nodes')."""
+        with a key in common run in order, the rest interleaved; on Citus, its transaction is
+        the nodes of the rows they name (:func:`tenants_of`)."""
         if self._task is None:
             raise RuntimeError("group committer not started")
         loop = asyncio.get_running_loop()
         self.arrivals.note(loop.time())
         done: asyncio.Future[None] = loop.create_future()
         self._waited_for += 1
-        await self._queue.put(Item(work, keys, done, tenants))
+        await self._queue.put(Item(work, keys, done))
         await done
 
     @contextlib.contextmanager
@@ -211,13 +256,14 @@ class GroupCommitter:
             return False
         return self.arrivals.expected_within(self._max_delay_s) >= MIN_EXPECTED_ARRIVALS
 
-    def defer(self, work: Work, keys: Collection[LockKey], tenants: Collection[str] = ()) -> None:
-        """Queue ``work`` for a coming transaction (of ``tenants``' nodes) without waiting for
-        it; a failure is logged (deferred work must be safe to lose, as after a crash)."""
+    def defer(self, work: Work, keys: Collection[LockKey]) -> None:
+        """Queue ``work`` for a coming transaction (of the nodes of the rows ``keys`` name)
+        without waiting for it; a failure is logged (deferred work must be safe to lose, as
+        after a crash)."""
         if self._task is None:
             raise RuntimeError("group committer not started")
         self._deferred += 1
-        self._queue.put_nowait(Item(work, keys, None, tenants))
+        self._queue.put_nowait(Item(work, keys, None))
 
     def shard_of(self, tenant: str) -> Hashable:
         """``tenant``'s shard, for work that writes several tenants' rows in one statement
@@ -354,13 +400,14 @@ def chains(batch: list[Item]) -> list[list[Work]]:
 
 def by_node(batch: list[Item], shard_map: ShardMap) -> list[list[Item]]:
     """The batch as one transaction per set of nodes its chains write (:func:`linked`), each
-    in the order its works came; chains without tenants go with the first."""
+    in the order its works came; chains whose keys name no tenant go with the first."""
     if shard_map.node_count == 1:
         return [batch]
     parts: dict[frozenset[Hashable], list[int]] = {}
     unplaced: list[int] = []
     for chain in linked(batch):
-        nodes = frozenset(shard_map.node_of(t) for index in chain for t in batch[index].tenants)
+        tenants = tenants_of([key for index in chain for key in batch[index].keys])
+        nodes = frozenset(shard_map.node_of(tenant) for tenant in tenants)
         (parts.setdefault(nodes, []) if nodes else unplaced).extend(chain)
     ordered = sorted((sorted(indexes) for indexes in parts.values()), key=lambda part: part[0])
     if not ordered:

@@ -32,8 +32,10 @@ import psycopg
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from llm_bot.db.group_commit import GroupCommitter
 from llm_bot.db.placements import Placements
 from llm_bot.db.processed_events import Claim, renew
+from llm_bot.settings import Settings
 from llm_bot.telemetry import metrics
 
 logger = logging.getLogger(__name__)
@@ -73,6 +75,13 @@ class LeaseKeeper:
         self._held: dict[UUID, Claim] = {}
         self._task: asyncio.Task[None] | None = None
         self.failures: Counter[str] = Counter()  # renewals that failed, by reason
+
+    @classmethod
+    def from_settings(
+        cls, pool: AsyncConnectionPool[Any], settings: Settings, committer: GroupCommitter
+    ) -> LeaseKeeper:
+        """The worker's lease keeper, renewing per shard of the map ``committer`` keeps."""
+        return cls(pool, lease_s=settings.claim_lease_s, placements=committer.placements)
 
     async def __aenter__(self) -> Self:
         self._task = asyncio.create_task(self._renew_forever(), name="claim-leases")

@@ -18,6 +18,9 @@ node are read from the coordinator's metadata at start and again every :data:`RE
 few probes at each read, and a map that disagrees is not used. A stale or missing map costs
 two-phase commits, never correctness: every statement still names its tenant and Citus routes
 it. On plain PostgreSQL there is one node and the map is :data:`ONE_NODE`.
+
+A user's rows are the user's tenant; a thread's row (its counter, and a shared channel's
+window) is the thread's tenant (:func:`tenant_of_thread`; docs/citus.md, "The shard key").
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from llm_bot.db.distribution import ANCHOR
+from llm_bot.events.identity import direct_user_of
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +76,12 @@ def _final(a: int, b: int, c: int) -> int:
     a = (a ^ c) - _rotated(c, 4) & _WORD
     b = (b ^ a) - _rotated(a, 14) & _WORD
     return (c ^ b) - _rotated(b, 24) & _WORD
+
+
+def tenant_of_thread(thread_id: str) -> str:
+    """The tenant of the thread's row: a DM's user, a shared channel's own thread id."""
+    user = direct_user_of(thread_id)
+    return thread_id if user is None else user
 
 
 def tenant_hash(tenant: str) -> int:

@@ -47,7 +47,7 @@ from psycopg.types.json import Jsonb
 
 from llm_bot.clock import utc_now
 from llm_bot.db.embedding_space import SPACE_LOCK_ID, EmbeddingSpace, space_of
-from llm_bot.db.group_commit import Work
+from llm_bot.db.group_commit import LockKey, UserRows, Work
 from llm_bot.errors import RetryLaterError
 from llm_bot.events.inbound import EventKey
 from llm_bot.events.models import Outcome
@@ -57,7 +57,7 @@ POLL_INTERVAL_S = 0.2
 AnyConnection = AsyncConnection[Any]
 # Runs a piece of work, touching what the keys name, in a transaction and returns once that
 # transaction has committed.
-Transact = Callable[[Work, Collection[str]], Awaitable[None]]
+Transact = Callable[[Work, Collection[LockKey]], Awaitable[None]]
 
 
 class ClaimLost(RetryLaterError):
@@ -109,9 +109,9 @@ class Held:
     lease_left_s: float
 
 
-def row_key(key: EventKey) -> str:
+def row_key(key: EventKey) -> UserRows:
     """The event's row, as the group committer's keys name it."""
-    return f"processed_events {key.user_id} {key.correlation_id} {key.step}"
+    return UserRows(("processed_events", key.correlation_id, key.step), key.user_id)
 
 
 _CLAIM = """
@@ -337,7 +337,7 @@ class PublishedMarks:
     ends as a duplicate whether it runs before the mark (it then waits a poll interval) or
     after it."""
 
-    def __init__(self, defer: Callable[[Work, Collection[str]], None]) -> None:
+    def __init__(self, defer: Callable[[Work, Collection[LockKey]], None]) -> None:
         self._defer = defer
         self._gathering: list[EventKey] | None = None
 

@@ -78,17 +78,16 @@ def thread_id_of(event: InternalEventV2) -> str:
     return base
 
 
-def tenant_of_thread(thread_id: str) -> str:
-    """The tenant whose shard holds the thread's counter and window (docs/citus.md, "The shard
-    key"): a DM's user (everything after the second colon, the parts before it being
-    escaped), a shared channel's own thread id."""
+def direct_user_of(thread_id: str) -> str | None:
+    """The user of a direct conversation's thread (everything after the second colon, the
+    parts before it being escaped); ``None`` for a shared channel's."""
     parts = thread_id.split(":", 2)
-    return parts[2] if len(parts) == 3 else thread_id
+    return parts[2] if len(parts) == 3 else None
 
 
 def is_shared_thread(thread_id: str) -> bool:
-    """A shared channel's thread: its own tenant (:func:`tenant_of_thread`)."""
-    return tenant_of_thread(thread_id) == thread_id
+    """A shared channel's thread: no user of its own (:func:`direct_user_of`)."""
+    return direct_user_of(thread_id) is None
 
 
 def escaped(part: str) -> str:

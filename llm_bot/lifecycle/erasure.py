@@ -3,9 +3,8 @@ table we own, deleted in one transaction, and how many rows went from each table
 
 A user's rows are found by what names them: ``user_id`` (memories and their versions, turns
 and their copies in shared channels' windows, notes, processed-event records, tool calls) and
-the tenant of each of the user's direct-message threads
-(:func:`llm_bot.events.identity.tenant_of_thread`). A shared thread's row is the room's, so it
-stays, with the other speakers' turns.
+the rows of the user's direct-message threads (:data:`llm_bot.memory.turns.THREADS_OF_USER`).
+A shared thread's row is the room's, so it stays, with the other speakers' turns.
 
 A table added later must be added to :data:`USER_ROWS`, with its rows from the table's owner
 (tests/unit/test_table_owners.py): the erasure test scans every column of
@@ -22,13 +21,11 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from llm_bot.db import processed_events
-from llm_bot.events.identity import tenant_of_thread
 from llm_bot.memory import memories, notes_store, turns, versions
 from llm_bot.platform_tools import ledger
 
 # (table, its rows: "FROM <table> WHERE <condition>", from the table's owner). Every turn and
-# event record names its user, so ``user_id`` finds them through its key; a thread's row names
-# its tenant: the user for a DM, the thread itself for a shared channel.
+# event record names its user, so ``user_id`` finds them through its key.
 USER_ROWS: tuple[tuple[str, str], ...] = (
     ("memory_versions", versions.ROWS_OF_USER),
     ("memories", memories.ROWS_OF_USER),
@@ -77,7 +74,7 @@ async def forget_thread(connection: AsyncConnection[Any], thread_id: str) -> Rec
     """Delete one conversation: its turns (every speaker's), its row, its event records and
     their tool calls. Memories and notes are the users' own and stay; forget those per memory
     or per user."""
-    params = {"thread": thread_id, "tenant": tenant_of_thread(thread_id)}
+    params = {"thread": thread_id, **turns.thread_row(thread_id)}
     return Receipt(f"thread {thread_id}", await _delete_all(connection, THREAD_ROWS, params))
 
 

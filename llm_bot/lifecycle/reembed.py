@@ -46,7 +46,7 @@ logger = logging.getLogger(__name__)
 Progress = Callable[[str], None]
 
 # The columns' changes, of each table that holds vectors: one command per statement (Citus
-# refuses several in one string when it sends them on to the shards).
+# refuses several in one string: docs/citus.md, "Statements Citus sends whole").
 _MAKE_ROOM = (
     "ALTER TABLE {t} DROP COLUMN IF EXISTS embedding_next",
     "ALTER TABLE {t} ADD COLUMN embedding_next vector",

@@ -14,9 +14,8 @@ time) checks its condition again on the row as it is when deleted. Times compare
 given by the caller, so tests move the clock; a row under a live claim is never touched
 whatever ``now`` says (its lease is compared with the real time too).
 
-Each statement is one Citus runs on distributed tables: no ``FOR UPDATE`` in a subquery that
-reads every shard, no clock function, and a join of two distributed tables only on their
-distribution column (the rest go through a subquery Citus computes first).
+Each statement is its table's owner's, written as Citus runs it on distributed tables
+(docs/citus.md, "Statements Citus sends whole").
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import tuple_row
 
 from llm_bot.db.embedding_space import EmbeddingModelMismatch, EmbeddingSpace, space_for_write
+from llm_bot.db.group_commit import ThreadRows, UserRows
 from llm_bot.memory.history import PairRows, write_pair
 from llm_bot.memory.memories import PRIVATE_KEYS
 from llm_bot.memory.notes_store import apply_notes_edits
@@ -42,22 +43,6 @@ class Pair:
     reply: str
     at: datetime
     writes: RunWrites | None
-
-
-@dataclass(frozen=True)
-class ThreadKey:
-    """A thread's history, as the group committer orders works by it: a history pair's append
-    reads the thread's last turn, so two appends to one thread must not interleave."""
-
-    thread_id: str
-
-
-@dataclass(frozen=True)
-class UserKey:
-    """A user's memories and notes: the commit reads them (a version to keep, a private key,
-    the notes document) before it rewrites them."""
-
-    user_id: str
 
 
 @dataclass(frozen=True)
@@ -135,10 +120,13 @@ class MemoryCommit:
         return PreparedPair(rows, memory_vectors)
 
     @staticmethod
-    def lock_keys(pair: Pair) -> tuple[ThreadKey, UserKey]:
+    def lock_keys(pair: Pair) -> tuple[ThreadRows, UserRows]:
         """What :meth:`apply` reads before it writes, named for the group committer
-        (:mod:`llm_bot.db.group_commit`): works sharing one of these keys run one after another."""
-        return ThreadKey(pair.thread_id), UserKey(pair.user_id)
+        (:mod:`llm_bot.db.group_commit`): works sharing one of these keys run one after another.
+        A history pair's append reads the thread's last turn, so two appends to one thread must
+        not interleave; the user's memories and notes are read (a version to keep, a private
+        key, the notes document) before they are rewritten."""
+        return ThreadRows("history", pair.thread_id), UserRows("memories", pair.user_id)
 
     async def apply(
         self,

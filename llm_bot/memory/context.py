@@ -68,8 +68,8 @@ SHARED_CHANNEL = (
 MEMORY_CANDIDATES = 50
 
 # The notes row and the window's turns in one statement: the notes' columns on a row of their
-# own (none without notes), each turn's on one of its own. In a DM both are the user's rows (one
-# shard on Citus); a shared channel's window is the channel's.
+# own (none without notes), each turn's on one of its own. In a DM both are the user's rows; a
+# shared channel's window is the channel's.
 _NOTES_AND_WINDOW = """
 SELECT notes.content AS notes_content, notes.visibility AS notes_visibility, turn.*
   FROM ({notes}) AS notes FULL JOIN ({window}) AS turn ON false

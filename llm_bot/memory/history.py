@@ -7,11 +7,10 @@ longer than ``SESSION_IDLE_SECONDS`` starts a new session; the window shows only
 session, older ones stay searchable by recall. Everything lives in Postgres, so any instance
 continues any conversation; there is no in-process cache to go stale.
 
-Each turn is its author's row (recall reads a user's turns from every thread); the thread's row
-is its tenant's (:func:`llm_bot.events.identity.tenant_of_thread`). A shared channel's window
-is read from ``channel_turns``, a copy of its newest turns under the channel's tenant, so on a
-sharded database it is one shard's read rather than one of every speaker's (docs/citus.md,
-"The shard key").
+Each turn is its author's row (recall reads a user's turns from every thread). A shared
+channel's window is read from ``channel_turns``, a copy of its newest turns kept with the
+channel's row, so it is one read of the channel's rows rather than of every speaker's
+(:mod:`llm_bot.memory.turns` says where those rows are).
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
 from llm_bot.db.vectors import vector_param
-from llm_bot.events.identity import is_shared_thread, tenant_of_thread
+from llm_bot.events.identity import is_shared_thread
 from llm_bot.memory import turns
 from llm_bot.memory.run_writes import Visibility
 
@@ -69,8 +68,7 @@ async def write_pair(
     await connection.execute(
         turns.APPEND_PAIR,
         {
-            "tenant": tenant_of_thread(pair.thread_id),
-            "thread_id": pair.thread_id,
+            **turns.thread_row(pair.thread_id),
             "user_id": pair.user_id,
             "at": pair.at,
             "idle": idle,
@@ -94,8 +92,7 @@ def window_sql(thread_id: str) -> str:
 def window_params(thread_id: str, pairs: int, now: datetime, idle: timedelta) -> dict[str, Any]:
     """:func:`window_sql`'s parameters for the last ``pairs`` pairs as of ``now``."""
     return {
-        "tenant": tenant_of_thread(thread_id),
-        "thread_id": thread_id,
+        **turns.thread_row(thread_id),
         "since": now - idle,
         "turns": pairs * 2,
     }

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from functools import cache
 
+from llm_bot.db.placements import tenant_of_thread
 from llm_bot.db.turn_index import LIVE_COLUMN, in_space, near_distance
 from llm_bot.memory.fusion import NEIGHBOUR_REACH
 
 # One statement for the caller: migration 0019's ``append_pair`` (it says why a function). It
-# appends the pair under the thread's tenant (:func:`llm_bot.events.identity.tenant_of_thread`)
+# appends the pair under the thread's tenant (:func:`thread_row`)
 # unless the event's pair is there already (a batch rerun after a commit whose
 # acknowledgement was lost). A concurrent write of the same event cannot get this far: its
 # transaction stored the event's output first, under the claim's token
@@ -34,17 +35,15 @@ SELECT append_pair(%(tenant)s, %(thread_id)s, %(user_id)s, %(at)s, %(idle)s, %(s
 _WINDOW_SQL = """
 SELECT t.thread_id, t.seq, t.user_id, t.session_id, t.role, t.content, t.created_at
   FROM conversation_threads th JOIN {table} t
-    ON {same_tenant} AND t.session_id = th.session_id
+    ON {same_rows} AND t.session_id = th.session_id
  WHERE th.tenant = %(tenant)s AND th.thread_id = %(thread_id)s AND th.last_turn_at >= %(since)s
  ORDER BY t.seq DESC LIMIT %(turns)s
 """
 DM_WINDOW_SQL = _WINDOW_SQL.format(
     table="conversation_turns",
-    same_tenant="t.user_id = th.tenant AND t.thread_id = th.thread_id",
+    same_rows="t.user_id = th.tenant AND t.thread_id = th.thread_id",
 )
-CHANNEL_WINDOW_SQL = _WINDOW_SQL.format(
-    table="channel_turns", same_tenant="t.thread_id = th.tenant"
-)
+CHANNEL_WINDOW_SQL = _WINDOW_SQL.format(table="channel_turns", same_rows="t.thread_id = th.tenant")
 
 
 # Recall's statement (:mod:`llm_bot.memory.recall` says how it ranks). BM25's statistics come
@@ -298,4 +297,10 @@ CHANNEL_TURNS_OF_USER = "FROM channel_turns WHERE user_id = %(user)s"
 THREADS_OF_USER = "FROM conversation_threads WHERE tenant = %(user)s AND thread_id <> tenant"
 TURNS_OF_THREAD = "FROM conversation_turns WHERE thread_id = %(thread)s"
 CHANNEL_TURNS_OF_THREAD = "FROM channel_turns WHERE thread_id = %(thread)s"
-THREAD_ROW = "FROM conversation_threads WHERE tenant = %(tenant)s AND thread_id = %(thread)s"
+THREAD_ROW = "FROM conversation_threads WHERE tenant = %(tenant)s AND thread_id = %(thread_id)s"
+
+
+def thread_row(thread_id: str) -> dict[str, str]:
+    """The parameters that name a thread's row in these statements: its id and its tenant (a
+    DM's user, a shared channel's own id), which routes the statement to one shard."""
+    return {"tenant": tenant_of_thread(thread_id), "thread_id": thread_id}

@@ -12,12 +12,10 @@ without a second model call (see :mod:`llm_bot.db.processed_events`).
 Every write goes through the group committer, so events arriving together share transactions:
 the claim and the stored output of one event each wait for their (shared) transaction, since
 each must be durable before the next step; the "published" mark rides along with a later one.
-Each names its tenant (the event's user), so on Citus it commits with events on the same node.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -31,9 +29,9 @@ from psycopg_pool import AsyncConnectionPool
 from llm_bot.answer.unit import Answer, Answerer
 from llm_bot.clock import iso_timestamp, utc_now
 from llm_bot.db import processed_events
+from llm_bot.db.gathered_marks import GatheredMarks
 from llm_bot.db.group_commit import GroupCommitter
 from llm_bot.db.leases import LeaseKeeper
-from llm_bot.db.marks_by_shard import MarksByShard
 from llm_bot.errors import DeadLetterError
 from llm_bot.events.codec import encode
 from llm_bot.events.deadletter import Cause, deadletter_body
@@ -104,7 +102,7 @@ class EventHandler:
         self._publisher = publisher
         self._stats = stats
         self._leases = leases
-        self._marks = MarksByShard(group)
+        self._marks = GatheredMarks(group)
         self._progress = ProgressFeedback(
             publisher,
             stats,
@@ -190,7 +188,7 @@ class EventHandler:
         deadline_s = inbound.deadline_s or 0.0
         with metrics.timed(metrics.stage_duration, {"stage": "claim"}):
             return await processed_events.claim_or_wait(
-                functools.partial(self._group.commit, tenants=(key.user_id,)),
+                self._group.commit,
                 key,
                 lease_s=settings.claim_lease_s,
                 wait_s=deadline_s + settings.claim_lease_s,
@@ -244,8 +242,7 @@ class EventHandler:
                     await writes.apply(connection, space)
 
                 keys = [processed_events.row_key(claimed.key), *writes.keys]
-                tenants = (claimed.key.user_id, *writes.tenants)
-                await self._group.commit(work, keys, tenants=tenants)
+                await self._group.commit(work, keys)
             await progress.settled()
             await self._publish(claimed.key, output)
 

@@ -24,7 +24,6 @@ from llm_bot.answer.unit import Answerer
 from llm_bot.db.group_commit import GroupCommitter
 from llm_bot.db.leases import LeaseKeeper
 from llm_bot.db.migrate import migrate
-from llm_bot.db.placements import Placements
 from llm_bot.db.pools import open_pool
 from llm_bot.events.routing import prefixed
 from llm_bot.graph.assembly import context_from_settings, graph_from_settings
@@ -242,16 +241,10 @@ async def open_handler(
         gateway,
         PostgresToolLedger.from_settings(pool, settings),
     )
-    placements = Placements()  # where users' rows are, on Citus
-    committer = GroupCommitter(
-        pool,
-        max_batch=settings.commit_max_batch,
-        max_delay_s=settings.commit_max_delay_ms / 1000,
-        placements=placements,  # on Citus, a transaction per node
-    )
+    committer = GroupCommitter.from_settings(pool, settings)
     resources.callback(_count_commits, stats, committer)  # runs after it closed
     await resources.enter_async_context(committer)
-    leases = LeaseKeeper(pool, lease_s=settings.claim_lease_s, placements=placements)
+    leases = LeaseKeeper.from_settings(pool, settings, committer)
     resources.callback(_count_renewals, stats, leases)  # runs after it closed
     await resources.enter_async_context(leases)
     handler = EventHandler(

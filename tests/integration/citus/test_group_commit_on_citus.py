@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from typing import Any
 
@@ -15,9 +14,9 @@ import pytest
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from llm_bot.db.group_commit import GroupCommitter
+from llm_bot.db.gathered_marks import GatheredMarks
+from llm_bot.db.group_commit import GroupCommitter, UserRows
 from llm_bot.db.leases import LeaseKeeper
-from llm_bot.db.marks_by_shard import MarksByShard
 from llm_bot.db.migrate import migrate
 from llm_bot.db.placements import Placements, read_shard_map, tenant_hash
 from llm_bot.db.processed_events import Claim, EventKey, claim_or_wait, try_claim
@@ -120,7 +119,9 @@ async def test_a_batch_of_users_on_both_workers_commits_on_each_without_two_phas
     logged.lines.clear()
     committer = GroupCommitter(pool, max_batch=64, max_delay_s=0.0, placements=Placements(TABLE))
     async with committer:
-        await asyncio.gather(*(committer.commit(insert(u, 1), (u,), tenants=(u,)) for u in users))
+        await asyncio.gather(
+            *(committer.commit(insert(u, 1), (UserRows("row", u),)) for u in users)
+        )
     assert committer.committed == len(users)
     assert committer.transactions == 2, "one batch, one transaction per worker"
     assert logged.count("COMMIT") == 2, logged.lines
@@ -158,7 +159,9 @@ async def test_a_shard_moved_by_a_rebalance_is_found_on_its_new_node_after_a_rel
     logged.lines.clear()
     committer = GroupCommitter(pool, max_batch=64, max_delay_s=0.0, placements=placements)
     async with committer:
-        await asyncio.gather(*(committer.commit(insert(u, 2), (u,), tenants=(u,)) for u in users))
+        await asyncio.gather(
+            *(committer.commit(insert(u, 2), (UserRows("row", u),)) for u in users)
+        )
     assert committer.transactions == 1
     assert logged.count(PREPARE) == 0, logged.lines
 
@@ -179,12 +182,13 @@ async def test_claims_carrying_published_marks_stay_on_their_nodes(
     assert len(nodes) == 2
     committer = GroupCommitter(pool, max_batch=64, max_delay_s=0.0, placements=Placements())
     async with committer:
-        marks = MarksByShard(committer)
+        marks = GatheredMarks(committer)
 
         async def claim(user: str, event: str) -> EventKey:
             key = EventKey(user, f"{event}-{user}", "0:llm-bot")
-            transact = functools.partial(committer.commit, tenants=(user,))
-            claimed = await claim_or_wait(transact, key, lease_s=30, wait_s=5, marks=marks.of(user))
+            claimed = await claim_or_wait(
+                committer.commit, key, lease_s=30, wait_s=5, marks=marks.of(user)
+            )
             assert isinstance(claimed, Claim)
             return key
 

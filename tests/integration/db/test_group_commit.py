@@ -12,7 +12,7 @@ import pytest
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from llm_bot.db.group_commit import GroupCommitter, Item, RejectedWrite, chains
+from llm_bot.db.group_commit import GroupCommitter, Item, RejectedWrite, UserRows, chains
 from llm_bot.db.placements import ONE_NODE, Placements
 
 pytestmark = pytest.mark.integration
@@ -214,7 +214,7 @@ async def test_without_citus_a_batch_of_many_tenants_is_one_transaction(
     complaint, and a batch is one transaction whatever its works' tenants."""
     placements = Placements()
     async with GroupCommitter(pool, max_batch=16, max_delay_s=0.0, placements=placements) as gc:
-        works = (gc.commit(insert(n), (), tenants=(f"user-{n}",)) for n in range(8))
+        works = (gc.commit(insert(n), (UserRows("row", f"user-{n}"),)) for n in range(8))
         await asyncio.gather(*works)
     assert placements.current == ONE_NODE
     assert gc.transactions == 1

@@ -9,7 +9,7 @@ import pytest
 from psycopg import AsyncConnection
 
 from llm_bot.db.migrate import migrate
-from llm_bot.events.identity import tenant_of_thread
+from llm_bot.db.placements import tenant_of_thread
 from llm_bot.lifecycle.erasure import forget_thread, forget_user
 from llm_bot.lifecycle.export import export_user
 

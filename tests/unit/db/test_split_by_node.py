@@ -1,6 +1,6 @@
 """The group committer's split of a batch by Citus node, and the hash that places a tenant:
-one transaction per set of nodes written, works sharing a key kept together and in order, no
-split with one node."""
+one transaction per set of nodes its keys' rows are on, works sharing a key kept together and
+in order, no split with one node."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from psycopg import AsyncConnection
 
-from llm_bot.db.group_commit import Item, by_node
+from llm_bot.db.group_commit import Item, ThreadRows, UserRows, by_node
 from llm_bot.db.placements import ONE_NODE, ShardMap, tenant_hash
 
 # PostgreSQL's hashtext of each (SELECT hashtext(...) on PostgreSQL 18, x86-64); the
@@ -36,7 +36,10 @@ async def work(connection: AsyncConnection[Any]) -> None:
 
 
 def item(tenant: str | None, *keys: str) -> Item:
-    return Item(functools.partial(work), keys, None, () if tenant is None else (tenant,))
+    """A work on ``tenant``'s rows (its own, ordering no other work) and on ``keys``."""
+    each = functools.partial(work)
+    placed = () if tenant is None else (UserRows(each, tenant),)
+    return Item(each, (*keys, *placed), None)
 
 
 @pytest.mark.parametrize(("tenant", "expected"), HASHES.items())
@@ -81,7 +84,9 @@ def test_works_sharing_a_key_stay_in_one_transaction_across_nodes() -> None:
 def test_a_work_writing_two_nodes_commits_with_the_others_writing_both() -> None:
     """A shared channel's event (its author's shard and the channel's): the one transaction
     that needs a two-phase commit, while each node's other works commit there alone."""
-    both = Item(functools.partial(work), (), None, (ON_1[0], ON_2[0]))
+    channel = "twitch:123456789"  # a shared channel's thread: its own tenant, on node 1
+    both = item(ON_2[0], ThreadRows("history", channel))
+    assert TWO_NODES.node_of(channel) == 1
     batch = [item(ON_1[1]), both, item(ON_2[1]), item(ON_2[2], "lobby"), item(ON_1[2], "lobby")]
     assert by_node(batch, TWO_NODES) == [[batch[0]], [batch[1], batch[3], batch[4]], [batch[2]]]
 

@@ -36,7 +36,7 @@ import psycopg
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from llm_bot.db.group_commit import GroupCommitter, Work
+from llm_bot.db.group_commit import GroupCommitter, UserRows, Work
 from llm_bot.db.placements import Placements
 from llm_bot_tools.bench.load import percentiles_ms
 from llm_bot_tools.bench.procfs import server_cpu_seconds
@@ -138,7 +138,7 @@ async def run_mode(cluster: CitusCluster, mode: str, load: Load, first_id: int) 
 
         async def commit(work: Work, tenants: tuple[str, ...]) -> None:
             began = time.perf_counter()
-            await committer.commit(work, tenants, tenants=tenants)
+            await committer.commit(work, [UserRows("bench", tenant) for tenant in tenants])
             timings.append((time.perf_counter() - began) * 1000)
 
         async def events_in_turn() -> None:

@@ -27,8 +27,8 @@ from pgvector.psycopg import register_vector_async
 from psycopg import AsyncConnection
 
 from llm_bot.db.migrate import migrate
+from llm_bot.db.placements import tenant_of_thread
 from llm_bot.db.turn_index import SEARCH_SETTINGS
-from llm_bot.events.identity import tenant_of_thread
 from llm_bot.lifecycle.turn_backfill import index_deep_users
 from llm_bot.memory.history import read_window
 from llm_bot.memory.recall import Depth, recall_turns

@@ -11,25 +11,30 @@ of its own shard. On plain PostgreSQL there is one bucket, as there is one serve
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Hashable
+from collections.abc import Collection, Hashable
 
-from llm_bot.db.group_commit import GroupCommitter
+from llm_bot.db.group_commit import GroupCommitter, LockKey, UserRows, Work
 from llm_bot.db.processed_events import PublishedMarks
 
 
-class MarksByShard:
+class GatheredMarks:
     """One :class:`PublishedMarks` per shard (at most the shard count of them)."""
 
     def __init__(self, committer: GroupCommitter) -> None:
         self._committer = committer
         self._by_shard: dict[Hashable, PublishedMarks] = {}
 
-    def of(self, tenant: str) -> PublishedMarks:
-        """The marks of ``tenant``'s shard, deferred to the transactions of its node."""
-        shard = self._committer.shard_of(tenant)
+    def of(self, user_id: str) -> PublishedMarks:
+        """The marks of ``user_id``'s shard, deferred to the transactions of its node."""
+        shard = self._committer.shard_of(user_id)
         marks = self._by_shard.get(shard)
         if marks is None:
-            defer = functools.partial(self._committer.defer, tenants=(tenant,))
+            committer = self._committer
+
+            def defer(work: Work, keys: Collection[LockKey]) -> None:
+                # Keyed by the write itself: it orders no other work, and is placed on the
+                # node of the user's shard.
+                committer.defer(work, (*keys, UserRows(work, user_id)))
+
             marks = self._by_shard[shard] = PublishedMarks(defer)
         return marks
