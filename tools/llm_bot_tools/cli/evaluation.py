@@ -16,6 +16,7 @@ from llm_bot_tools.cli.measurements import database_for_measurements, progress
 
 if TYPE_CHECKING:  # the evaluation pulls in memory, the database and the embedder: load when run
     from llm_bot.memory.search import SearchMode
+    from llm_bot_tools.evaluation.context import ContextReport
     from llm_bot_tools.evaluation.retrieval import ModeReport
 
 MODES: tuple[SearchMode, ...] = ("dense", "lexical", "hybrid")
@@ -76,6 +77,7 @@ def run_calibrate(args: argparse.Namespace, settings: Settings) -> int:
 def run_retrieval_eval(args: argparse.Namespace, settings: Settings) -> int:
     from llm_bot.db.migrate import migrate
     from llm_bot.memory.wiring import open_memory_store
+    from llm_bot_tools.evaluation.context import evaluate_context
     from llm_bot_tools.evaluation.retrieval import (
         evaluate_mode,
         load_corpus,
@@ -94,7 +96,7 @@ def run_retrieval_eval(args: argparse.Namespace, settings: Settings) -> int:
     except (OSError, ValueError) as error:
         raise UsageError(f"cannot read the evaluation set: {error}") from None
 
-    async def run(url: str) -> list[ModeReport]:
+    async def run(url: str) -> tuple[list[ModeReport], ContextReport]:
         async with scratch_schema(url, "eval_retrieval") as scratch:
             await asyncio.to_thread(migrate, scratch)
             scratch_settings = settings.model_copy(update={"database_url": SecretStr(scratch)})
@@ -104,20 +106,26 @@ def run_retrieval_eval(args: argparse.Namespace, settings: Settings) -> int:
                 for mode in MODES:
                     progress(f"running {len(queries)} queries, mode {mode}")
                     reports.append(await evaluate_mode(store, queries, ids, mode, args.k))
-                return reports
+                progress(f"assembling the worker's context for {len(queries)} queries")
+                given = await evaluate_context(
+                    store, corpus, queries, ids, scratch_settings, progress
+                )
+                return reports, given
 
     with database_for_measurements(settings) as url:
-        reports = asyncio.run(run(url))
+        reports, given = asyncio.run(run(url))
     if args.plot:
-        plot_reports(reports, args.plot)
+        plot_reports(reports, args.plot, given)
     if args.json:
-        print(json.dumps([r.as_dict() for r in reports], indent=2))
+        result = {"modes": [r.as_dict() for r in reports], "context": given.as_dict()}
+        print(json.dumps(result, indent=2))
         return 0
     print(f"mode     recall@{args.k}  MRR    p50 ms  p95 ms")
     for r in reports:
         print(f"{r.mode:7s}  {r.recall_at_k:8.3f}  {r.mrr:5.3f}  {r.p50_ms:6.2f}  {r.p95_ms:6.2f}")
     print_categories(reports, args.k)
     hybrid = reports[-1]
+    print_given(given, hybrid)
     print("threshold  precision  recall  f1   (hybrid hits)")
     for row in hybrid.table:
         print(f"{row.threshold:9.2f}  {row.precision:9.3f}  {row.recall:6.3f}  {row.f1:5.3f}")
@@ -137,3 +145,30 @@ def print_categories(reports: list[ModeReport], k: int) -> None:
         print(f"{label:15s}  {first.queries:7d}{cells}")
     if any(c.inferred for c in reports[0].by_category.values()):
         print("* inferred from the question (llm_bot_tools.evaluation.categories), not labelled")
+
+
+def print_given(given: ContextReport, hybrid: ModeReport) -> None:
+    """Evidence in the context the worker assembles, overall, per category, per conversation."""
+    print(
+        f"what the model is given (MEMORY_RETRIEVAL_LIMIT={given.recall_limit},"
+        f" CONTEXT_PAIRS={given.context_pairs}, MAX_CONTEXT_TOKENS={given.max_context_tokens}):"
+        f" recall section p50 {given.recall_tokens_p50:g} tokens, p95 {given.recall_tokens_p95:g}"
+    )
+    k = hybrid.k
+    print(f"group            queries  in context  in recall  in window  {hybrid.mode} R@{k}")
+    rows = [("all", given.overall, hybrid.recall_at_k)]
+    rows += [(c, s, hybrid.by_category[c].recall_at_k) for c, s in given.by_category.items()]
+    rows += [
+        (u, s, hybrid.by_conversation[u].recall_at_k) for u, s in given.by_conversation.items()
+    ]
+    for name, score, recall_at_k in rows:
+        print(
+            f"{name:15s}  {score.queries:7d}  {score.evidence_in_context:10.3f}"
+            f"  {score.in_recall:9.3f}  {score.in_window:9.3f}  {recall_at_k:9.3f}"
+        )
+    spread, recall_spread = given.conversation_spread, hybrid.conversation_spread
+    print(
+        f"spread over {len(given.by_conversation)} conversations: in context"
+        f" {spread.min:.3f}-{spread.max:.3f}, {hybrid.mode} R@{k}"
+        f" {recall_spread.min:.3f}-{recall_spread.max:.3f}"
+    )

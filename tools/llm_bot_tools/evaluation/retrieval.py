@@ -14,11 +14,11 @@ from __future__ import annotations
 import json
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llm_bot.memory.commit import MemoryCommit, Pair
 from llm_bot.memory.recall import recall_turns
@@ -27,6 +27,9 @@ from llm_bot.memory.store import MemoryStore
 from llm_bot.settings import Settings
 from llm_bot_tools.evaluation.calibration import ThresholdRow, threshold_table
 from llm_bot_tools.evaluation.categories import inferred_category
+
+if TYPE_CHECKING:
+    from llm_bot_tools.evaluation.context import ContextReport
 
 NEVER_IDLE = timedelta(days=36_500)
 
@@ -60,6 +63,26 @@ class CategoryReport:
 
 
 @dataclass(frozen=True)
+class ConversationReport:
+    queries: int
+    recall_at_k: float
+    mrr: float
+
+
+@dataclass(frozen=True)
+class Spread:
+    """The lowest and highest of a measure across conversations."""
+
+    min: float
+    max: float
+
+    @classmethod
+    def of(cls, values: Iterable[float]) -> Spread:
+        listed = list(values)
+        return cls(min(listed), max(listed))
+
+
+@dataclass(frozen=True)
 class ModeReport:
     mode: str
     k: int
@@ -72,6 +95,8 @@ class ModeReport:
     irrelevant_scores: list[float]
     table: list[ThresholdRow]
     by_category: dict[str, CategoryReport]
+    by_conversation: dict[str, ConversationReport]  # a conversation is a corpus user
+    conversation_spread: Spread  # of recall@k
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -219,6 +244,7 @@ async def evaluate_mode(
             for hit, hit_id in zip(hits, found, strict=True)
         ]
     cuts = statistics.quantiles(timings, n=20) if len(timings) > 1 else timings * 19
+    by_conversation = _by_conversation(queries, recalls, reciprocal_ranks)
     return ModeReport(
         mode=mode,
         k=k,
@@ -231,6 +257,8 @@ async def evaluate_mode(
         irrelevant_scores=sorted(round(s, 4) for s, relevant in scored if not relevant),
         table=threshold_table(scored),
         by_category=_by_category(queries, recalls, reciprocal_ranks),
+        by_conversation=by_conversation,
+        conversation_spread=Spread.of(c.recall_at_k for c in by_conversation.values()),
     )
 
 
@@ -251,13 +279,37 @@ def _by_category(
     }
 
 
-def plot_reports(reports: Sequence[ModeReport], path: Path) -> None:
+def _by_conversation(
+    queries: Sequence[EvalQuery], recalls: Sequence[float], reciprocal_ranks: Sequence[float]
+) -> dict[str, ConversationReport]:
+    groups: dict[str, list[int]] = {}
+    for index, query in enumerate(queries):
+        groups.setdefault(query.user_id, []).append(index)
+    return {
+        user: ConversationReport(
+            queries=len(members),
+            recall_at_k=round(statistics.mean(recalls[i] for i in members), 3),
+            mrr=round(statistics.mean(reciprocal_ranks[i] for i in members), 3),
+        )
+        for user, members in sorted(groups.items())
+    }
+
+
+def plot_reports(
+    reports: Sequence[ModeReport], path: Path, given: ContextReport | None = None
+) -> None:
+    """Recall quality per mode, what the model is given (when measured), the hit scores."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, (quality, scores) = plt.subplots(1, 2, figsize=(11, 4))
+    panels = 3 if given else 2
+    widths = [1, 3, 1.4] if given else [1, 1]
+    figure, axes = plt.subplots(
+        1, panels, figsize=(6 * panels, 4), gridspec_kw={"width_ratios": widths}
+    )
+    quality, scores = axes[0], axes[-1]
     positions = range(len(reports))
     quality.bar(
         [p - 0.2 for p in positions], [r.recall_at_k for r in reports], 0.4, label="recall@k"
@@ -268,6 +320,8 @@ def plot_reports(reports: Sequence[ModeReport], path: Path) -> None:
     quality.set_title(f"Recall quality (k = {reports[0].k if reports else 0})")
     quality.legend()
     hybrid = next((r for r in reports if r.mode == "hybrid"), reports[-1])
+    if given:
+        _plot_given(axes[1], hybrid, given)
     bins = [x / 20 for x in range(-4, 21)]
     scores.hist(hybrid.irrelevant_scores, bins=bins, alpha=0.6, label="irrelevant", density=True)
     scores.hist(hybrid.relevant_scores, bins=bins, alpha=0.6, label="relevant", density=True)
@@ -277,3 +331,38 @@ def plot_reports(reports: Sequence[ModeReport], path: Path) -> None:
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
+
+
+def _plot_given(axis: Any, hybrid: ModeReport, given: ContextReport) -> None:
+    """Evidence in the assembled context beside recall@k, overall, per category and per
+    conversation."""
+    groups = [("all", given.overall.evidence_in_context, hybrid.recall_at_k)]
+    groups += [
+        (name, score.evidence_in_context, hybrid.by_category[name].recall_at_k)
+        for name, score in given.by_category.items()
+    ]
+    groups += [
+        (name, score.evidence_in_context, hybrid.by_conversation[name].recall_at_k)
+        for name, score in given.by_conversation.items()
+    ]
+    positions = range(len(groups))
+    axis.bar(
+        [p - 0.2 for p in positions],
+        [g[1] for g in groups],
+        0.4,
+        label=f"evidence in context ({given.recall_limit} recalled + window)",
+    )
+    axis.bar(
+        [p + 0.2 for p in positions],
+        [g[2] for g in groups],
+        0.4,
+        label=f"{hybrid.mode} recall@{hybrid.k}",
+    )
+    axis.axvline(len(given.by_category) + 0.5, color="grey", linewidth=0.8)
+    axis.set_xticks(list(positions), [g[0] for g in groups], rotation=30, ha="right")
+    axis.set_ylim(0, 1)
+    axis.set_title(
+        "What the model is given: per category, then per conversation"
+        f" (recall section p50 {given.recall_tokens_p50:g} tokens)"
+    )
+    axis.legend(loc="lower left")

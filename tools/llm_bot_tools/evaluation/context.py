@@ -1,0 +1,222 @@
+"""What the model is given: evidence turns in the context the worker assembles.
+
+For each query the worker's own retriever (:class:`~llm_bot.memory.context.PostgresMemoryRetriever`,
+what the ``retrieve_memories`` node calls) assembles the memory context at the worker's
+settings, as the user who owns the conversation, asking in their most recent thread a minute
+after its last turn (so that thread's current session is the window). An evidence turn counts
+when its words are in the prompt: as a line of the recall section (its date, speaker and words,
+rendered by :func:`~llm_bot.memory.context.recall_block`) or as a message of the window (a turn
+of the thread asked in, its words as the window shows them). Reported: the share of a query's
+evidence so placed, overall, per category and per conversation (a corpus user), and the recall
+section's size in tokens.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from llm_bot.events.identity import is_shared_thread
+from llm_bot.llm.messages import ChatMessage
+from llm_bot.memory.context import (
+    RECALL_HEADER,
+    ContextLimits,
+    PostgresMemoryRetriever,
+    attributed,
+    recall_block,
+)
+from llm_bot.memory.recall import RecalledTurn
+from llm_bot.memory.store import MemoryStore
+from llm_bot.settings import Settings
+from llm_bot_tools.evaluation.retrieval import CorpusTurn, EvalQuery, Spread
+
+ASKED_AFTER = timedelta(minutes=1)  # the question follows the thread's last turn
+
+
+@dataclass(frozen=True)
+class StoredTurn:
+    """A corpus turn as the worker stored it (its words possibly shortened)."""
+
+    thread_id: str
+    seq: int
+    user_id: str
+    role: str
+    content: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Shown:
+    """Where a query's evidence turns ended up in the prompt."""
+
+    evidence: int
+    in_context: int  # in the recall section or the window
+    in_recall: int
+    in_window: int
+    recall_tokens: int
+
+
+@dataclass(frozen=True)
+class ContextScore:
+    queries: int
+    evidence_in_context: float  # mean share of a query's evidence turns in the prompt
+    in_recall: float  # ... in the recall section
+    in_window: float  # ... in the thread's window
+
+
+@dataclass(frozen=True)
+class ContextReport:
+    recall_limit: int  # MEMORY_RETRIEVAL_LIMIT
+    context_pairs: int  # CONTEXT_PAIRS
+    max_context_tokens: int  # MAX_CONTEXT_TOKENS
+    memory_budget_tokens: int  # MEMORY_INJECTION_BUDGET
+    threshold: float
+    overall: ContextScore
+    recall_tokens_p50: float
+    recall_tokens_p95: float
+    by_category: dict[str, ContextScore]
+    by_conversation: dict[str, ContextScore]
+    conversation_spread: Spread
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def latest_threads(corpus: Iterable[CorpusTurn]) -> dict[str, tuple[str, datetime]]:
+    """Each user's most recent thread and the time of its last turn."""
+    latest: dict[str, CorpusTurn] = {}
+    for turn in corpus:
+        seen = latest.get(turn.user_id)
+        if seen is None or (turn.at, turn.id) > (seen.at, seen.id):
+            latest[turn.user_id] = turn
+    return {user: (turn.thread_id, turn.at) for user, turn in latest.items()}
+
+
+def recall_line(turn: StoredTurn) -> str:
+    """The line the recall section gives ``turn``."""
+    recalled = RecalledTurn(
+        turn.thread_id, turn.seq, turn.role, turn.content, turn.created_at, 0.0, 0.0
+    )
+    return recall_block([recalled]).splitlines()[1]
+
+
+def shown(
+    messages: Sequence[ChatMessage],
+    stats: dict[str, int],
+    evidence: Sequence[StoredTurn],
+    thread_id: str,
+) -> Shown:
+    """Which of ``evidence`` the assembled ``messages`` hold, asked in ``thread_id``."""
+    recall_lines: set[str] = set()
+    window: set[str] = set()
+    for message in messages:
+        if message.role == "system":
+            continue
+        if message.content.startswith(RECALL_HEADER + "\n"):
+            recall_lines.update(message.content.splitlines()[1:])
+        else:
+            window.add(message.content)
+    recalled = [recall_line(turn) in recall_lines for turn in evidence]
+    windowed = [
+        turn.thread_id == thread_id
+        and bool({turn.content, attributed(turn.user_id, turn.content)} & window)
+        for turn in evidence
+    ]
+    return Shown(
+        evidence=len(evidence),
+        in_context=sum(r or w for r, w in zip(recalled, windowed, strict=True)),
+        in_recall=sum(recalled),
+        in_window=sum(windowed),
+        recall_tokens=stats.get("recallTokens", 0),
+    )
+
+
+async def stored_turns(
+    store: MemoryStore, ids: dict[tuple[str, int], str]
+) -> dict[str, StoredTurn]:
+    """Every stored turn by its corpus id."""
+    async with store.connection() as connection:
+        cursor = await connection.execute(
+            "SELECT thread_id, seq, user_id, role, content, created_at FROM conversation_turns"
+        )
+        rows = await cursor.fetchall()
+    return {ids[(row["thread_id"], row["seq"])]: StoredTurn(**row) for row in rows}
+
+
+async def evaluate_context(
+    store: MemoryStore,
+    corpus: Sequence[CorpusTurn],
+    queries: Sequence[EvalQuery],
+    ids: dict[tuple[str, int], str],
+    settings: Settings,
+    progress: Callable[[str], None],
+) -> ContextReport:
+    limits = ContextLimits.from_settings(settings)
+    turns = await stored_turns(store, ids)
+    latest = latest_threads(corpus)
+    retrievers = {
+        user: PostgresMemoryRetriever(store, limits, settings.agent_name, _at(at + ASKED_AFTER))
+        for user, (_, at) in latest.items()
+    }
+    results = []
+    for done, query in enumerate(queries, start=1):
+        thread_id = latest[query.user_id][0]
+        context = await retrievers[query.user_id].retrieve(
+            query.user_id, thread_id, query.query, private=not is_shared_thread(thread_id)
+        )
+        evidence = [turns[turn_id] for turn_id in sorted(query.relevant)]
+        results.append(shown(context.messages, context.stats, evidence, thread_id))
+        if done % 100 == 0 or done == len(queries):
+            progress(f"assembled the context of {done}/{len(queries)} queries")
+    return context_report(queries, results, limits)
+
+
+def _at(moment: datetime) -> Callable[[], datetime]:
+    """A clock stopped at ``moment``."""
+    return lambda: moment
+
+
+def context_report(
+    queries: Sequence[EvalQuery], results: Sequence[Shown], limits: ContextLimits
+) -> ContextReport:
+    tokens = [result.recall_tokens for result in results]
+    cuts = statistics.quantiles(tokens, n=20) if len(tokens) > 1 else tokens * 19
+    by_conversation = _grouped(queries, results, lambda query: query.user_id)
+    values = [score.evidence_in_context for score in by_conversation.values()]
+    return ContextReport(
+        recall_limit=limits.recall_limit,
+        context_pairs=limits.context_pairs,
+        max_context_tokens=limits.max_context_tokens,
+        memory_budget_tokens=limits.memory_budget_tokens,
+        threshold=limits.threshold,
+        overall=score(results),
+        recall_tokens_p50=statistics.median(tokens),
+        recall_tokens_p95=round(cuts[18], 1),
+        by_category=_grouped(queries, results, lambda query: query.category),
+        by_conversation=by_conversation,
+        conversation_spread=Spread.of(values),
+    )
+
+
+def score(results: Sequence[Shown]) -> ContextScore:
+    def share(count: Callable[[Shown], int]) -> float:
+        return round(statistics.mean(count(r) / r.evidence for r in results), 3)
+
+    return ContextScore(
+        queries=len(results),
+        evidence_in_context=share(lambda r: r.in_context),
+        in_recall=share(lambda r: r.in_recall),
+        in_window=share(lambda r: r.in_window),
+    )
+
+
+def _grouped(
+    queries: Sequence[EvalQuery], results: Sequence[Shown], key: Callable[[EvalQuery], str]
+) -> dict[str, ContextScore]:
+    groups: dict[str, list[Shown]] = {}
+    for query, result in zip(queries, results, strict=True):
+        groups.setdefault(key(query), []).append(result)
+    return {name: score(members) for name, members in sorted(groups.items())}
