@@ -30,7 +30,8 @@ def test_all_three_modes_run_per_category_and_hybrid_beats_each_side_where_it_is
         str(ROOT / "eval/queries.jsonl"),
     ]
     assert main(argv) == 0
-    reports = {r["mode"]: r for r in json.loads(capsys.readouterr().out)}
+    result = json.loads(capsys.readouterr().out)
+    reports = {r["mode"]: r for r in result["modes"]}
     assert set(reports) == {"dense", "lexical", "hybrid"}
     queries = (ROOT / "eval/queries.jsonl").read_text().splitlines()
     for report in reports.values():
@@ -51,6 +52,69 @@ def test_all_three_modes_run_per_category_and_hybrid_beats_each_side_where_it_is
     # Paraphrases: hybrid finds what the words alone miss.
     assert hybrid["recall_at_k"] + hybrid["mrr"] > lexical["recall_at_k"] + lexical["mrr"]
     assert plot.stat().st_size > 10_000
+    given = result["context"]
+    assert given["recall_limit"] == 5  # the worker's defaults
+    assert given["context_pairs"] == 15
+    assert given["overall"]["queries"] == len(queries)
+    for score in [given["overall"], *given["by_category"].values()]:
+        assert 0 <= score["in_recall"] <= score["evidence_in_context"] <= 1
+        assert score["in_window"] <= score["evidence_in_context"]
+    assert set(given["by_category"]) == set(hybrid["by_category"])
+    users = {json.loads(line)["user_id"] for line in queries}
+    assert set(given["by_conversation"]) == set(hybrid["by_conversation"]) == users
+    spread = given["conversation_spread"]
+    values = [c["evidence_in_context"] for c in given["by_conversation"].values()]
+    assert (spread["min"], spread["max"]) == (min(values), max(values))
+    assert 0 < given["recall_tokens_p50"] <= given["recall_tokens_p95"]
+
+
+def test_evidence_in_the_threads_window_counts_as_given(
+    fresh_database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    """Asked in the user's latest thread, the evidence said there is in the window; evidence
+    from an older thread can only come through recall."""
+    monkeypatch.setenv("DATABASE_URL", fresh_database_url)
+    monkeypatch.setenv("MEMORY_EMBEDDING_PROVIDER", "local")
+    said = [
+        ("old", "My sister Ines lives in Lisbon", "Nice, Lisbon is lovely."),
+        ("new", "I bought a red bicycle today", "Enjoy the rides!"),
+        ("new", "The weather is grey", "Sorry to hear that."),
+    ]
+    turns = []
+    for number, (thread, user_text, reply) in enumerate(said):
+        for offset, (role, text) in enumerate((("user", user_text), ("assistant", reply))):
+            at = f"2026-10-0{number + 1}T10:0{offset}:00+00:00"
+            turns.append(
+                {"id": f"{thread}-{number}-{role}", "user_id": "kim", "thread_id": f"chat:{thread}"}
+                | {"role": role, "text": text, "at": at}
+            )
+    corpus, queries = tmp_path / "corpus.jsonl", tmp_path / "queries.jsonl"
+    corpus.write_text("".join(json.dumps(turn) + "\n" for turn in turns))
+    asked = [
+        {"id": "q1", "query": "What colour is my bicycle?", "relevant": ["new-1-user"]},
+        {"id": "q2", "query": "Where does my sister live?", "relevant": ["old-0-user"]},
+    ]
+    queries.write_text(
+        "".join(json.dumps(q | {"user_id": "kim", "category": q["id"]}) + "\n" for q in asked)
+    )
+    argv = ["eval", "retrieval", "--corpus", str(corpus), "--queries", str(queries), "--json"]
+    assert main(argv) == 0
+    given = json.loads(capsys.readouterr().out)["context"]
+    window, older = given["by_category"]["q1"], given["by_category"]["q2"]
+    assert window == {
+        "queries": 1,
+        "evidence_in_context": 1.0,
+        "in_recall": 0.0,
+        "in_window": 1.0,
+    }
+    assert older["in_window"] == 0.0
+    assert (
+        older["evidence_in_context"] == older["in_recall"] == 1.0
+    )  # two older turns, five recalled
+    assert given["by_conversation"]["kim"]["queries"] == 2
 
 
 def test_a_broken_corpus_is_a_one_line_error(

@@ -1,0 +1,86 @@
+"""Counting which evidence turns the assembled context holds, and the report over queries."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from llm_bot.llm.messages import ChatMessage
+from llm_bot.memory.context import RECALL_HEADER, ContextLimits, attributed
+from llm_bot_tools.evaluation.context import (
+    Shown,
+    StoredTurn,
+    context_report,
+    latest_threads,
+    recall_line,
+    shown,
+)
+from llm_bot_tools.evaluation.retrieval import CorpusTurn, EvalQuery
+
+AT = datetime(2026, 10, 1, 10, 0, tzinfo=UTC)
+
+
+def turn(thread: str, seq: int, role: str, content: str, minutes: int = 0) -> StoredTurn:
+    return StoredTurn(thread, seq, "kim", role, content, AT + timedelta(minutes=minutes))
+
+
+def recall_message(*turns: StoredTurn) -> ChatMessage:
+    return ChatMessage("user", "\n".join([RECALL_HEADER, *map(recall_line, turns)]))
+
+
+def test_evidence_counts_in_the_recall_section_or_the_window_of_the_thread_asked_in() -> None:
+    recalled = turn("chat:old", 1, "user", "My sister lives in Lisbon")
+    in_window = turn("chat:new", 3, "user", "I bought a red bicycle", minutes=5)
+    reply_in_window = turn("chat:new", 4, "assistant", "Enjoy it!", minutes=6)
+    missing = turn("chat:old", 7, "user", "We met in Porto", minutes=1)
+    same_words_elsewhere = turn("chat:other", 1, "assistant", "Enjoy it!", minutes=2)
+    messages = [
+        ChatMessage("system", "notes"),
+        recall_message(recalled),
+        ChatMessage("user", attributed("kim", in_window.content)),
+        ChatMessage("assistant", reply_in_window.content),
+    ]
+    evidence = [recalled, in_window, reply_in_window, missing, same_words_elsewhere]
+    result = shown(messages, {"recallTokens": 40}, evidence, "chat:new")
+    assert result == Shown(evidence=5, in_context=3, in_recall=1, in_window=2, recall_tokens=40)
+
+
+def test_a_recall_line_counts_only_with_its_own_date() -> None:
+    said_twice = turn("chat:old", 1, "user", "Bye!")
+    later = turn("chat:old", 9, "user", "Bye!", minutes=90)
+    result = shown([recall_message(said_twice)], {}, [later], "chat:new")
+    assert (result.in_context, result.recall_tokens) == (0, 0)
+
+
+def test_the_latest_thread_is_the_one_with_the_users_last_turn() -> None:
+    corpus = [
+        CorpusTurn("a1", "kim", "chat:a", "user", "x", AT + timedelta(days=2)),
+        CorpusTurn("b1", "kim", "chat:b", "user", "x", AT + timedelta(days=1)),
+        CorpusTurn("c1", "lou", "chat:c", "user", "x", AT),
+    ]
+    assert latest_threads(corpus) == {
+        "kim": ("chat:a", AT + timedelta(days=2)),
+        "lou": ("chat:c", AT),
+    }
+
+
+def test_the_report_splits_by_category_and_conversation_with_the_spread() -> None:
+    queries = [
+        EvalQuery("q1", "kim", "?", frozenset({"a", "b"}), "multi-hop", True),
+        EvalQuery("q2", "kim", "?", frozenset({"c"}), "single-hop", True),
+        EvalQuery("q3", "lou", "?", frozenset({"d"}), "single-hop", True),
+    ]
+    results = [
+        Shown(evidence=2, in_context=1, in_recall=1, in_window=0, recall_tokens=100),
+        Shown(evidence=1, in_context=1, in_recall=0, in_window=1, recall_tokens=0),
+        Shown(evidence=1, in_context=0, in_recall=0, in_window=0, recall_tokens=50),
+    ]
+    limits = ContextLimits(8000, 1000, 15, 5, 0.2, timedelta(hours=6), private_in_public=False)
+    report = context_report(queries, results, limits)
+    assert report.overall.evidence_in_context == round((0.5 + 1 + 0) / 3, 3)
+    assert report.by_category["multi-hop"].evidence_in_context == 0.5
+    assert report.by_category["single-hop"].in_window == 0.5
+    assert report.by_conversation["kim"].evidence_in_context == 0.75
+    assert report.by_conversation["lou"].evidence_in_context == 0.0
+    assert (report.conversation_spread.min, report.conversation_spread.max) == (0.0, 0.75)
+    assert report.recall_tokens_p50 == 50
+    assert report.recall_limit == 5
