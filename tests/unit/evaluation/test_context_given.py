@@ -27,7 +27,7 @@ def recall_message(*turns: StoredTurn) -> ChatMessage:
     return ChatMessage("user", "\n".join([RECALL_HEADER, *map(recall_line, turns)]))
 
 
-def test_evidence_counts_in_the_recall_section_or_the_window_of_the_thread_asked_in() -> None:
+def test_evidence_counts_in_the_recall_section_or_the_thread_window_and_unknown_ids_never() -> None:
     recalled = turn("chat:old", 1, "user", "My sister lives in Lisbon")
     in_window = turn("chat:new", 3, "user", "I bought a red bicycle", minutes=5)
     reply_in_window = turn("chat:new", 4, "assistant", "Enjoy it!", minutes=6)
@@ -39,9 +39,9 @@ def test_evidence_counts_in_the_recall_section_or_the_window_of_the_thread_asked
         ChatMessage("user", attributed("kim", in_window.content)),
         ChatMessage("assistant", reply_in_window.content),
     ]
-    evidence = [recalled, in_window, reply_in_window, missing, same_words_elsewhere]
+    evidence = [recalled, in_window, reply_in_window, missing, same_words_elsewhere, None]
     result = shown(messages, {"recallTokens": 40}, evidence, "chat:new")
-    assert result == Shown(evidence=5, in_context=3, in_recall=1, in_window=2, recall_tokens=40)
+    assert result == Shown(evidence=6, in_context=3, in_recall=1, in_window=2, recall_tokens=40)
 
 
 def test_a_recall_line_counts_only_with_its_own_date() -> None:
@@ -75,7 +75,7 @@ def test_the_report_splits_by_category_and_conversation_with_the_spread() -> Non
         Shown(evidence=1, in_context=0, in_recall=0, in_window=0, recall_tokens=50),
     ]
     limits = ContextLimits(8000, 1000, 15, 5, 0.2, timedelta(hours=6), private_in_public=False)
-    report = context_report(queries, results, limits)
+    report = context_report(queries, results, limits, not_in_corpus=1)
     assert report.overall.evidence_in_context == round((0.5 + 1 + 0) / 3, 3)
     assert report.by_category["multi-hop"].evidence_in_context == 0.5
     assert report.by_category["single-hop"].in_window == 0.5
@@ -84,3 +84,4 @@ def test_the_report_splits_by_category_and_conversation_with_the_spread() -> Non
     assert (report.conversation_spread.min, report.conversation_spread.max) == (0.0, 0.75)
     assert report.recall_tokens_p50 == 50
     assert report.recall_limit == 5
+    assert report.evidence_not_in_corpus == 1

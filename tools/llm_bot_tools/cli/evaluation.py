@@ -167,6 +167,8 @@ def print_given(given: ContextReport, hybrid: ModeReport) -> None:
             f"  {score.in_recall:9.3f}  {score.in_window:9.3f}  {recall_at_k:9.3f}"
         )
     spread, recall_spread = given.conversation_spread, hybrid.conversation_spread
+    if given.evidence_not_in_corpus:
+        print(f"{given.evidence_not_in_corpus} evidence ids are in no corpus turn: never given")
     print(
         f"spread over {len(given.by_conversation)} conversations: in context"
         f" {spread.min:.3f}-{spread.max:.3f}, {hybrid.mode} R@{k}"

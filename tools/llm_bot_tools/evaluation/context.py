@@ -75,6 +75,7 @@ class ContextReport:
     memory_budget_tokens: int  # MEMORY_INJECTION_BUDGET
     threshold: float
     overall: ContextScore
+    evidence_not_in_corpus: int  # evidence ids of the queries no corpus turn has: never given
     recall_tokens_p50: float
     recall_tokens_p95: float
     by_category: dict[str, ContextScore]
@@ -106,10 +107,11 @@ def recall_line(turn: StoredTurn) -> str:
 def shown(
     messages: Sequence[ChatMessage],
     stats: dict[str, int],
-    evidence: Sequence[StoredTurn],
+    evidence: Sequence[StoredTurn | None],
     thread_id: str,
 ) -> Shown:
-    """Which of ``evidence`` the assembled ``messages`` hold, asked in ``thread_id``."""
+    """Which of ``evidence`` the assembled ``messages`` hold, asked in ``thread_id``; ``None``
+    is an evidence id the corpus lacks, never given (as recall@k counts it)."""
     recall_lines: set[str] = set()
     window: set[str] = set()
     for message in messages:
@@ -119,9 +121,10 @@ def shown(
             recall_lines.update(message.content.splitlines()[1:])
         else:
             window.add(message.content)
-    recalled = [recall_line(turn) in recall_lines for turn in evidence]
+    recalled = [turn is not None and recall_line(turn) in recall_lines for turn in evidence]
     windowed = [
-        turn.thread_id == thread_id
+        turn is not None
+        and turn.thread_id == thread_id
         and bool({turn.content, attributed(turn.user_id, turn.content)} & window)
         for turn in evidence
     ]
@@ -162,16 +165,18 @@ async def evaluate_context(
         for user, (_, at) in latest.items()
     }
     results = []
+    not_in_corpus = 0
     for done, query in enumerate(queries, start=1):
         thread_id = latest[query.user_id][0]
         context = await retrievers[query.user_id].retrieve(
             query.user_id, thread_id, query.query, private=not is_shared_thread(thread_id)
         )
-        evidence = [turns[turn_id] for turn_id in sorted(query.relevant)]
+        evidence = [turns.get(turn_id) for turn_id in sorted(query.relevant)]
+        not_in_corpus += evidence.count(None)
         results.append(shown(context.messages, context.stats, evidence, thread_id))
         if done % 100 == 0 or done == len(queries):
             progress(f"assembled the context of {done}/{len(queries)} queries")
-    return context_report(queries, results, limits)
+    return context_report(queries, results, limits, not_in_corpus)
 
 
 def _at(moment: datetime) -> Callable[[], datetime]:
@@ -180,7 +185,10 @@ def _at(moment: datetime) -> Callable[[], datetime]:
 
 
 def context_report(
-    queries: Sequence[EvalQuery], results: Sequence[Shown], limits: ContextLimits
+    queries: Sequence[EvalQuery],
+    results: Sequence[Shown],
+    limits: ContextLimits,
+    not_in_corpus: int = 0,
 ) -> ContextReport:
     tokens = [result.recall_tokens for result in results]
     cuts = statistics.quantiles(tokens, n=20) if len(tokens) > 1 else tokens * 19
@@ -193,6 +201,7 @@ def context_report(
         memory_budget_tokens=limits.memory_budget_tokens,
         threshold=limits.threshold,
         overall=score(results),
+        evidence_not_in_corpus=not_in_corpus,
         recall_tokens_p50=statistics.median(tokens),
         recall_tokens_p95=round(cuts[18], 1),
         by_category=_grouped(queries, results, lambda query: query.category),

@@ -360,9 +360,9 @@ def _plot_given(axis: Any, hybrid: ModeReport, given: ContextReport) -> None:
     )
     axis.axvline(len(given.by_category) + 0.5, color="grey", linewidth=0.8)
     axis.set_xticks(list(positions), [g[0] for g in groups], rotation=30, ha="right")
-    axis.set_ylim(0, 1)
+    axis.set_ylim(0, 1.15)  # room for the legend above the bars
     axis.set_title(
         "What the model is given: per category, then per conversation"
         f" (recall section p50 {given.recall_tokens_p50:g} tokens)"
     )
-    axis.legend(loc="lower left")
+    axis.legend(loc="upper left", ncols=2)
