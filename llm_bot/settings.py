@@ -221,8 +221,8 @@ class Settings(BaseSettings):
     retrieval_limit: Count = Field(5, alias="MEMORY_RETRIEVAL_LIMIT")
     retrieval_timeout_ms: Millis = Field(5000, alias="MEMORY_RETRIEVAL_TIMEOUT_MS")
     # The server ends any one statement of the memory pool past this (0: never). The slowest
-    # normal one, recall over 100k turns of one user, takes ~0.4 s at p95 on a loaded 2-core
-    # machine (docs/performance.md, "Per-user depth"); a commit may wait out `llm-bot reembed`'s
+    # normal one, recall of a user with 1M turns, takes ~20-30 ms at p95 on a 2-core machine
+    # (docs/performance.md, "Per-user depth"); a commit may wait out `llm-bot reembed`'s
     # switch, a few seconds. A retrieval statement that meets it costs the event that part of
     # its context, as any retrieval failure does.
     memory_statement_timeout_ms: NonNegative = Field(5000, alias="MEMORY_STATEMENT_TIMEOUT_MS")

@@ -35,7 +35,7 @@ its own.
 The statement is planned for its parameters on every call (``prepare=False``, ~1 ms): a
 prepared statement's generic plan assumes every user has ~200 turns, and for a user with 100k
 it read the whole history through the ``(user_id, created_at)`` index twice as slowly as the
-scan a plan for that user picks (docs/performance.md, "Per-user depth").
+scan a plan for that user picks (``llm-bot bench retrieval --depth-only``).
 """
 
 from __future__ import annotations

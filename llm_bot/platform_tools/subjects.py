@@ -25,7 +25,8 @@ So each argument that names a subject is **pinned**: removed from the schema the
   (``summarize_stream``'s ``filters``, which can name any channel).
 
 Which arguments those are comes from :data:`KNOWN`, the platform's tools by id, and for every
-other tool from its schema: a property named in :data:`SCHEMA_PINS`. A tool whose subject no
+other tool from its schema: a property whose name, in any case and without ``_`` or ``-``, is
+one of :data:`SCHEMA_PINS` (``userId``, ``user_id``, ``USER-ID`` alike). A tool whose subject no
 pin can confine (:data:`UNPINNABLE`: ``get_state`` reads any keys, ``propose_mutation`` writes
 them) is offered only when ``LLM_BOT_TOOLS_ALLOW`` names its id exactly; a glob such as
 ``mcp:*`` never offers it (:mod:`llm_bot.platform_tools.catalog`).
@@ -65,14 +66,16 @@ KNOWN: Mapping[str, Subjects] = {
 }
 UNPINNABLE = frozenset({"mcp:get_state", "mcp:propose_mutation"})
 SCHEMA_PINS: Mapping[str, Pin] = {
-    "userId": "user",
-    "user_id": "user",
-    "userID": "user",
+    "userid": "user",
     "egress": "egress",
     "channel": "channel",
-    "channelId": "channel",
-    "channel_id": "channel",
+    "channelid": "channel",
 }
+
+
+def _pin_name(name: str) -> str:
+    """A property's name as :data:`SCHEMA_PINS` spells it: spelling variants name one subject."""
+    return name.lower().replace("_", "").replace("-", "")
 
 
 def subjects_of(tool_id: str, schema: Mapping[str, Any]) -> Subjects:
@@ -81,9 +84,9 @@ def subjects_of(tool_id: str, schema: Mapping[str, Any]) -> Subjects:
         return Subjects(pinnable=False)
     properties = schema.get("properties")
     found = {
-        name: SCHEMA_PINS[name]
+        name: SCHEMA_PINS[_pin_name(name)]
         for name in (properties if isinstance(properties, Mapping) else ())
-        if name in SCHEMA_PINS
+        if _pin_name(name) in SCHEMA_PINS
     }
     known = KNOWN.get(tool_id, Subjects())
     return Subjects({**found, **known.pins})

@@ -52,6 +52,13 @@ def test_an_unknown_tool_is_pinned_by_the_names_of_its_schema() -> None:
     }  # fmt: skip
 
 
+def test_a_subject_is_found_whatever_its_names_case_and_separators() -> None:
+    names = ["UserId", "USER-ID", "Channel_ID", "channelID", "Egress", "userName"]
+    schema: dict[str, Any] = {"type": "object", "properties": {name: {} for name in names}}
+    subjects = subjects_of("mcp:shout", schema)
+    assert set(model_schema(schema, subjects)["properties"]) == {"userName"}
+
+
 def test_a_state_prefix_stays_within_the_requesters_facts() -> None:
     subjects = subjects_of("mcp:get_state_prefix", {"properties": {"prefix": {}}})
     assert model_schema({"properties": {"prefix": {}}}, subjects) == {"properties": {}}
