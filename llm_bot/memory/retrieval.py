@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from llm_bot.llm.messages import ChatMessage
+from llm_bot.memory.recall import RecalledTurn
 
 
 @dataclass(frozen=True)
@@ -18,11 +19,15 @@ class MemoryContext:
     """Every memory part of one prompt's context (notes, memories, recalled turns, the thread's
     window): messages to place between the system prompt and this run's messages, in order,
     and how many of each kind they hold. ``deep``: recall found the user deep, so the pair
-    this event writes enters recall's index (:mod:`llm_bot.db.turn_index`)."""
+    this event writes enters recall's index (:mod:`llm_bot.db.turn_index`). ``recalled``: the
+    older turns given, in the order shown; ``left_out``: recall's candidates not given, counted
+    by reason."""
 
     messages: tuple[ChatMessage, ...] = ()
     stats: dict[str, int] = field(default_factory=dict)
     deep: bool = False
+    recalled: tuple[RecalledTurn, ...] = ()
+    left_out: dict[str, int] = field(default_factory=dict)
 
 
 class MemoryRetriever(Protocol):
