@@ -5,13 +5,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from llm_bot.cli.support import UsageError, positive
 from llm_bot.settings import Settings
-from llm_bot_tools.cli.measurements import database_for_measurements, progress
+from llm_bot_tools.cli.measurements import database_for_measurements, number_list, progress
 
 if TYPE_CHECKING:  # the benches pull in the graph, memory and the local stack: load when run
     from llm_bot_tools.bench.retrieval import LatencyReport
@@ -162,26 +161,6 @@ def add_capacity_command(kinds: Any) -> None:
     capacity.add_argument("--plot", type=Path, help="write a PNG of storage against users here")
     capacity.add_argument("--json", action="store_true", help="print JSON")
     capacity.set_defaults(handler=run_capacity)
-
-
-N = TypeVar("N", int, float)
-
-
-def number_list(convert: Callable[[str], N], minimum: N, example: str) -> Callable[[str], list[N]]:
-    """An argparse type for comma-separated numbers of at least ``minimum``."""
-
-    def parse(text: str) -> list[N]:
-        try:
-            values = [convert(part) for part in text.split(",")]
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"expected numbers like {example}, got {text!r}"
-            ) from None
-        if any(value < minimum for value in values):
-            raise argparse.ArgumentTypeError(f"each value must be at least {minimum}")
-        return values
-
-    return parse
 
 
 sizes = number_list(int, 1, "10000,100000")
