@@ -13,13 +13,15 @@ thread's mark moved on from where the sweep read it, so two instances' sweeps mo
 and a job published twice (a crash between the two steps, two sweeps) has one key in the
 processed-events ledger.
 
-**A job, once.** The handler claims the job's ledger row, reads the window, asks the model
+**A job, once.** The handler reads the window, claims the job's ledger row, asks the model
 (:mod:`llm_bot.consolidation.derive`), and commits the writes with the row marked done in one
 transaction: a copy of the job finds the row done and is acked. A job of an erased thread or
-user finds no turns and records itself done. A failing model or an invalid reply releases the
-claim and nacks after a backoff (:func:`llm_bot.transport.ack.settle`), and on the last
-delivery attempt records the job failed and dead-letters it with the reason: no job is retried
-forever, and none waits on another.
+user finds no turns and is acked having written nothing; one erased while it runs finds its
+sources gone when it writes (:mod:`llm_bot.consolidation.derive`). A failing model or an
+invalid reply releases the claim and nacks after a backoff
+(:func:`llm_bot.transport.ack.settle`), and on the last delivery attempt records the job
+failed and dead-letters it with the reason: no job is retried forever, and none waits on
+another.
 
 **Never in the answer's way.** Jobs have their own subscription, flow control
 (``LLM_BOT_CONSOLIDATION_MAX_IN_FLIGHT``), model client and database pool, and their claim's
@@ -39,7 +41,7 @@ from psycopg.rows import dict_row, tuple_row
 
 from llm_bot.clock import utc_now
 from llm_bot.consolidation.derive import Consolidator, Planned
-from llm_bot.consolidation.extraction import InvalidOutput
+from llm_bot.consolidation.extraction import InvalidOutput, WindowTurn
 from llm_bot.consolidation.jobs import Job, decode_job, encode_job
 from llm_bot.db import processed_events
 from llm_bot.db.group_commit import LockKey, Work
@@ -134,6 +136,10 @@ class ConsolidationHandler:
     async def handle(self, delivery: Delivery) -> None:
         async with settle(delivery, self._dead_letter, self._stats):
             job = decode_job(delivery.data)
+            window = await self._consolidator.window(job)
+            if not window:  # erased or expired: nothing to derive from, nothing written
+                logger.info("consolidation job without turns", extra={"job": job.window})
+                return
             claimed = await processed_events.claim_or_wait(
                 self._transact, job.key, lease_s=self._lease_s, wait_s=self._lease_s
             )
@@ -143,7 +149,7 @@ class ConsolidationHandler:
             attempt = max(delivery.delivery_attempt, claimed.attempt)
             try:
                 async with asyncio.timeout(self._deadline_s):
-                    await self._work(job, claimed)
+                    await self._work(job, window, claimed)
             except BaseException as error:
                 await self._release(claimed)
                 if not isinstance(error, (ModelError, InvalidOutput, TimeoutError)):
@@ -154,13 +160,10 @@ class ConsolidationHandler:
                 await self._record_failure(job)
                 raise ConsolidationFailed(f"{reason} (attempt {attempt})") from error
 
-    async def _work(self, job: Job, claim: processed_events.Claim) -> None:
+    async def _work(
+        self, job: Job, window: list[WindowTurn], claim: processed_events.Claim
+    ) -> None:
         consolidator = self._consolidator
-        window = await consolidator.window(job)
-        if not window:  # erased, or expired: nothing to derive from
-            await self._transact(lambda c: self._record(c, claim, job, "SKIP"), ())
-            logger.info("consolidation job without turns", extra={"job": job.key.correlation_id})
-            return
         speakers = sorted({turn.user_id for turn in window if turn.role == "user"})
         known = await consolidator.known(job, speakers)
         derived, usage = await consolidator.derive(window, known, None)
