@@ -43,6 +43,7 @@ MAX_REPLY_CHARS = 4 * MAX_OUTPUT_TOKENS + 1000
 MIN_TURN_CHARS = 200
 # The existing memories shown per speaker, so a correction can name the one it supersedes.
 KNOWN_MEMORIES = 20
+TURNS_HEADER = "Turns of the conversation:"
 
 INSTRUCTIONS = f"""You consolidate a finished conversation into long-term memory.
 You are given the conversation's turns as JSON-quoted data, each with its id [t<seq>], its
@@ -101,7 +102,7 @@ def messages(
     (key, text). Each turn gets an equal share of :data:`MAX_INPUT_CHARS`, so a long window
     or a huge turn bounds the tokens sent."""
     share = max(MIN_TURN_CHARS, MAX_INPUT_CHARS // max(1, len(turns)))
-    lines = ["Turns:"]
+    lines = [TURNS_HEADER]
     for turn in turns:
         speaker = f"user {quoted(turn.user_id)}" if turn.role == "user" else "assistant"
         when = turn.created_at.isoformat(timespec="minutes")

@@ -52,12 +52,25 @@ def rows(bus: Bus, sql: str, *params: Any) -> list[dict[str, Any]]:
 
 
 def close_sessions(bus: Bus) -> None:
-    """Every thread's session silent since ``SHIFT`` ago: its turns and row moved back."""
+    """Every thread's session silent since ``SHIFT`` ago: its turns and row moved back (row by
+    row, with times computed here: Citus refuses ``created_at - interval`` in an UPDATE)."""
     with psycopg.connect(database_url(bus)) as connection:
-        connection.execute("UPDATE conversation_turns SET created_at = created_at - %s", (SHIFT,))
-        connection.execute(
-            "UPDATE conversation_threads SET last_turn_at = last_turn_at - %s", (SHIFT,)
-        )
+        for user_id, thread_id, seq, at in connection.execute(
+            "SELECT user_id, thread_id, seq, created_at FROM conversation_turns"
+        ).fetchall():
+            connection.execute(
+                "UPDATE conversation_turns SET created_at = %s"
+                " WHERE user_id = %s AND thread_id = %s AND seq = %s",
+                (at - SHIFT, user_id, thread_id, seq),
+            )
+        for tenant, thread_id, at in connection.execute(
+            "SELECT tenant, thread_id, last_turn_at FROM conversation_threads"
+        ).fetchall():
+            connection.execute(
+                "UPDATE conversation_threads SET last_turn_at = %s"
+                " WHERE tenant = %s AND thread_id = %s",
+                (at - SHIFT, tenant, thread_id),
+            )
 
 
 def extraction(facts: list[dict[str, Any]], summary: str | None = "Ada's move.") -> str:
