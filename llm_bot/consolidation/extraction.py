@@ -140,12 +140,9 @@ def parse(
         fact = _fact(raw, users_turns, known) if len(facts) < MAX_FACTS else None
         if fact is not None:
             facts.append(fact)
-    text = one_line(storable(summary)) if summary else ""
-    return Derivation(
-        tuple(facts),
-        capped(text, MAX_SUMMARY_CHARS) if text else None,
-        dropped=len(raw_facts) - len(facts),
-    )
+    # Cut, then made one line: the cut's marker breaks a line of its own.
+    text = one_line(capped(storable(summary), MAX_SUMMARY_CHARS)) if summary else ""
+    return Derivation(tuple(facts), text or None, dropped=len(raw_facts) - len(facts))
 
 
 def _fact(
