@@ -75,8 +75,8 @@ class Settings(BaseSettings):
     require_dead_letter_policy: bool = Field(False, alias="LLM_BOT_REQUIRE_DEAD_LETTER_POLICY")
 
     # --- memory consolidation (llm_bot/consolidation; README, "Memory consolidation") --------
-    # Off by default: it spends a model call per closed session and needs its topic and
-    # subscription on the bus (deploy/pubsub.sh --consolidation) before a worker turns it on.
+    # Off by default: it spends a model call per closed session, and its topic and
+    # subscription must exist on the bus before a worker turns it on.
     consolidation: bool = Field(False, alias="LLM_BOT_CONSOLIDATION")
     consolidation_topic: str = Field(
         "internal.llmbot.consolidate.v1", alias="LLM_BOT_CONSOLIDATION_TOPIC"

@@ -17,6 +17,7 @@ import signal
 from types import TracebackType
 from typing import Any, Self
 
+from google.cloud.pubsub_v1 import SubscriberClient
 from prometheus_client import CollectorRegistry
 from psycopg_pool import AsyncConnectionPool
 
@@ -41,7 +42,7 @@ from llm_bot.transport.consolidation import ConsolidationHandler, Sweeper
 from llm_bot.transport.handler import EventHandler
 from llm_bot.transport.publisher import EventPublisher, Publisher
 from llm_bot.transport.stats import WorkerStats
-from llm_bot.transport.subscriber import StreamingSubscriber
+from llm_bot.transport.subscriber import Handler, StreamingSubscriber
 from llm_bot.worker.exit_deadline import exit_after
 from llm_bot.worker.health import HealthServer
 from llm_bot.worker.preflight import dead_letter_problem
@@ -109,26 +110,15 @@ class Worker:
         resources.push_async_callback(health.close)
         lag_probe = asyncio.create_task(watch_loop_lag(), name="loop-lag")
         resources.push_async_callback(cancel_and_wait, lag_probe)
-        client = subscriber_client(settings.pubsub_emulator_host)
-        path = client.subscription_path(
-            settings.google_cloud_project, prefixed(settings.subscription, settings.bus_prefix)
-        )
+        client, path = subscription_of(settings, settings.subscription)
         problem = await dead_letter_problem(client, path, settings.max_delivery_attempts)
         if problem is not None and settings.require_dead_letter_policy:
             raise WorkerError(f"{problem} (LLM_BOT_REQUIRE_DEAD_LETTER_POLICY is set)")
         if problem is not None:
             logger.warning("subscription check: %s", problem)
-        self._subscriber = StreamingSubscriber(
-            client,
-            path,
-            handler.handle,
-            max_in_flight=settings.max_in_flight,
-            max_message_bytes=settings.max_message_bytes,
-            lease_extension_s=settings.lease_extension_s,
+        self._subscriber = start_pulling(
+            settings, client, path, handler.handle, settings.max_in_flight, resources
         )
-        resources.push_async_callback(asyncio.to_thread, self._subscriber.close)
-        self._subscriber.start()
-        logger.info("worker pulling from %s", path)
         if settings.consolidation:
             self._consolidating = await open_consolidation(
                 settings, publisher, self.stats, resources
@@ -177,7 +167,8 @@ class Worker:
             logger.info("stopping: %d event(s) in flight", in_flight)
             finished, cancelled = await subscriber.stop(self._settings.shutdown_grace_s)
         if self._consolidating is not None:  # a job handed back is delivered again
-            await self._consolidating.stop(self._settings.shutdown_grace_s)
+            jobs = await self._consolidating.stop(self._settings.shutdown_grace_s)
+            logger.info("consolidation stopped: %d job(s) finished, %d handed back", *jobs)
         await self._resources.aclose()
         logger.info(
             "worker stopped: %d in-flight finished, %d handed back; counts %s",
@@ -294,22 +285,41 @@ async def open_consolidation(
         publisher=publisher,
         stats=stats,
     )
+    client, path = subscription_of(settings, settings.consolidation_subscription)
+    return start_pulling(
+        settings, client, path, handler.handle, settings.consolidation_max_in_flight, resources
+    )
+
+
+def subscription_of(settings: Settings, name: str) -> tuple[SubscriberClient, str]:
+    """A client of its own for the subscription ``name`` (prefixed), and its path."""
     client = subscriber_client(settings.pubsub_emulator_host)
     path = client.subscription_path(
-        settings.google_cloud_project,
-        prefixed(settings.consolidation_subscription, settings.bus_prefix),
+        settings.google_cloud_project, prefixed(name, settings.bus_prefix)
     )
+    return client, path
+
+
+def start_pulling(
+    settings: Settings,
+    client: SubscriberClient,
+    path: str,
+    handle: Handler,
+    max_in_flight: int,
+    resources: contextlib.AsyncExitStack,
+) -> StreamingSubscriber:
+    """Pull ``path`` into ``handle``, ``max_in_flight`` at once, until ``resources`` close."""
     subscriber = StreamingSubscriber(
         client,
         path,
-        handler.handle,
-        max_in_flight=settings.consolidation_max_in_flight,
+        handle,
+        max_in_flight=max_in_flight,
         max_message_bytes=settings.max_message_bytes,
         lease_extension_s=settings.lease_extension_s,
     )
     resources.push_async_callback(asyncio.to_thread, subscriber.close)
     subscriber.start()
-    logger.info("consolidation pulling from %s", path)
+    logger.info("worker pulling from %s", path)
     return subscriber
 
 
