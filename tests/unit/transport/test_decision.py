@@ -20,8 +20,8 @@ from llm_bot.events.models import StepError
 from llm_bot.events.routing import RoutingError
 from llm_bot.graph.nodes.build_candidate import EmptyReply
 from llm_bot.llm import errors as model_errors
-from llm_bot.transport.decision import Answered, Decision, HandlingResult, Mark, decide
 from llm_bot.transport.consolidation import ConsolidationFailed
+from llm_bot.transport.decision import Answered, Decision, HandlingResult, Mark, decide
 from llm_bot.transport.handler import AttemptsExhausted
 from llm_bot.transport.publisher import PublishFailed, PublishRejected
 from llm_bot_tools.local.prompt_events import prompt_event
