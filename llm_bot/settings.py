@@ -76,7 +76,8 @@ class Settings(BaseSettings):
 
     # --- memory consolidation (llm_bot/consolidation; README, "Memory consolidation") --------
     # Off by default: it spends a model call per closed session, and its topic and
-    # subscription must exist on the bus before a worker turns it on.
+    # subscription must exist on the bus (deploy/pubsub.sh makes them) before a worker turns
+    # it on.
     consolidation: bool = Field(False, alias="LLM_BOT_CONSOLIDATION")
     consolidation_topic: str = Field(
         "internal.llmbot.consolidate.v1", alias="LLM_BOT_CONSOLIDATION_TOPIC"
