@@ -74,6 +74,29 @@ class Settings(BaseSettings):
     max_slip_steps: Count = Field(32, alias="LLM_BOT_MAX_SLIP_STEPS")
     require_dead_letter_policy: bool = Field(False, alias="LLM_BOT_REQUIRE_DEAD_LETTER_POLICY")
 
+    # --- memory consolidation (llm_bot/consolidation; README, "Memory consolidation") --------
+    # Off by default: it spends a model call per closed session, and its topic and
+    # subscription must exist on the bus (deploy/pubsub.sh makes them) before a worker turns
+    # it on.
+    consolidation: bool = Field(False, alias="LLM_BOT_CONSOLIDATION")
+    consolidation_topic: str = Field(
+        "internal.llmbot.consolidate.v1", alias="LLM_BOT_CONSOLIDATION_TOPIC"
+    )
+    consolidation_subscription: str = Field(
+        "internal.llmbot.consolidate.v1.llm-bot", alias="LLM_BOT_CONSOLIDATION_SUBSCRIPTION"
+    )
+    consolidation_model: str | None = Field(None, alias="LLM_BOT_CONSOLIDATION_MODEL")
+    consolidation_max_in_flight: Count = Field(2, alias="LLM_BOT_CONSOLIDATION_MAX_IN_FLIGHT")
+    consolidation_sweep_s: Annotated[float, Field(gt=0)] = Field(
+        30.0, alias="LLM_BOT_CONSOLIDATION_SWEEP_S"
+    )
+    consolidation_turn_cap: Annotated[int, Field(ge=2)] = Field(
+        40, alias="LLM_BOT_CONSOLIDATION_TURN_CAP"
+    )
+    consolidation_deadline_s: Annotated[float, Field(gt=0)] = Field(
+        120.0, alias="LLM_BOT_CONSOLIDATION_DEADLINE_S"
+    )
+
     # --- database --------------------------------------------------------------------------
     database_url: SecretStr | None = Field(None, alias="DATABASE_URL")
     commit_max_batch: Count = Field(32, alias="LLM_BOT_COMMIT_MAX_BATCH")

@@ -162,3 +162,6 @@ MISSING_VECTORS = (
 
 # A user's rows, as erasure deletes and export reads them (:mod:`llm_bot.lifecycle.erasure`).
 ROWS_OF_USER = "FROM memories WHERE user_id = %(user)s"
+# The memories consolidation derived from a thread's turns (:mod:`llm_bot.consolidation` names
+# the thread in their metadata), which go when the thread is forgotten, as its turns do.
+DERIVED_OF_THREAD = "FROM memories WHERE metadata->>'derivedFrom' = %(thread)s"

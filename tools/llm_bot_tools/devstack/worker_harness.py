@@ -118,6 +118,13 @@ class Bus:
             output_topics=[self.next_topic, self.egress_topic],
             **topology_options,
         )
+        # Consolidation's jobs go to a topic of their own, worked off its own subscription.
+        self.consolidation_topology = emulator.create_topology(
+            input_topic=f"{prefix}-consolidate",
+            subscription=f"{prefix}-consolidate-sub",
+            deadletter_topic=f"{prefix}-dlq",
+            **topology_options,
+        )
         # Ordering on, so a test may publish with ordering keys as an upstream service would.
         self.clients = PubSubClients(
             publisher_client(emulator.host, ordering=True), subscriber_client(emulator.host)
@@ -127,6 +134,8 @@ class Bus:
             "LLM_BOT_INPUT_TOPIC": f"{prefix}-in",
             "LLM_BOT_SUBSCRIPTION": f"{prefix}-sub",
             "LLM_BOT_DEADLETTER_TOPIC": f"{prefix}-dlq",
+            "LLM_BOT_CONSOLIDATION_TOPIC": f"{prefix}-consolidate",
+            "LLM_BOT_CONSOLIDATION_SUBSCRIPTION": f"{prefix}-consolidate-sub",
             **environment,
         }
 
@@ -153,6 +162,12 @@ class Bus:
         future = self.clients.publisher.publish(
             self.topology.input_topic, data, ordering_key=ordering_key, **attributes
         )
+        message_id: str = future.result(timeout=30)
+        return message_id
+
+    def publish_job(self, data: bytes) -> str:
+        """Publish to the consolidation topic, as the sweep does (a copy of a job, say)."""
+        future = self.clients.publisher.publish(self.consolidation_topology.input_topic, data)
         message_id: str = future.result(timeout=30)
         return message_id
 
