@@ -192,6 +192,11 @@ DELETE FROM processed_events p USING (
 # Erasure's and export's rows (:mod:`llm_bot.lifecycle.erasure`): a user's records, a thread's,
 # and the keys of a thread's (its tool calls name their event, not their thread).
 ROWS_OF_USER = "FROM processed_events WHERE user_id = %(user)s"
+# The user's newest events, as the operator console lists them.
+RECENT_OF_USER = (
+    "SELECT correlation_id, step_key, thread_id, outcome, published, claimed_at, stored_at"
+    f" {ROWS_OF_USER} ORDER BY claimed_at DESC LIMIT %(limit)s"
+)
 ROWS_OF_THREAD = "FROM processed_events WHERE thread_id = %(thread)s"
 EVENTS_OF_THREAD = (
     "SELECT user_id, correlation_id, step_key FROM processed_events WHERE thread_id = %(thread)s"

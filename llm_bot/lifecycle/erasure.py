@@ -2,7 +2,8 @@
 table we own, deleted in one transaction, and how many rows went from each table.
 
 A user's rows are found by what names them: ``user_id`` (memories and their versions, turns
-and their copies in shared channels' windows, notes, processed-event records, tool calls) and
+and their copies in shared channels' windows, notes, processed-event records, tool calls, the
+operator console's record of who viewed them) and
 the rows of the user's direct-message threads (:data:`llm_bot.memory.turns.THREADS_OF_USER`).
 A shared thread's row is the room's, so it stays, with the other speakers' turns.
 
@@ -20,7 +21,7 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from llm_bot.db import processed_events
+from llm_bot.db import console_views, processed_events
 from llm_bot.memory import memories, notes_store, turns, versions
 from llm_bot.platform_tools import ledger
 
@@ -35,6 +36,7 @@ USER_ROWS: tuple[tuple[str, str], ...] = (
     ("agent_notes", notes_store.ROWS_OF_USER),
     ("processed_events", processed_events.ROWS_OF_USER),
     ("tool_calls", ledger.ROWS_OF_USER),
+    ("console_views", console_views.ROWS_OF_USER),
 )
 
 # A thread's tool calls are found through its event records, so they go before the records.

@@ -152,11 +152,26 @@ class PostgresMemoryRetriever:
     ) -> MemoryContext:
         failed: list[str] = []
         parts = await self._parts(user_id, thread_id, query, include_private, failed)
-        budget = self._limits.max_context_tokens - approx_tokens(query)
-        context = assemble(parts, self._limits, budget, requester=user_id, shared=shared)
+        context = assemble(
+            parts, self._limits, self._budget(query), requester=user_id, shared=shared
+        )
         if failed:
             context.stats["retrievalFailed"] = len(failed)
         return context
+
+    async def consider(
+        self, user_id: str, thread_id: str, query: str, *, private: bool
+    ) -> tuple[Parts, Selection, list[str]]:
+        """What :meth:`retrieve` would find for ``query`` and what of it would enter the
+        prompt, with the parts that failed: the operator console's "try a recall" shows the
+        worker's own decision, not a copy of it."""
+        failed: list[str] = []
+        include_private = private or self._limits.private_in_public
+        parts = await self._parts(user_id, thread_id, query, include_private, failed)
+        return parts, select(parts, self._limits, self._budget(query)), failed
+
+    def _budget(self, query: str) -> int:
+        return self._limits.max_context_tokens - approx_tokens(query)
 
     async def _parts(
         self, user_id: str, thread_id: str, query: str, include_private: bool, failed: list[str]
@@ -277,16 +292,15 @@ def assemble(
 ) -> MemoryContext:
     """The memory context for ``requester``, asking in a thread that is ``shared`` (not a DM)
     or not, within ``budget`` tokens."""
-    notes = notes_block(parts.notes)
-    used: dict[str, int] = {"notes": approx_tokens(notes), "memories": 0, "recall": 0}
-    window = _newest_pairs_within(parts.window, budget - used["notes"])
-    used["window"] = sum(approx_tokens(turn.content) for turn in window)
-    memories, recalled = _by_relevance_within(
-        parts.memories,
-        parts.recalled,
-        budget - used["notes"] - used["window"],
-        limits.memory_budget_tokens,
+    chosen = select(parts, limits, budget)
+    notes, window, memories, recalled = (
+        chosen.notes,
+        chosen.window,
+        chosen.memories,
+        chosen.recalled,
     )
+    used: dict[str, int] = {"notes": approx_tokens(notes), "memories": 0, "recall": 0}
+    used["window"] = sum(approx_tokens(turn.content) for turn in window)
     blocks = [SHARED_CHANNEL.format(requester=quoted(requester))] if shared else []
     blocks += [notes] if notes else []
     if memories:
@@ -310,6 +324,29 @@ def assemble(
         **{f"{part}Tokens": tokens for part, tokens in used.items()},
     }
     return MemoryContext(tuple(messages), stats, deep=parts.deep)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What of the parts enters the prompt within the budget: the notes block, the window's
+    newest pairs, and memories and recalled turns by relevance."""
+
+    notes: str
+    window: list[Turn]
+    memories: list[MemoryHit]
+    recalled: list[RecalledTurn]
+
+
+def select(parts: Parts, limits: ContextLimits, budget: int) -> Selection:
+    """The notes first, then the window from its newest pair back, then memories and recalled
+    turns together by relevance, each within what ``budget`` has left."""
+    notes = notes_block(parts.notes)
+    window = _newest_pairs_within(parts.window, budget - approx_tokens(notes))
+    left = budget - approx_tokens(notes) - sum(approx_tokens(turn.content) for turn in window)
+    memories, recalled = _by_relevance_within(
+        parts.memories, parts.recalled, left, limits.memory_budget_tokens
+    )
+    return Selection(notes, window, memories, recalled)
 
 
 def memory_cost(content: str) -> int:

@@ -299,6 +299,18 @@ TURNS_OF_THREAD = "FROM conversation_turns WHERE thread_id = %(thread)s"
 CHANNEL_TURNS_OF_THREAD = "FROM channel_turns WHERE thread_id = %(thread)s"
 THREAD_ROW = "FROM conversation_threads WHERE tenant = %(tenant)s AND thread_id = %(thread_id)s"
 
+# The operator console (:mod:`llm_bot.console`): a user's newest turns, from every thread, and
+# the users whose id starts with a prefix (the ids in [start, end), read in the order of the
+# ``(user_id, created_at)`` index, so a search reads the matching users' turns and stops).
+RECENT_TURNS_OF_USER = (
+    f"SELECT thread_id, seq, role, content, visibility, created_at {TURNS_OF_USER}"
+    " ORDER BY created_at DESC, seq DESC LIMIT %(limit)s"
+)
+USERS_BETWEEN = (
+    "SELECT user_id FROM conversation_turns WHERE user_id >= %(start)s AND user_id < %(end)s"
+    " GROUP BY user_id ORDER BY user_id LIMIT %(limit)s"
+)
+
 
 def thread_row(thread_id: str) -> dict[str, str]:
     """The parameters that name a thread's row in these statements: its id and its tenant (a

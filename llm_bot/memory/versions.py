@@ -48,6 +48,11 @@ DELETE FROM memory_versions mv USING (
 
 # A user's rows, as erasure deletes and export reads them (:mod:`llm_bot.lifecycle.erasure`).
 ROWS_OF_USER = "FROM memory_versions WHERE user_id = %(user)s"
+# Every earlier text of the user's memories (the operator console shows them by memory).
+VERSIONS_OF_USER = (
+    f"SELECT key, version, content, metadata, visibility, valid_from, valid_to {ROWS_OF_USER}"
+    " ORDER BY key, version"
+)
 
 
 @dataclass(frozen=True)
