@@ -4,7 +4,8 @@ table we own, deleted in one transaction, and how many rows went from each table
 A user's rows are found by what names them: ``user_id`` (memories and their versions, turns
 and their copies in shared channels' windows, notes, processed-event records, tool calls,
 answers' explanations) and the rows of the user's direct-message threads
-(:data:`llm_bot.memory.turns.THREADS_OF_USER`). A shared thread's row is the room's, so it stays, with the other speakers' turns.
+(:data:`llm_bot.memory.turns.THREADS_OF_USER`). A shared thread's row is the room's, so it
+stays, with the other speakers' turns.
 
 A table added later must be added to :data:`USER_ROWS`, with its rows from the table's owner
 (tests/unit/test_table_owners.py): the erasure test scans every column of
