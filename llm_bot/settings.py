@@ -190,6 +190,8 @@ class Settings(BaseSettings):
     risk_response_mode: Literal["refuse", "safe-complete"] = Field(
         "refuse", alias="LLM_BOT_RISK_RESPONSE_MODE"
     )
+    # --- explanations (llm_bot/explanation) ------------------------------------------------
+    explanations: bool = Field(True, alias="LLM_BOT_EXPLANATIONS")
 
     # --- in-run working set ----------------------------------------------------------------
     memory_max_messages: Count = Field(8, alias="LLM_BOT_MEMORY_MAX_MESSAGES")

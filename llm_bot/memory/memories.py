@@ -162,3 +162,8 @@ MISSING_VECTORS = (
 
 # A user's rows, as erasure deletes and export reads them (:mod:`llm_bot.lifecycle.erasure`).
 ROWS_OF_USER = "FROM memories WHERE user_id = %(user)s"
+
+# An explanation's memories as they are now (:mod:`llm_bot.explanation.store`), by key.
+CURRENT_OF_KEYS = """
+SELECT key, content, updated_at FROM memories WHERE user_id = %(user)s AND key = ANY(%(keys)s)
+"""

@@ -294,6 +294,14 @@ MISSING_VECTORS = (
 # every speaker's, its window's copies and its row.
 TURNS_OF_USER = "FROM conversation_turns WHERE user_id = %(user)s"
 CHANNEL_TURNS_OF_USER = "FROM channel_turns WHERE user_id = %(user)s"
+
+# An explanation's turns by id (:mod:`llm_bot.explanation.store`), whoever spoke them: a shared
+# channel's window cites other speakers' turns. An operator's read, so every shard is asked.
+TURNS_BY_ID = """
+SELECT t.thread_id, t.seq, t.content FROM conversation_turns t
+  JOIN unnest(%(threads)s::text[], %(seqs)s::bigint[]) AS id(thread_id, seq)
+    ON t.thread_id = id.thread_id AND t.seq = id.seq
+"""
 THREADS_OF_USER = "FROM conversation_threads WHERE tenant = %(user)s AND thread_id <> tenant"
 TURNS_OF_THREAD = "FROM conversation_turns WHERE thread_id = %(thread)s"
 CHANNEL_TURNS_OF_THREAD = "FROM channel_turns WHERE thread_id = %(thread)s"

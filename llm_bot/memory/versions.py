@@ -54,6 +54,13 @@ VERSIONS_OF_USER = (
     " ORDER BY key, version"
 )
 
+# An explanation's memories' earlier texts (:mod:`llm_bot.explanation.store`): the one written
+# at a memory's time is the version the answer saw, the count numbers the current one.
+VERSIONS_OF_KEYS = """
+SELECT key, version, content, valid_from FROM memory_versions
+ WHERE user_id = %(user)s AND key = ANY(%(keys)s)
+"""
+
 
 @dataclass(frozen=True)
 class Version:

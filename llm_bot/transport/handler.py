@@ -233,12 +233,16 @@ class EventHandler:
 
             with metrics.timed(metrics.stage_duration, {"stage": "commit"}):
                 writes = await self._answerer.prepare(answer)
+                explained = answer.explanation
+                explanation = None if explained is None else explained.to_json()
 
                 async def work(connection: AsyncConnection[Any]) -> None:
                     # The store first: its statement also takes the embedding space's guard,
                     # which must come before the memory writes touch a table the re-embedding
-                    # alters.
-                    space = await processed_events.store_output(connection, claimed, output)
+                    # alters; it stores the answer's explanation too.
+                    space = await processed_events.store_output(
+                        connection, claimed, output, explanation
+                    )
                     await writes.apply(connection, space)
 
                 keys = [processed_events.row_key(claimed.key), *writes.keys]

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 from typing import Any
 
 from langgraph.runtime import Runtime
 
+from llm_bot.explanation.record import ContextSources
 from llm_bot.graph.state import GraphContext, GraphState
 from llm_bot.memory.retrieval import MemoryContext
 
@@ -37,4 +39,12 @@ async def retrieve_memories(state: GraphState, runtime: Runtime[GraphContext]) -
         )
         memory_context = MemoryContext(stats={"retrievalFailed": 1})
     state["writes"].index_turns = memory_context.deep
-    return {"memory_context": memory_context}
+    update: dict[str, Any] = {"memory_context": memory_context}
+    if "explanation" in state:
+        update["explanation"] = replace(state["explanation"], context=sources_of(memory_context))
+    return update
+
+
+def sources_of(memory_context: MemoryContext) -> ContextSources:
+    """What the memory context cites, as an explanation records it."""
+    return ContextSources(failed=memory_context.stats.get("retrievalFailed", 0))
