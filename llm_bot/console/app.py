@@ -30,6 +30,7 @@ from llm_bot.console import display
 from llm_bot.console.auth import Authenticator, Operator, authenticated
 from llm_bot.console.reads import MODES, try_recall, user_data, users_starting
 from llm_bot.db.console_views import record_view
+from llm_bot.explanation.store import explanation_for
 from llm_bot.memory.context import ContextLimits, PostgresMemoryRetriever
 from llm_bot.memory.store import MemoryStore
 
@@ -126,10 +127,28 @@ def console_app(console: Console) -> ASGIApp:
             trial=trial,
         )
 
+    async def event(request: Request) -> Response:
+        user_id = await viewed(request, "event")
+        correlation_id = request.query_params.get("correlation", "")
+        if not user_id or not correlation_id:
+            return PlainTextResponse("which event? (?id=USER&correlation=ID)", status_code=400)
+        async with console.store.connection() as connection:
+            explanation = await explanation_for(
+                connection, correlation_id, user_id=user_id, agent=console.agent
+            )
+        return render(
+            "event.html",
+            request.state.operator,
+            user_id=user_id,
+            correlation_id=correlation_id,
+            explanation=explanation,
+        )
+
     routes = [
         Route("/", find),
         Route("/user", user),
         Route("/recall", recall_page),
+        Route("/event", event),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     app = Starlette(routes=routes)

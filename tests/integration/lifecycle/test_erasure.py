@@ -47,6 +47,11 @@ def fill(url: str) -> None:
                 "INSERT INTO agent_notes (user_id, agent_name, content) VALUES (%s, 'bot', 'n')",
                 (user,),
             )
+            db.execute(
+                "INSERT INTO console_views (user_id, viewed_at, viewer, page)"
+                " VALUES (%s, now(), 'token:ops', 'user')",
+                (user,),
+            )
             for seq, thread in enumerate([SHARED, *THREADS[user]]):
                 db.execute(
                     "INSERT INTO conversation_turns (thread_id, seq, user_id, session_id,"
@@ -87,6 +92,7 @@ def owners(url: str) -> dict[str, set[str]]:
             "memories": {r[0] for r in db.execute("SELECT user_id FROM memories")},
             "versions": {r[0] for r in db.execute("SELECT user_id FROM memory_versions")},
             "tool calls": {r[0] for r in db.execute("SELECT DISTINCT user_id FROM tool_calls")},
+            "views": {r[0] for r in db.execute("SELECT DISTINCT user_id FROM console_views")},
         }
 
 
@@ -104,6 +110,8 @@ async def test_forget_user_takes_exactly_their_rows(fresh_database_url: str, gon
         "agent_notes": 1,
         "processed_events": 3,
         "tool_calls": 6,
+        "answer_explanations": 0,
+        "console_views": 1,
     }
     kept = [user for user in USERS if user != gone]
     assert owners(fresh_database_url) == {
@@ -115,6 +123,7 @@ async def test_forget_user_takes_exactly_their_rows(fresh_database_url: str, gon
         "memories": set(kept),
         "versions": set(kept),
         "tool calls": set(kept),
+        "views": set(kept),
     }
 
 
@@ -129,6 +138,7 @@ async def test_forget_thread_takes_every_speakers_turns_there_only(fresh_databas
         "conversation_threads": 1,
         "tool_calls": 2 * everyone,
         "processed_events": everyone,
+        "answer_explanations": 0,
     }
     left = owners(fresh_database_url)
     assert SHARED not in left["threads"]
