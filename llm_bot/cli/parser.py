@@ -15,8 +15,8 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 
-from llm_bot.cli.failures import masked, report_failure, secrets_of
 from llm_bot.cli.explain import add_explain_command
+from llm_bot.cli.failures import masked, report_failure, secrets_of
 from llm_bot.cli.lifecycle import add_lifecycle_commands
 from llm_bot.cli.memories import add_memory_commands
 from llm_bot.cli.personalities import add_personality_commands

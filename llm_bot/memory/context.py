@@ -27,7 +27,7 @@ import asyncio
 import logging
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TypeVar
 
@@ -38,7 +38,7 @@ from llm_bot.memory.history import Turn, read_window, window_of, window_params, 
 from llm_bot.memory.long_term import render_memories
 from llm_bot.memory.notes_store import NOTES_SQL, Notes, notes_of
 from llm_bot.memory.recall import NO_RECALL, Recall, RecalledTurn, recall
-from llm_bot.memory.retrieval import MemoryContext
+from llm_bot.memory.retrieval import Chosen, MemoryContext
 from llm_bot.memory.search import MemoryHit
 from llm_bot.memory.store import MemoryStore
 from llm_bot.memory.validation import approx_tokens
@@ -113,6 +113,7 @@ class Parts:
     window: list[Turn]
     recalled: list[RecalledTurn]
     deep: bool = False  # recall found the user deep: the event's pair enters the recall index
+    left_out: dict[str, int] = field(default_factory=dict)  # candidates dropped, by reason
 
 
 class PostgresMemoryRetriever:
@@ -302,6 +303,15 @@ def assemble(
     messages += [_window_message(turn, shared) for turn in window]
     logger.debug("context assembled", extra={"contextTokens": used})  # also a metric
     _record(memories, recalled, window, used)
+    found = len(parts.memories) + len(parts.recalled) + len(parts.window) // 2
+    kept = len(memories) + len(recalled) + len(window) // 2
+    chosen = Chosen(
+        parts.notes if notes else "",
+        tuple(memories),
+        tuple(recalled),
+        tuple(window),
+        {"over_budget": found - kept, **parts.left_out},
+    )
     stats = {
         "memoriesFound": len(parts.memories),
         "memoriesInjected": len(memories),
@@ -309,7 +319,7 @@ def assemble(
         "windowPairs": len(window) // 2,
         **{f"{part}Tokens": tokens for part, tokens in used.items()},
     }
-    return MemoryContext(tuple(messages), stats, deep=parts.deep)
+    return MemoryContext(tuple(messages), stats, deep=parts.deep, chosen=chosen)
 
 
 def memory_cost(content: str) -> int:
