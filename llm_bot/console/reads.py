@@ -57,6 +57,7 @@ class Trial:
     memories: list[Candidate]
     recalled: list[Candidate]
     window_turns: int
+    left_out: dict[str, int]
     failed: list[str]
 
 
@@ -146,6 +147,7 @@ async def try_recall(
         _ranked(memories),
         _ranked(recalled),
         len(chosen.window),
+        {reason: count for reason, count in chosen.left_out.items() if count},
         failed,
     )
 

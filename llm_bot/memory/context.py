@@ -27,7 +27,7 @@ import asyncio
 import logging
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TypeVar
 
@@ -38,7 +38,7 @@ from llm_bot.memory.history import Turn, read_window, window_of, window_params, 
 from llm_bot.memory.long_term import render_memories
 from llm_bot.memory.notes_store import NOTES_SQL, Notes, notes_of
 from llm_bot.memory.recall import NO_RECALL, Recall, RecalledTurn, recall
-from llm_bot.memory.retrieval import MemoryContext
+from llm_bot.memory.retrieval import Chosen, MemoryContext
 from llm_bot.memory.search import MemoryHit
 from llm_bot.memory.store import MemoryStore
 from llm_bot.memory.validation import approx_tokens
@@ -113,6 +113,7 @@ class Parts:
     window: list[Turn]
     recalled: list[RecalledTurn]
     deep: bool = False  # recall found the user deep: the event's pair enters the recall index
+    left_out: dict[str, int] = field(default_factory=dict)  # candidates dropped, by reason
 
 
 class PostgresMemoryRetriever:
@@ -150,10 +151,8 @@ class PostgresMemoryRetriever:
     async def _retrieve(
         self, user_id: str, thread_id: str, query: str, *, include_private: bool, shared: bool
     ) -> MemoryContext:
-        failed: list[str] = []
-        parts = await self._parts(user_id, thread_id, query, include_private, failed)
-        context = assemble(
-            parts, self._limits, self._budget(query), requester=user_id, shared=shared
+        _, context, failed = await self._assembled(
+            user_id, thread_id, query, include_private, shared
         )
         if failed:
             context.stats["retrievalFailed"] = len(failed)
@@ -161,17 +160,24 @@ class PostgresMemoryRetriever:
 
     async def consider(
         self, user_id: str, thread_id: str, query: str, *, private: bool
-    ) -> tuple[Parts, Selection, list[str]]:
-        """What :meth:`retrieve` would find for ``query`` and what of it would enter the
-        prompt, with the parts that failed: the operator console's "try a recall" shows the
-        worker's own decision, not a copy of it."""
-        failed: list[str] = []
+    ) -> tuple[Parts, Chosen, list[str]]:
+        """What :meth:`retrieve` would find for ``query``, what of it would enter the prompt,
+        and the parts that failed: the operator console's "try a recall" shows the worker's
+        own decision, not a copy of it."""
         include_private = private or self._limits.private_in_public
-        parts = await self._parts(user_id, thread_id, query, include_private, failed)
-        return parts, select(parts, self._limits, self._budget(query)), failed
+        parts, context, failed = await self._assembled(
+            user_id, thread_id, query, include_private, not private
+        )
+        return parts, context.chosen, failed
 
-    def _budget(self, query: str) -> int:
-        return self._limits.max_context_tokens - approx_tokens(query)
+    async def _assembled(
+        self, user_id: str, thread_id: str, query: str, include_private: bool, shared: bool
+    ) -> tuple[Parts, MemoryContext, list[str]]:
+        failed: list[str] = []
+        parts = await self._parts(user_id, thread_id, query, include_private, failed)
+        budget = self._limits.max_context_tokens - approx_tokens(query)
+        context = assemble(parts, self._limits, budget, requester=user_id, shared=shared)
+        return parts, context, failed
 
     async def _parts(
         self, user_id: str, thread_id: str, query: str, include_private: bool, failed: list[str]
@@ -292,15 +298,16 @@ def assemble(
 ) -> MemoryContext:
     """The memory context for ``requester``, asking in a thread that is ``shared`` (not a DM)
     or not, within ``budget`` tokens."""
-    chosen = select(parts, limits, budget)
-    notes, window, memories, recalled = (
-        chosen.notes,
-        chosen.window,
-        chosen.memories,
-        chosen.recalled,
-    )
+    notes = notes_block(parts.notes)
     used: dict[str, int] = {"notes": approx_tokens(notes), "memories": 0, "recall": 0}
+    window = _newest_pairs_within(parts.window, budget - used["notes"])
     used["window"] = sum(approx_tokens(turn.content) for turn in window)
+    memories, recalled = _by_relevance_within(
+        parts.memories,
+        parts.recalled,
+        budget - used["notes"] - used["window"],
+        limits.memory_budget_tokens,
+    )
     blocks = [SHARED_CHANNEL.format(requester=quoted(requester))] if shared else []
     blocks += [notes] if notes else []
     if memories:
@@ -316,6 +323,15 @@ def assemble(
     messages += [_window_message(turn, shared) for turn in window]
     logger.debug("context assembled", extra={"contextTokens": used})  # also a metric
     _record(memories, recalled, window, used)
+    found = len(parts.memories) + len(parts.recalled) + len(parts.window) // 2
+    kept = len(memories) + len(recalled) + len(window) // 2
+    chosen = Chosen(
+        parts.notes if notes else "",
+        tuple(memories),
+        tuple(recalled),
+        tuple(window),
+        {"over_budget": found - kept, **parts.left_out},
+    )
     stats = {
         "memoriesFound": len(parts.memories),
         "memoriesInjected": len(memories),
@@ -323,30 +339,7 @@ def assemble(
         "windowPairs": len(window) // 2,
         **{f"{part}Tokens": tokens for part, tokens in used.items()},
     }
-    return MemoryContext(tuple(messages), stats, deep=parts.deep)
-
-
-@dataclass(frozen=True)
-class Selection:
-    """What of the parts enters the prompt within the budget: the notes block, the window's
-    newest pairs, and memories and recalled turns by relevance."""
-
-    notes: str
-    window: list[Turn]
-    memories: list[MemoryHit]
-    recalled: list[RecalledTurn]
-
-
-def select(parts: Parts, limits: ContextLimits, budget: int) -> Selection:
-    """The notes first, then the window from its newest pair back, then memories and recalled
-    turns together by relevance, each within what ``budget`` has left."""
-    notes = notes_block(parts.notes)
-    window = _newest_pairs_within(parts.window, budget - approx_tokens(notes))
-    left = budget - approx_tokens(notes) - sum(approx_tokens(turn.content) for turn in window)
-    memories, recalled = _by_relevance_within(
-        parts.memories, parts.recalled, left, limits.memory_budget_tokens
-    )
-    return Selection(notes, window, memories, recalled)
+    return MemoryContext(tuple(messages), stats, deep=parts.deep, chosen=chosen)
 
 
 def memory_cost(content: str) -> int:

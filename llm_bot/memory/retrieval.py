@@ -11,6 +11,22 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from llm_bot.llm.messages import ChatMessage
+from llm_bot.memory.history import Turn
+from llm_bot.memory.recall import RecalledTurn
+from llm_bot.memory.search import MemoryHit
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """What assembly put into one context, item by item (the notes document as sent, the
+    memories, the recalled turns, the window's turns), and the candidates it left out, counted
+    by reason: what an answer's explanation cites (:mod:`llm_bot.explanation`)."""
+
+    notes: str = ""
+    memories: tuple[MemoryHit, ...] = ()
+    recalled: tuple[RecalledTurn, ...] = ()
+    window: tuple[Turn, ...] = ()
+    left_out: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -23,6 +39,7 @@ class MemoryContext:
     messages: tuple[ChatMessage, ...] = ()
     stats: dict[str, int] = field(default_factory=dict)
     deep: bool = False
+    chosen: Chosen = Chosen()
 
 
 class MemoryRetriever(Protocol):

@@ -55,6 +55,7 @@ from psycopg.rows import dict_row
 from llm_bot.db.vectors import vector_param
 from llm_bot.llm.embeddings import MAX_CHARS
 from llm_bot.memory.memories import HYBRID_SEARCH
+from llm_bot.telemetry.traces import memory_search
 
 RRF_K = 60
 # A word more of the user's memories hold than this finds none of them alone (it still ranks
@@ -158,6 +159,7 @@ async def memory_candidates(
     return await fused_candidates(connection, HYBRID_SEARCH, scope, text, vector, pool, mode)
 
 
+@memory_search("memories", lambda hits: [(hit.key, hit.fused_score) for hit in hits])
 async def hybrid_search(
     connection: AsyncConnection[Any],
     user_id: str,

@@ -41,6 +41,7 @@ from llm_bot.graph.state import GraphContext, GraphState
 from llm_bot.llm.messages import ChatMessage
 from llm_bot.memory.context import speaker_name
 from llm_bot.memory.run_writes import RunWrites
+from llm_bot.telemetry.traces import annotate_current
 
 
 async def ingest_prompt(
@@ -53,6 +54,7 @@ async def ingest_prompt(
     if request is None:
         return Command(update={"profile": profile}, goto="__end__")  # LangGraph's END
     gate = context.behavior.gate(profile)
+    annotate_current({"gen_ai.guardrail.result": gate})
     if gate != "PROCEED":
         return Command(update=_stopped(state, context, profile, gate), goto="__end__")
     identity = await resolve_identity(

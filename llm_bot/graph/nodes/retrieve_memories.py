@@ -13,7 +13,13 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from llm_bot.explanation.record import ContextSources
+from llm_bot.explanation.record import (
+    ContextSources,
+    MemorySource,
+    Scores,
+    TurnSource,
+    text_hash,
+)
 from llm_bot.graph.state import GraphContext, GraphState
 from llm_bot.memory.retrieval import MemoryContext
 
@@ -46,5 +52,32 @@ async def retrieve_memories(state: GraphState, runtime: Runtime[GraphContext]) -
 
 
 def sources_of(memory_context: MemoryContext) -> ContextSources:
-    """What the memory context cites, as an explanation records it."""
-    return ContextSources(failed=memory_context.stats.get("retrievalFailed", 0))
+    """What the memory context cites, as an explanation records it: ids, scores and hashes of
+    the texts sent, never the texts."""
+    chosen = memory_context.chosen
+    return ContextSources(
+        notes_hash=text_hash(chosen.notes) if chosen.notes else None,
+        memories=tuple(
+            MemorySource(
+                hit.key,
+                hit.updated_at,
+                text_hash(hit.content),
+                Scores(similarity=hit.similarity, fused=hit.fused_score),
+            )
+            for hit in chosen.memories
+        ),
+        recalled=tuple(
+            TurnSource(
+                turn.thread_id,
+                turn.seq,
+                text_hash(turn.content),
+                Scores(similarity=turn.similarity, fused=turn.fused_score),
+            )
+            for turn in chosen.recalled
+        ),
+        window=tuple(
+            TurnSource(turn.thread_id, turn.seq, text_hash(turn.content)) for turn in chosen.window
+        ),
+        left_out=chosen.left_out,
+        failed=memory_context.stats.get("retrievalFailed", 0),
+    )
