@@ -71,6 +71,11 @@ def fill(url: str) -> None:
                     " user_id, thread_id) VALUES (%s, '0:llm-bot', now(), %s, %s)",
                     (f"{user}/{thread}", user, thread),
                 )
+                db.execute(
+                    "INSERT INTO answer_explanations (user_id, correlation_id, thread_id,"
+                    " created_at, record) VALUES (%s, %s, %s, now(), '{}')",
+                    (user, f"{user}/{thread}", thread),
+                )
                 for index in range(2):  # two tool calls per event
                     db.execute(
                         "INSERT INTO tool_calls (user_id, correlation_id, step_key, call_index,"
@@ -93,6 +98,9 @@ def owners(url: str) -> dict[str, set[str]]:
             "versions": {r[0] for r in db.execute("SELECT user_id FROM memory_versions")},
             "tool calls": {r[0] for r in db.execute("SELECT DISTINCT user_id FROM tool_calls")},
             "views": {r[0] for r in db.execute("SELECT DISTINCT user_id FROM console_views")},
+            "explanations": {
+                r[0] for r in db.execute("SELECT DISTINCT user_id FROM answer_explanations")
+            },
         }
 
 
@@ -110,7 +118,7 @@ async def test_forget_user_takes_exactly_their_rows(fresh_database_url: str, gon
         "agent_notes": 1,
         "processed_events": 3,
         "tool_calls": 6,
-        "answer_explanations": 0,
+        "answer_explanations": 3,
         "console_views": 1,
     }
     kept = [user for user in USERS if user != gone]
@@ -124,6 +132,7 @@ async def test_forget_user_takes_exactly_their_rows(fresh_database_url: str, gon
         "versions": set(kept),
         "tool calls": set(kept),
         "views": set(kept),
+        "explanations": set(kept),
     }
 
 
@@ -138,7 +147,7 @@ async def test_forget_thread_takes_every_speakers_turns_there_only(fresh_databas
         "conversation_threads": 1,
         "tool_calls": 2 * everyone,
         "processed_events": everyone,
-        "answer_explanations": 0,
+        "answer_explanations": everyone,
     }
     left = owners(fresh_database_url)
     assert SHARED not in left["threads"]
@@ -163,3 +172,7 @@ async def test_an_export_holds_the_users_tool_calls_as_the_erasure_takes_them(
         ("a.b", "mcp:echo", "started")
     }
     assert len(calls) == 6
+    explanations = document["tables"]["answer_explanations"]
+    assert {(row["user_id"], row["correlation_id"]) for row in explanations} == {
+        ("a.b", f"a.b/{thread}") for thread in [SHARED, *THREADS["a.b"]]
+    }
