@@ -186,7 +186,7 @@ async def test_the_console_shows_what_the_worker_did_and_nothing_runs(
         body = await page.page.locator("main").inner_text()
         assert FACT not in body
         assert await page.page.locator("tr.left-out-row", has_text="another_scope").count() == 1
-        assert await page.page.locator("tr.part", has_text="marmalade").count() == 1
+        assert await page.page.locator("tr.part", has_text="marmalade").count() >= 1
 
         await opened(page.page, f"{base}/user?id=mallory", tmp_path / "hostile.png")
         assert page.dialogs == []
@@ -203,10 +203,16 @@ async def test_the_console_shows_what_the_worker_did_and_nothing_runs(
         assert len(await page.page.content()) < 200_000  # the megabyte is not on the page
 
         anonymous = await browser.new_context()
-        response = await (await anonymous.new_page()).goto(f"{base}/user?id=ada")
-        assert response is not None
-        assert response.status == 401
-        assert "default-src 'none'" in response.headers["content-security-policy"]
+        # Through the browser's own HTTP stack: a navigation that meets a Basic challenge
+        # headless ends in an error page instead of the answer.
+        refused = await anonymous.request.get(f"{base}/user?id=ada")
+        assert refused.status == 401
+        assert refused.headers["www-authenticate"].startswith("Basic")
+        assert "default-src 'none'" in refused.headers["content-security-policy"]
+        wrong = await anonymous.request.get(
+            f"{base}/user?id=ada", headers={"Authorization": "Bearer not-the-token"}
+        )
+        assert wrong.status == 401
         await anonymous.close()
 
         with psycopg.connect(fresh_database_url) as db:
