@@ -273,6 +273,10 @@ deploy_console() {
             --role=roles/secretmanager.secretAccessor >/dev/null
     done
     number="$(gcloud projects describe "$PROJECT" --format='value(projectNumber)')"
+    # IAP's service agent exists once the API is on and its identity made (both idempotent).
+    gcloud services enable iap.googleapis.com
+    gcloud beta services identity create --service=iap.googleapis.com --project="$PROJECT" \
+        >/dev/null
     # shellcheck disable=SC2034 # read by render, by name
     CONSOLE_IAP_AUDIENCE="/projects/${number}/locations/${REGION}/services/${CONSOLE_SERVICE}"
     workdir="$(mktemp -d)"
@@ -280,7 +284,8 @@ deploy_console() {
     manifest="$workdir/llm-bot-console.yaml"
     render "$ROOT/deploy/cloudrun-console.yaml" >"$manifest"
     gcloud run services replace "$manifest"
-    gcloud run services add-iam-policy-binding "$CONSOLE_SERVICE" --quiet \
+    # A service agent just created is granted once IAM sees it.
+    retry gcloud run services add-iam-policy-binding "$CONSOLE_SERVICE" --quiet \
         --member="serviceAccount:service-${number}@gcp-sa-iap.iam.gserviceaccount.com" \
         --role=roles/run.invoker >/dev/null
     if [[ -n "${CONSOLE_OPERATORS:-}" ]]; then
