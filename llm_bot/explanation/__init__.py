@@ -6,5 +6,3 @@ from their own rows (``llm-bot explain``, the operator console).
 ``record.py`` is what is stored, ``store.py`` the table and the one reader,
 :func:`llm_bot.explanation.store.explanation_for`.
 """
-
-__all__ = ["record", "store"]

@@ -1,6 +1,7 @@
 """The ``answer_explanations`` table and the one way to read an explanation: ``llm-bot explain``
 and the operator console both call :func:`explanation_for` and render its
-:meth:`Explanation.as_json` (the CLI also :func:`render_text`).
+:meth:`Explanation.as_json` (the CLI also :func:`render_text`); :func:`recent_explanations`
+lists a user's newest.
 
 Written with the event's output, by the statement that stores it (``store_event_output``,
 migration 0020: the record is one more argument of that call, so an answered event still sends
@@ -57,6 +58,12 @@ _READ = """
 SELECT user_id, correlation_id, thread_id, created_at, record FROM answer_explanations
  WHERE correlation_id = %(correlation_id)s AND (%(user)s::text IS NULL OR user_id = %(user)s)
  ORDER BY created_at DESC LIMIT 1
+"""
+
+# A user's newest explanations, for a list to pick one from (the console's recent events).
+_RECENT = """
+SELECT correlation_id, thread_id, created_at, record->'decision'->>'gate' AS gate
+  FROM answer_explanations WHERE user_id = %(user)s ORDER BY created_at DESC LIMIT %(limit)s
 """
 
 State = Literal["shown", "changed", "erased"]
@@ -137,6 +144,25 @@ class Explanation:
         }
 
 
+@dataclass(frozen=True)
+class Listed:
+    """One of a user's explanations in a list: which event, where, when, the gate applied."""
+
+    correlation_id: str
+    thread_id: str | None
+    at: datetime
+    gate: str | None
+
+
+async def recent_explanations(
+    connection: AsyncConnection[Any], user_id: str, limit: int = 20
+) -> list[Listed]:
+    """``user_id``'s newest explanations, newest first, at most ``limit``."""
+    async with connection.cursor(row_factory=tuple_row) as cursor:
+        await cursor.execute(_RECENT, {"user": user_id, "limit": limit})
+        return [Listed(*row) for row in await cursor.fetchall()]
+
+
 async def explanation_for(
     connection: AsyncConnection[Any],
     correlation_id: str,
@@ -201,8 +227,13 @@ def _section_part(message: Message, section: Section) -> Part:
 
 
 def _input_part(section: Section, words: str | None) -> Part:
+    """The user's words from the event's stored output (None: the output is gone; empty: the
+    event had no words, so the task's text stood in for them)."""
     if words is None:
         return Part("user", "Input", "the event's message", "the user's words", "erased")
+    if not words.strip():
+        return Part("user", "Input", "the event's task", "the event has no words of a user")
+    words = words.strip()  # as the prompt took them
     state: State = "shown" if text_hash(words) == section.hash else "changed"
     return Part(
         "user",
@@ -232,9 +263,7 @@ async def _asked_and_answered(
     words = message.get("text") if isinstance(message, dict) else None
     candidates = published.get("candidates") or []
     answer = candidates[-1].get("text") if candidates and isinstance(candidates[-1], dict) else None
-    return (words if isinstance(words, str) else None), (
-        answer if isinstance(answer, str) else None
-    )
+    return (words if isinstance(words, str) else ""), (answer if isinstance(answer, str) else None)
 
 
 async def _memory_parts(
