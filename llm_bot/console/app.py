@@ -69,6 +69,7 @@ def templates() -> Environment:
     )
     environment.filters["shown"] = display.shown
     environment.globals["SHORT"] = display.SHORT
+    environment.globals["CELL"] = display.CELL
     return environment
 
 

@@ -23,8 +23,9 @@ BIDI_CONTROLS = {
 }
 _VISIBLE = {code: f"[U+{code:04X}]" for code in BIDI_CONTROLS}
 
-SHORT = 300  # a list's line
-LONG = 4_000  # a text shown whole on its own
+SHORT = 300  # an id, a label, a candidate's line
+CELL = 1_000  # a memory's or message's text in a table
+LONG = 4_000  # a text shown on its own (notes, an answer, an explanation's part)
 
 
 def shown(text: str | None, limit: int = LONG) -> str:
