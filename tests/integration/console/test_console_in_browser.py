@@ -29,11 +29,9 @@ from psycopg import conninfo
 from llm_bot.cli import main
 from llm_bot.clock import utc_now
 from llm_bot.memory.store import put_memory
-from llm_bot_tools.devstack.worker_harness import Bus, WorkerProcess
+from llm_bot_tools.devstack.worker_harness import CONSOLE, Bus, WorkerProcess
 from llm_bot_tools.local.prompt_events import prompt_event
 from llm_bot_tools.local.pubsub_emulator import free_loopback_port
-
-from .conftest import ConsoleProcess
 
 if TYPE_CHECKING:
     from playwright.async_api import Browser, Page
@@ -139,7 +137,7 @@ async def test_the_console_shows_what_the_worker_did_and_nothing_runs(
     await store_megabyte_memory(fresh_database_url)
 
     role = f"console_{unique_name}"
-    console = ConsoleProcess(
+    console = WorkerProcess(
         {
             **bus.worker_environment(),
             "DATABASE_URL": console_login(fresh_database_url, role),
@@ -147,6 +145,7 @@ async def test_the_console_shows_what_the_worker_did_and_nothing_runs(
             "LLM_BOT_CONSOLE_PORT": str(free_loopback_port()),
         },
         tmp_path / "console.log",
+        CONSOLE,
     ).start()
     context = await browser.new_context(
         extra_http_headers={"Authorization": f"Bearer {TOKEN}"},
@@ -154,7 +153,7 @@ async def test_the_console_shows_what_the_worker_did_and_nothing_runs(
     )
     try:
         page = Watched(await context.new_page())
-        base = console.url
+        base = f"http://127.0.0.1:{console.port}"
 
         await opened(page.page, f"{base}/?q=a", tmp_path / "find.png")
         assert await page.page.locator("ul.found a", has_text="ada").count() == 1
@@ -232,7 +231,7 @@ async def test_the_console_shows_what_the_worker_did_and_nothing_runs(
         assert await page.page.locator("tr.part.erased").count() >= 1
     finally:
         await context.close()
-        console.stop()
+        console.kill()
         drop_login(fresh_database_url, role)
 
 
