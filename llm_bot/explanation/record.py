@@ -29,7 +29,14 @@ MAX_TOOLS = 48  # LLM_BOT_MAX_TOOL_ROUNDS 4 x LLM_BOT_MAX_TOOL_CALLS_PER_TURN 10
 MAX_REFS = 8  # names a section cites (personalities, contexts)
 MAX_REF_CHARS = 128
 # Why context assembly left a candidate out (docs/explanations.md).
-LEFT_OUT_REASONS = ("another_scope", "below_threshold", "over_budget", "superseded", "over_cap")
+LEFT_OUT_REASONS = (
+    "another_scope",
+    "below_threshold",
+    "over_budget",
+    "duplicate",
+    "superseded",
+    "over_cap",
+)
 
 T = TypeVar("T")
 ToolStatus = Literal["ok", "error"]
