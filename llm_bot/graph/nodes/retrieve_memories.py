@@ -68,16 +68,11 @@ def sources_of(memory_context: MemoryContext) -> ContextSources:
         ),
         recalled=tuple(
             TurnSource(
-                turn.thread_id,
-                turn.seq,
-                text_hash(turn.content),
-                Scores(similarity=turn.similarity, fused=turn.fused_score),
+                turn.thread_id, turn.seq, Scores(similarity=turn.similarity, fused=turn.fused_score)
             )
             for turn in chosen.recalled
         ),
-        window=tuple(
-            TurnSource(turn.thread_id, turn.seq, text_hash(turn.content)) for turn in chosen.window
-        ),
+        window=tuple(TurnSource(turn.thread_id, turn.seq) for turn in chosen.window),
         left_out=chosen.left_out,
         failed=memory_context.stats.get("retrievalFailed", 0),
     )
