@@ -28,8 +28,16 @@ MAX_ITEMS = 64  # memories, recalled turns and window turns, each
 MAX_TOOLS = 48  # LLM_BOT_MAX_TOOL_ROUNDS 4 x LLM_BOT_MAX_TOOL_CALLS_PER_TURN 10, and room
 MAX_REFS = 8  # names a section cites (personalities, contexts)
 MAX_REF_CHARS = 128
-# Why context assembly left a candidate out (docs/explanations.md).
-LEFT_OUT_REASONS = ("another_scope", "below_threshold", "over_budget", "superseded", "over_cap")
+# Why context assembly left a candidate out (docs/explanations.md). A superseded text is never a
+# candidate (assembly reads a memory's current text alone), so it is no reason here: the record
+# names the version that was current instead.
+LEFT_OUT_REASONS = (
+    "another_scope",
+    "below_threshold",
+    "over_budget",
+    "duplicate",
+    "over_cap",
+)
 
 T = TypeVar("T")
 ToolStatus = Literal["ok", "error"]
@@ -80,12 +88,12 @@ class MemorySource:
 
 @dataclass(frozen=True)
 class TurnSource:
-    """A turn of history as it went in: its thread and number (its id), the hash of its text,
-    and for a recalled turn its scores (a window turn is chosen by recency, not by score)."""
+    """A turn of history as it went in: its thread and number (its id; a turn's text is never
+    rewritten, only deleted, so no hash is needed to know it), and for a recalled turn its
+    scores (a window turn is chosen by recency, not by score)."""
 
     thread_id: str
     seq: int
-    hash: str
     scores: Scores | None = None
 
 
@@ -275,16 +283,13 @@ def _memory_of(data: Mapping[str, Any]) -> MemorySource:
 
 def _turn_json(turn: TurnSource) -> dict[str, Any]:
     scores = None if turn.scores is None else _scores_json(turn.scores)
-    return {"thread": turn.thread_id, "seq": turn.seq, "hash": turn.hash, "scores": scores}
+    return {"thread": turn.thread_id, "seq": turn.seq, "scores": scores}
 
 
 def _turn_of(data: Mapping[str, Any]) -> TurnSource:
     scores = data.get("scores")
     return TurnSource(
-        str(data["thread"]),
-        int(data["seq"]),
-        str(data["hash"]),
-        None if scores is None else _scores_of(scores),
+        str(data["thread"]), int(data["seq"]), None if scores is None else _scores_of(scores)
     )
 
 

@@ -319,12 +319,10 @@ async def _turn_texts(
 
 def _turn_part(turn: TurnSource, texts: Mapping[tuple[str, int], str], kind: str) -> Part:
     why = "the thread's newest turns" if turn.scores is None else _why(turn.scores)
+    text = texts.get((turn.thread_id, turn.seq))
+    label = f"{kind} {turn.thread_id}#{turn.seq}"
     return Part(
-        "memory",
-        f"{kind} {turn.thread_id}#{turn.seq}",
-        "conversation_turns",
-        why,
-        *_shown(texts.get((turn.thread_id, turn.seq)), turn.hash),
+        "memory", label, "conversation_turns", why, "erased" if text is None else "shown", text
     )
 
 

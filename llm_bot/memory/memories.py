@@ -163,6 +163,16 @@ MISSING_VECTORS = (
 # A user's rows, as erasure deletes and export reads them (:mod:`llm_bot.lifecycle.erasure`).
 ROWS_OF_USER = "FROM memories WHERE user_id = %(user)s"
 
+# The user's memories learned in DMs, counted up to ``candidates`` when ``withheld`` (a shared
+# channel that may not show them): what an answer's explanation counts as left out for being of
+# another scope. One row always (an aggregate), so context assembly reads it with the notes and
+# the window in one statement (:mod:`llm_bot.memory.context`).
+PRIVATE_COUNT = """
+SELECT count(*) AS private_memories FROM (
+    SELECT FROM memories WHERE user_id = %(user_id)s AND visibility = 'dm' AND %(withheld)s
+     LIMIT %(candidates)s) AS private
+"""
+
 # An explanation's memories as they are now (:mod:`llm_bot.explanation.store`), by key.
 CURRENT_OF_KEYS = """
 SELECT key, content, updated_at FROM memories WHERE user_id = %(user)s AND key = ANY(%(keys)s)

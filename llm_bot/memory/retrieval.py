@@ -17,29 +17,24 @@ from llm_bot.memory.search import MemoryHit
 
 
 @dataclass(frozen=True)
-class Chosen:
-    """What assembly put into one context, item by item (the notes document as sent, the
-    memories, the recalled turns, the window's turns), and the candidates it left out, counted
-    by reason: what an answer's explanation cites (:mod:`llm_bot.explanation`)."""
-
-    notes: str = ""
-    memories: tuple[MemoryHit, ...] = ()
-    recalled: tuple[RecalledTurn, ...] = ()
-    window: tuple[Turn, ...] = ()
-    left_out: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
 class MemoryContext:
     """Every memory part of one prompt's context (notes, memories, recalled turns, the thread's
     window): messages to place between the system prompt and this run's messages, in order,
     and how many of each kind they hold. ``deep``: recall found the user deep, so the pair
-    this event writes enters recall's index (:mod:`llm_bot.db.turn_index`)."""
+    this event writes enters recall's index (:mod:`llm_bot.db.turn_index`). ``notes`` (the
+    document as sent, empty when none was), ``memories``, ``recalled`` (the older turns given,
+    in the order shown) and ``window``: what was given; ``left_out``: the candidates not given,
+    counted by reason (another scope, below the threshold, over the budget, a duplicate). An
+    answer's explanation cites them (:mod:`llm_bot.explanation`)."""
 
     messages: tuple[ChatMessage, ...] = ()
     stats: dict[str, int] = field(default_factory=dict)
     deep: bool = False
-    chosen: Chosen = Chosen()
+    recalled: tuple[RecalledTurn, ...] = ()
+    left_out: dict[str, int] = field(default_factory=dict)
+    notes: str = ""
+    memories: tuple[MemoryHit, ...] = ()
+    window: tuple[Turn, ...] = ()
 
 
 class MemoryRetriever(Protocol):

@@ -81,6 +81,8 @@ class MemoryHit:
     similarity: float
     fused_score: float
     keyword_match: bool = False  # shares a content word with the query
+    dense_rank: int | None = None  # where each search ranked it (None: not found by it)
+    lexical_rank: int | None = None
 
 
 def rrf(*ranks: int | None) -> float:
@@ -193,6 +195,8 @@ async def hybrid_search(
             similarity=float(row["similarity"]),
             fused_score=rrf(row["dense_rank"], row["lexical_rank"]),
             keyword_match=row["lexical_rank"] is not None,
+            dense_rank=row["dense_rank"],
+            lexical_rank=row["lexical_rank"],
         )
         for row in rows
     )

@@ -54,7 +54,7 @@ async def retrieve_memories(state: GraphState, runtime: Runtime[GraphContext]) -
 def sources_of(memory_context: MemoryContext) -> ContextSources:
     """What the memory context cites, as an explanation records it: ids, scores and hashes of
     the texts sent, never the texts."""
-    chosen = memory_context.chosen
+    chosen = memory_context  # what assembly gave the model, and what it left out
     return ContextSources(
         notes_hash=text_hash(chosen.notes) if chosen.notes else None,
         memories=tuple(
@@ -62,22 +62,17 @@ def sources_of(memory_context: MemoryContext) -> ContextSources:
                 hit.key,
                 hit.updated_at,
                 text_hash(hit.content),
-                Scores(similarity=hit.similarity, fused=hit.fused_score),
+                Scores(hit.dense_rank, hit.lexical_rank, hit.similarity, hit.fused_score),
             )
             for hit in chosen.memories
         ),
         recalled=tuple(
             TurnSource(
-                turn.thread_id,
-                turn.seq,
-                text_hash(turn.content),
-                Scores(similarity=turn.similarity, fused=turn.fused_score),
+                turn.thread_id, turn.seq, Scores(similarity=turn.similarity, fused=turn.fused_score)
             )
             for turn in chosen.recalled
         ),
-        window=tuple(
-            TurnSource(turn.thread_id, turn.seq, text_hash(turn.content)) for turn in chosen.window
-        ),
+        window=tuple(TurnSource(turn.thread_id, turn.seq) for turn in chosen.window),
         left_out=chosen.left_out,
         failed=memory_context.stats.get("retrievalFailed", 0),
     )

@@ -114,6 +114,7 @@ async def test_a_dm_answer_names_the_memory_version_it_saw_and_the_turns_it_reca
     (memory,) = labelled(explanation, f"Memory {key}")
     assert memory["label"] == f"Memory {key} (version 2)"
     assert (memory["state"], memory["text"]) == ("shown", "Ada is vegan")
+    assert "dense rank 1" in memory["why"]
     recalled = labelled(explanation, "Recalled message")
     assert recalled, explanation.as_json()
     assert all("similarity" in part["why"] and "fused" in part["why"] for part in recalled)

@@ -54,7 +54,7 @@ class Instance:
         self, store: MemoryStore, model: ModelClient, clock: Clock, pairs: int = 3
     ) -> None:
         limits = context_limits(
-            context_pairs=pairs, threshold=0.3, session_idle=IDLE, recall_limit=3
+            context_pairs=pairs, threshold=0.3, session_idle=IDLE, recall_budget_tokens=200
         )
         self.store = store
         context = graph_context(

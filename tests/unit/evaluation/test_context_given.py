@@ -5,13 +5,13 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from llm_bot.llm.messages import ChatMessage
-from llm_bot.memory.context import RECALL_HEADER, ContextLimits, attributed
+from llm_bot.memory.context import ContextLimits, attributed, select_recalled
+from llm_bot.memory.recall import RecalledTurn
 from llm_bot_tools.evaluation.context import (
     Shown,
     StoredTurn,
     context_report,
     latest_threads,
-    recall_line,
     shown,
 )
 from llm_bot_tools.evaluation.retrieval import CorpusTurn, EvalQuery
@@ -23,8 +23,13 @@ def turn(thread: str, seq: int, role: str, content: str, minutes: int = 0) -> St
     return StoredTurn(thread, seq, "kim", role, content, AT + timedelta(minutes=minutes))
 
 
-def recall_message(*turns: StoredTurn) -> ChatMessage:
-    return ChatMessage("user", "\n".join([RECALL_HEADER, *map(recall_line, turns)]))
+def given(*turns: StoredTurn) -> tuple[list[ChatMessage], list[RecalledTurn]]:
+    """The recall section of ``turns`` as context assembly gives it, and the turns."""
+    recalled = [
+        RecalledTurn(t.thread_id, t.seq, t.role, t.content, t.created_at, 0.5, 0.5) for t in turns
+    ]
+    selection = select_recalled(recalled, 10_000)
+    return [ChatMessage("user", selection.text)], selection.turns
 
 
 def test_evidence_counts_in_the_recall_section_or_the_thread_window_and_unknown_ids_never() -> None:
@@ -33,21 +38,23 @@ def test_evidence_counts_in_the_recall_section_or_the_thread_window_and_unknown_
     reply_in_window = turn("chat:new", 4, "assistant", "Enjoy it!", minutes=6)
     missing = turn("chat:old", 7, "user", "We met in Porto", minutes=1)
     same_words_elsewhere = turn("chat:other", 1, "assistant", "Enjoy it!", minutes=2)
+    section, turns = given(recalled)
     messages = [
         ChatMessage("system", "notes"),
-        recall_message(recalled),
+        *section,
         ChatMessage("user", attributed("kim", in_window.content)),
         ChatMessage("assistant", reply_in_window.content),
     ]
     evidence = [recalled, in_window, reply_in_window, missing, same_words_elsewhere, None]
-    result = shown(messages, {"recallTokens": 40}, evidence, "chat:new")
+    result = shown(messages, turns, {"recallTokens": 40}, evidence, "chat:new")
     assert result == Shown(evidence=6, in_context=3, in_recall=1, in_window=2, recall_tokens=40)
 
 
-def test_a_recall_line_counts_only_with_its_own_date() -> None:
+def test_a_recalled_turn_counts_for_itself_not_for_the_same_words_said_again() -> None:
     said_twice = turn("chat:old", 1, "user", "Bye!")
     later = turn("chat:old", 9, "user", "Bye!", minutes=90)
-    result = shown([recall_message(said_twice)], {}, [later], "chat:new")
+    section, turns = given(said_twice)
+    result = shown(section, turns, {}, [later], "chat:new")
     assert (result.in_context, result.recall_tokens) == (0, 0)
 
 
@@ -74,7 +81,7 @@ def test_the_report_splits_by_category_and_conversation_with_the_spread() -> Non
         Shown(evidence=1, in_context=1, in_recall=0, in_window=1, recall_tokens=0),
         Shown(evidence=1, in_context=0, in_recall=0, in_window=0, recall_tokens=50),
     ]
-    limits = ContextLimits(8000, 1000, 15, 5, 0.2, timedelta(hours=6), private_in_public=False)
+    limits = ContextLimits(8000, 1000, 15, 1200, 0.2, timedelta(hours=6), private_in_public=False)
     report = context_report(queries, results, limits, not_in_corpus=1)
     assert report.overall.evidence_in_context == round((0.5 + 1 + 0) / 3, 3)
     assert report.by_category["multi-hop"].evidence_in_context == 0.5
@@ -83,5 +90,5 @@ def test_the_report_splits_by_category_and_conversation_with_the_spread() -> Non
     assert report.by_conversation["lou"].evidence_in_context == 0.0
     assert (report.conversation_spread.min, report.conversation_spread.max) == (0.0, 0.75)
     assert report.recall_tokens_p50 == 50
-    assert report.recall_limit == 5
+    assert report.recall_budget_tokens == 1200
     assert report.evidence_not_in_corpus == 1

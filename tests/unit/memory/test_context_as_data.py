@@ -78,7 +78,8 @@ def test_memories_and_recalled_messages_are_one_line_each() -> None:
     recall = next(m for m in messages if m.content.startswith(RECALL_HEADER))
     assert recall.role == "user", "the user's own words, with no more say than theirs"
     assert recall.content.splitlines()[1:] == [
-        f"[2026-03-01 09:30 UTC] user: {json.dumps(RECALLED)}"
+        "Sunday 2026-03-01:",
+        f"09:30 user: {json.dumps(RECALLED)}",
     ]
 
 

@@ -38,6 +38,7 @@ from llm_bot_tools.bench.retrieval import (
     DIMENSIONS,
     MODES,
     WORDS,
+    WORKER_RECALL,
     LatencyReport,
     SyntheticEmbedder,
     indexes_built_after,
@@ -200,7 +201,8 @@ async def measure_recall(
     report: Callable[[str, list[float]], LatencyReport],
     modes: tuple[str, ...] = MODES,
 ) -> list[LatencyReport]:
-    """``queries`` recalls per mode (five turns, as the worker asks) for ``pick_user()``."""
+    """``queries`` recalls per mode (as many candidates as the worker ranks) for
+    ``pick_user()``."""
     reports = []
     for mode in modes:
 
@@ -213,7 +215,7 @@ async def measure_recall(
                 text,
                 topics.question(word),
                 exclude=(),
-                limit=5,
+                limit=WORKER_RECALL,
                 threshold=-1.0,
                 mode=mode,
             )
@@ -335,7 +337,7 @@ async def shared_channel(
                     f"what did I say about {WORDS[word]}?",
                     topics.question(word),
                     exclude={(turn.thread_id, turn.seq) for turn in window},
-                    limit=5,
+                    limit=WORKER_RECALL,
                     threshold=-1.0,
                 )
 

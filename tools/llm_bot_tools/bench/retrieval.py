@@ -29,10 +29,11 @@ from psycopg.rows import tuple_row
 from psycopg.types.json import Jsonb
 
 from llm_bot.db.migrate import migrate
+from llm_bot.memory.context import recall_candidates
 from llm_bot.memory.recall import recall_turns
 from llm_bot.memory.search import SearchMode, hybrid_search
 from llm_bot.memory.store import MemoryStore
-from llm_bot.settings import load_settings
+from llm_bot.settings import Settings, load_settings
 from llm_bot_tools.local.scratch_schemas import scratch_schema
 
 WORDS = [
@@ -43,6 +44,8 @@ WORDS = [
 ]
 DIMENSIONS = 384
 MODES: tuple[SearchMode, ...] = ("hybrid", "dense", "lexical")
+# The candidates recall ranks for the worker at its default recall budget.
+WORKER_RECALL = recall_candidates(Settings.model_fields["recall_budget"].default)
 
 
 @dataclass(frozen=True)
@@ -134,7 +137,8 @@ async def measure_recall(
     pick_user: Callable[[], str] | None = None,
     kind: str = "history",
 ) -> list[LatencyReport]:
-    """As :func:`measure_search`, for history recall (five turns, as the worker asks)."""
+    """As :func:`measure_search`, for history recall (as many candidates as the worker ranks
+    at its default recall budget: :data:`WORKER_RECALL`)."""
     pick = pick_user or (lambda: f"user-{rng.randrange(users)}")
     reports = []
     for mode in MODES:
@@ -143,7 +147,14 @@ async def measure_recall(
             text = f"what did I say about {rng.choice(WORDS)}?"
             vector = unit_vector(rng)
             return await recall_turns(
-                connection, pick(), text, vector, exclude=(), limit=5, threshold=-1.0, mode=mode
+                connection,
+                pick(),
+                text,
+                vector,
+                exclude=(),
+                limit=WORKER_RECALL,
+                threshold=-1.0,
+                mode=mode,
             )
 
         reports.append(latency_report(kind, turns, users, mode, await timed(queries, recall)))

@@ -150,7 +150,7 @@ def print_categories(reports: list[ModeReport], k: int) -> None:
 def print_given(given: ContextReport, hybrid: ModeReport) -> None:
     """Evidence in the context the worker assembles, overall, per category, per conversation."""
     print(
-        f"what the model is given (MEMORY_RETRIEVAL_LIMIT={given.recall_limit},"
+        f"what the model is given (MEMORY_RECALL_BUDGET={given.recall_budget_tokens},"
         f" CONTEXT_PAIRS={given.context_pairs}, MAX_CONTEXT_TOKENS={given.max_context_tokens}):"
         f" recall section p50 {given.recall_tokens_p50:g} tokens, p95 {given.recall_tokens_p95:g}"
     )

@@ -4,9 +4,9 @@ For each query the worker's own retriever (:class:`~llm_bot.memory.context.Postg
 what the ``retrieve_memories`` node calls) assembles the memory context at the worker's
 settings, as the user who owns the conversation, asking in their most recent thread a minute
 after its last turn (so that thread's current session is the window). An evidence turn counts
-when its words are in the prompt: as a line of the recall section (its date, speaker and words,
-rendered by :func:`~llm_bot.memory.context.recall_block`) or as a message of the window (a turn
-of the thread asked in, its words as the window shows them). Reported: the share of a query's
+when it is in the prompt: among the turns the recall section gives (the context's ``recalled``,
+each shown as a line of that section) or as a message of the window (a turn of the thread asked
+in, its words as the window shows them). Reported: the share of a query's
 evidence so placed, overall, per category and per conversation (a corpus user), and the recall
 section's size in tokens.
 """
@@ -21,13 +21,7 @@ from typing import Any
 
 from llm_bot.events.identity import is_shared_thread
 from llm_bot.llm.messages import ChatMessage
-from llm_bot.memory.context import (
-    RECALL_HEADER,
-    ContextLimits,
-    PostgresMemoryRetriever,
-    attributed,
-    recall_block,
-)
+from llm_bot.memory.context import ContextLimits, PostgresMemoryRetriever, attributed
 from llm_bot.memory.recall import RecalledTurn
 from llm_bot.memory.store import MemoryStore
 from llm_bot.settings import Settings
@@ -69,7 +63,7 @@ class ContextScore:
 
 @dataclass(frozen=True)
 class ContextReport:
-    recall_limit: int  # MEMORY_RETRIEVAL_LIMIT
+    recall_budget_tokens: int  # MEMORY_RECALL_BUDGET
     context_pairs: int  # CONTEXT_PAIRS
     max_context_tokens: int  # MAX_CONTEXT_TOKENS
     memory_budget_tokens: int  # MEMORY_INJECTION_BUDGET
@@ -96,32 +90,19 @@ def latest_threads(corpus: Iterable[CorpusTurn]) -> dict[str, tuple[str, datetim
     return {user: (turn.thread_id, turn.at) for user, turn in latest.items()}
 
 
-def recall_line(turn: StoredTurn) -> str:
-    """The line the recall section gives ``turn``."""
-    recalled = RecalledTurn(
-        turn.thread_id, turn.seq, turn.role, turn.content, turn.created_at, 0.0, 0.0
-    )
-    return recall_block([recalled]).splitlines()[1]
-
-
 def shown(
     messages: Sequence[ChatMessage],
+    recalled: Sequence[RecalledTurn],
     stats: dict[str, int],
     evidence: Sequence[StoredTurn | None],
     thread_id: str,
 ) -> Shown:
-    """Which of ``evidence`` the assembled ``messages`` hold, asked in ``thread_id``; ``None``
-    is an evidence id the corpus lacks, never given (as recall@k counts it)."""
-    recall_lines: set[str] = set()
-    window: set[str] = set()
-    for message in messages:
-        if message.role == "system":
-            continue
-        if message.content.startswith(RECALL_HEADER + "\n"):
-            recall_lines.update(message.content.splitlines()[1:])
-        else:
-            window.add(message.content)
-    recalled = [turn is not None and recall_line(turn) in recall_lines for turn in evidence]
+    """Which of ``evidence`` the assembled context holds, asked in ``thread_id``: the
+    ``recalled`` turns and the window's ``messages``; ``None`` is an evidence id the corpus
+    lacks, never given (as recall@k counts it)."""
+    given = {(turn.thread_id, turn.seq) for turn in recalled}
+    window = {message.content for message in messages if message.role != "system"}
+    in_recall = [turn is not None and (turn.thread_id, turn.seq) in given for turn in evidence]
     windowed = [
         turn is not None
         and turn.thread_id == thread_id
@@ -130,8 +111,8 @@ def shown(
     ]
     return Shown(
         evidence=len(evidence),
-        in_context=sum(r or w for r, w in zip(recalled, windowed, strict=True)),
-        in_recall=sum(recalled),
+        in_context=sum(r or w for r, w in zip(in_recall, windowed, strict=True)),
+        in_recall=sum(in_recall),
         in_window=sum(windowed),
         recall_tokens=stats.get("recallTokens", 0),
     )
@@ -173,7 +154,9 @@ async def evaluate_context(
         )
         evidence = [turns.get(turn_id) for turn_id in sorted(query.relevant)]
         not_in_corpus += evidence.count(None)
-        results.append(shown(context.messages, context.stats, evidence, thread_id))
+        results.append(
+            shown(context.messages, context.recalled, context.stats, evidence, thread_id)
+        )
         if done % 100 == 0 or done == len(queries):
             progress(f"assembled the context of {done}/{len(queries)} queries")
     return context_report(queries, results, limits, not_in_corpus)
@@ -195,7 +178,7 @@ def context_report(
     by_conversation = _grouped(queries, results, lambda query: query.user_id)
     values = [score.evidence_in_context for score in by_conversation.values()]
     return ContextReport(
-        recall_limit=limits.recall_limit,
+        recall_budget_tokens=limits.recall_budget_tokens,
         context_pairs=limits.context_pairs,
         max_context_tokens=limits.max_context_tokens,
         memory_budget_tokens=limits.memory_budget_tokens,

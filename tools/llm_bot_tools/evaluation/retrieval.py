@@ -350,7 +350,7 @@ def _plot_given(axis: Any, hybrid: ModeReport, given: ContextReport) -> None:
         [p - 0.2 for p in positions],
         [g[1] for g in groups],
         0.4,
-        label=f"evidence in context ({given.recall_limit} recalled + window)",
+        label=f"evidence in context (recall budget {given.recall_budget_tokens} tokens + window)",
     )
     axis.bar(
         [p + 0.2 for p in positions],
