@@ -99,7 +99,7 @@ async def try_recall(
 ) -> Trial:
     """The worker's retrieval for ``query`` as ``user_id`` asking in ``thread_id`` (a DM when
     ``private``), and every candidate's scores in each search mode."""
-    parts, chosen, failed = await retriever.consider(user_id, thread_id, query, private=private)
+    parts, given, failed = await retriever.consider(user_id, thread_id, query, private=private)
     include_private = private or limits.private_in_public
     [vector] = await store.embedder.embed([query])  # the retrieval's, from the cache
     memories: dict[str, Candidate] = {}
@@ -139,15 +139,15 @@ async def try_recall(
             )
             candidate.scores[mode] = turn.fused_score
     _mark(memories, [hit.key for hit in parts.memories], found=True)
-    _mark(memories, [hit.key for hit in chosen.memories], injected=True)
+    _mark(memories, [hit.key for hit in given.memories], injected=True)
     _mark(recalled, [f"{turn.thread_id} #{turn.seq}" for turn in parts.recalled], found=True)
-    _mark(recalled, [f"{turn.thread_id} #{turn.seq}" for turn in chosen.recalled], injected=True)
+    _mark(recalled, [f"{turn.thread_id} #{turn.seq}" for turn in given.recalled], injected=True)
     return Trial(
         limits.threshold,
         _ranked(memories),
         _ranked(recalled),
-        len(chosen.window),
-        {reason: count for reason, count in chosen.left_out.items() if count},
+        len(given.window),
+        {reason: count for reason, count in given.left_out.items() if count},
         failed,
     )
 

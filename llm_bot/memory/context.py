@@ -183,15 +183,13 @@ class PostgresMemoryRetriever:
 
     async def consider(
         self, user_id: str, thread_id: str, query: str, *, private: bool
-    ) -> tuple[Parts, Chosen, list[str]]:
-        """What :meth:`retrieve` would find for ``query``, what of it would enter the prompt,
-        and the parts that failed: the operator console's "try a recall" shows the worker's
-        own decision, not a copy of it."""
+    ) -> tuple[Parts, MemoryContext, list[str]]:
+        """What :meth:`retrieve` would find for ``query`` (the parts), the context it would
+        give (what entered the prompt, what was left out by reason), and the parts that
+        failed: the operator console's "try a recall" shows the worker's own decision, not a
+        copy of it."""
         include_private = private or self._limits.private_in_public
-        parts, context, failed = await self._assembled(
-            user_id, thread_id, query, include_private, not private
-        )
-        return parts, context.chosen, failed
+        return await self._assembled(user_id, thread_id, query, include_private, not private)
 
     async def _assembled(
         self, user_id: str, thread_id: str, query: str, include_private: bool, shared: bool
