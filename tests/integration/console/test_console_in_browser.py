@@ -17,7 +17,6 @@ shows his words as erased. Each page is saved as a screenshot under the test's f
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import quote
@@ -30,11 +29,12 @@ from llm_bot.cli import main
 from llm_bot.clock import utc_now
 from llm_bot.memory.store import put_memory
 from llm_bot_tools.devstack.worker_harness import CONSOLE, Bus, WorkerProcess
-from llm_bot_tools.local.prompt_events import prompt_event
 from llm_bot_tools.local.pubsub_emulator import free_loopback_port
 
 if TYPE_CHECKING:
     from playwright.async_api import Browser, Page
+
+from ...support.conversation import say, upsert
 
 pytestmark = pytest.mark.integration
 
@@ -46,21 +46,6 @@ HOSTILE = (
     " invoice\u202egpj.exe"
 )
 MEGABYTE = "lorem " * 175_000
-
-
-def upsert(content: str) -> str:
-    return f"[[tool:upsertMemory {json.dumps({'content': content})}]]"
-
-
-async def say(bus: Bus, text: str, *, user: str, thread: str, dm: bool) -> str:
-    """Publish one event and await its answer; its correlation id."""
-    egress = bus.tap(bus.egress_topic)
-    event = prompt_event(text, user=user, thread=thread, egress_topic=bus.egress_topic)
-    if dm:
-        event.egress.type = "dm"
-    bus.publish_event(event)
-    await egress.take(1, timeout_s=60)
-    return event.correlation_id
 
 
 def console_login(url: str, role: str) -> str:
@@ -125,13 +110,11 @@ async def test_the_console_shows_what_the_worker_did_and_nothing_runs(
 ) -> None:
     worker = WorkerProcess(bus.worker_environment(), tmp_path / "worker.log").start()
     try:
-        await say(bus, f"{upsert(FACT)} remember this", user="ada", thread="inbox", dm=True)
-        in_dm = await say(
-            bus, "what do I drink in the morning?", user="ada", thread="inbox", dm=True
-        )
-        await say(bus, "bob's secret word is marmalade", user="bob", thread="lobby", dm=False)
-        in_lobby = await say(bus, "which drink do I like?", user="ada", thread="lobby", dm=False)
-        await say(bus, f"{upsert(HOSTILE)} {HOSTILE}", user="mallory", thread="m", dm=True)
+        await say(bus, "ada", f"{upsert(FACT)} remember this", thread="inbox", dm=True)
+        in_dm = await say(bus, "ada", "what do I drink in the morning?", thread="inbox", dm=True)
+        await say(bus, "bob", "bob's secret word is marmalade", thread="lobby", dm=False)
+        in_lobby = await say(bus, "ada", "which drink do I like?", thread="lobby", dm=False)
+        await say(bus, "mallory", f"{upsert(HOSTILE)} {HOSTILE}", thread="m", dm=True)
     finally:
         worker.kill()
     await store_megabyte_memory(fresh_database_url)
