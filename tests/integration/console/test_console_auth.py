@@ -6,87 +6,17 @@ local HTTP server: the verifier is the production one, given another URL."""
 from __future__ import annotations
 
 import base64
-import json
-import threading
 import time
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from google.auth import crypt, jwt
 from google.auth.transport.requests import Request
 
-from llm_bot.console.auth import IAP_HEADER, IAP_ISSUER, BearerToken, IapAssertion, Operator
+from llm_bot.console.auth import IAP_HEADER, BearerToken, IapAssertion, Operator
+
+from .conftest import AUDIENCE, Keys, private_key_pem
 
 pytestmark = pytest.mark.integration
-
-AUDIENCE = "/projects/123/global/backendServices/456"
-
-
-def private_key_pem() -> bytes:
-    return ec.generate_private_key(ec.SECP256R1()).private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-
-
-def public_pem(private_pem: bytes) -> str:
-    key = serialization.load_pem_private_key(private_pem, password=None)
-    return (
-        key.public_key()
-        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-        .decode()
-    )
-
-
-class Keys:
-    """A key set served over HTTP; counts how often it was read."""
-
-    def __init__(self) -> None:
-        self.private = {"k1": private_key_pem()}
-        self.reads = 0
-        keys = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                keys.reads += 1
-                body = json.dumps({kid: public_pem(pem) for kid, pem in keys.private.items()})
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.end_headers()
-                self.wfile.write(body.encode())
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/iap/verify/public_key"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def assertion(self, private_pem: bytes | None = None, **claims: Any) -> str:
-        now = int(time.time())
-        payload = {
-            "iss": IAP_ISSUER,
-            "aud": AUDIENCE,
-            "email": "ops@example.com",
-            "sub": "accounts.google.com:1",
-            "iat": now,
-            "exp": now + 600,
-            **claims,
-        }
-        signer = crypt.ES256Signer.from_string(private_pem or self.private["k1"], "k1")
-        return jwt.encode(signer, payload).decode()
-
-
-@pytest.fixture(scope="module")
-def keys() -> Iterator[Keys]:
-    served = Keys()
-    yield served
-    served.server.shutdown()
 
 
 @pytest.fixture

@@ -10,7 +10,8 @@ it: the memory with its versions and visibility; "try a recall" with each candid
 per mode and whether it is injected (in a DM; absent in a shared channel); each event's
 explanation, the DM memory in the shared channel's only as a count; Mallory's page inert (no
 dialog, no script ran, no element made of her text, the override shown, the text cut); 401
-without credentials; every view in the audit. After ``forget-user`` of Bob, Ada's explanation
+without credentials or with a wrong token or a forged IAP assertion, IAP's signed header let
+in; every view in the audit, with who looked. After ``forget-user`` of Bob, Ada's explanation
 shows his words as erased. Each page is saved as a screenshot under the test's folder.
 """
 
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from playwright.async_api import Browser, Page
 
 from ...support.conversation import say, upsert
+from .conftest import AUDIENCE, Keys, private_key_pem
 
 pytestmark = pytest.mark.integration
 
@@ -103,6 +105,7 @@ async def test_the_console_shows_what_the_worker_did_and_nothing_runs(
     bus: Bus,
     fresh_database_url: str,
     browser: Browser,
+    keys: Keys,
     unique_name: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -125,6 +128,8 @@ async def test_the_console_shows_what_the_worker_did_and_nothing_runs(
             **bus.worker_environment(),
             "DATABASE_URL": console_login(fresh_database_url, role),
             "LLM_BOT_CONSOLE_TOKEN": TOKEN,
+            "LLM_BOT_CONSOLE_IAP_AUDIENCE": AUDIENCE,
+            "LLM_BOT_CONSOLE_IAP_CERTS_URL": keys.url,
             "LLM_BOT_CONSOLE_PORT": str(free_loopback_port()),
         },
         tmp_path / "console.log",
@@ -195,6 +200,12 @@ async def test_the_console_shows_what_the_worker_did_and_nothing_runs(
             f"{base}/user?id=ada", headers={"Authorization": "Bearer not-the-token"}
         )
         assert wrong.status == 401
+        # Behind IAP: its signed header opens the page and names the operator in the audit.
+        signed = {"X-Goog-IAP-JWT-Assertion": keys.assertion(email="ops@example.com")}
+        through_iap = await anonymous.request.get(f"{base}/user?id=ada", headers=signed)
+        assert through_iap.status == 200
+        forged = {"X-Goog-IAP-JWT-Assertion": keys.assertion(private_key_pem())}
+        assert (await anonymous.request.get(f"{base}/user?id=ada", headers=forged)).status == 401
         await anonymous.close()
 
         with psycopg.connect(fresh_database_url) as db:
@@ -204,6 +215,7 @@ async def test_the_console_shows_what_the_worker_did_and_nothing_runs(
             ("ada", "token", "recall"),
             ("ada", "token", "event"),
             ("mallory", "token", "user"),
+            ("ada", "iap:ops@example.com", "user"),
         }
 
         monkeypatch.setenv("DATABASE_URL", fresh_database_url)
