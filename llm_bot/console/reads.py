@@ -1,7 +1,8 @@
 """What the console's pages show, read with the statements of the tables' owners and, for "try
 a recall", the worker's own retrieval (:meth:`PostgresMemoryRetriever.consider`) and search.
 
-Each read is bounded: a user's newest ``LIST_LIMIT`` memories, turns and events.
+Each read is bounded: a user's newest ``LIST_LIMIT`` memories, earlier versions, turns, events
+and views.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ async def user_data(store: MemoryStore, user_id: str, agent: str) -> UserData:
         async with connection.cursor(row_factory=dict_row) as cursor:
             await cursor.execute(versions.VERSIONS_OF_USER, params)
             by_key: dict[str, list[dict[str, Any]]] = defaultdict(list)
-            for row in await cursor.fetchall():
+            for row in sorted(await cursor.fetchall(), key=lambda row: row["version"]):
                 by_key[row["key"]].append(row)
             await cursor.execute(turns.RECENT_TURNS_OF_USER, params)
             history = await cursor.fetchall()

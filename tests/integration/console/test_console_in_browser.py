@@ -48,6 +48,7 @@ HOSTILE = (
     " invoice\u202egpj.exe"
 )
 MEGABYTE = "lorem " * 175_000
+EARLIER = "mallory's memory before it grew"
 
 
 def console_login(url: str, role: str) -> str:
@@ -66,8 +67,9 @@ async def store_megabyte_memory(url: str) -> None:
     """A memory no worker would write (over MEMORY_MAX_TOKENS): the console shows whatever the
     table holds."""
     async with await psycopg.AsyncConnection.connect(url) as db:
-        await put_memory(db, "mallory", "huge", MEGABYTE, {}, "dm", None, utc_now())
-        await db.commit()
+        for text in (EARLIER, MEGABYTE):  # the first text becomes the memory's version 1
+            await put_memory(db, "mallory", "huge", text, {}, "dm", None, utc_now())
+            await db.commit()
 
 
 class Watched:
@@ -187,6 +189,8 @@ async def test_the_console_shows_what_the_worker_did_and_nothing_runs(
         assert "[U+202E]" in text
         assert "\u202e" not in text
         assert "more characters]" in text
+        huge = page.page.locator("tr.memory", has_text="huge")
+        assert await huge.locator("details li", has_text=EARLIER).count() == 1  # version 1
         assert len(await page.page.content()) < 200_000  # the megabyte is not on the page
 
         anonymous = await browser.new_context()
