@@ -30,10 +30,12 @@ _SECRET_VARIABLES = frozenset(
         "DATABASE_URL",
         "MCP_AUTH_TOKEN",
         "MCP_GATEWAY_URL",
+        "LLM_BOT_CONSOLE_TOKEN",
         "openai_api_key",
         "database_url",
         "mcp_auth_token",
         "mcp_gateway_url",
+        "console_token",
     }
 )
 
@@ -211,6 +213,8 @@ class Settings(BaseSettings):
     risk_response_mode: Literal["refuse", "safe-complete"] = Field(
         "refuse", alias="LLM_BOT_RISK_RESPONSE_MODE"
     )
+    # --- explanations (llm_bot/explanation) ------------------------------------------------
+    explanations: bool = Field(True, alias="LLM_BOT_EXPLANATIONS")
 
     # --- in-run working set ----------------------------------------------------------------
     memory_max_messages: Count = Field(8, alias="LLM_BOT_MEMORY_MAX_MESSAGES")
@@ -269,6 +273,15 @@ class Settings(BaseSettings):
     # Also the cap at write time: a new memory beyond it is refused (llm_bot.memory.tools).
     retention_memories_per_user: NonNegative = Field(1_000, alias="RETENTION_MEMORIES_PER_USER")
     retention_batch_rows: Count = Field(1_000, alias="RETENTION_BATCH_ROWS")
+
+    # --- operator console (llm-bot console; llm_bot/console/) ------------------------------
+    console_host: str = Field("127.0.0.1", alias="LLM_BOT_CONSOLE_HOST")
+    console_port: Annotated[int, Field(ge=1, le=65535)] = Field(8090, alias="LLM_BOT_CONSOLE_PORT")
+    console_token: SecretStr | None = Field(None, alias="LLM_BOT_CONSOLE_TOKEN")
+    console_iap_audience: str | None = Field(None, alias="LLM_BOT_CONSOLE_IAP_AUDIENCE")
+    console_iap_certs_url: str = Field(
+        "https://www.gstatic.com/iap/verify/public_key", alias="LLM_BOT_CONSOLE_IAP_CERTS_URL"
+    )
 
     # --- telemetry -------------------------------------------------------------------------
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", alias="LOG_LEVEL")

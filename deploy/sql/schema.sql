@@ -681,6 +681,89 @@ CREATE FUNCTION relation_rows(relation oid) RETURNS real LANGUAGE sql STABLE PAR
     RETURN (SELECT reltuples FROM pg_class WHERE oid = relation);
 INSERT INTO schema_migrations (version, name) VALUES (19, '0019_tenant_keys.sql') ON CONFLICT DO NOTHING;
 
+-- ==== 0020_answer_explanations.sql ====
+-- Why each answer is what it is (llm_bot/explanation/store.py): one row per answered event,
+-- written in the transaction that stores the event's output. The record holds ids, ranks,
+-- scores and hashes of what reached the model and counts of what was left out, never a copy of
+-- anyone's words: the words are read from their own rows when the explanation is shown, so
+-- erasing a speaker erases them from every explanation that cited them. Keyed by the requester
+-- first: the requester's tenant (docs/citus.md), erased, exported and retained with their
+-- records; the thread names it for `llm-bot forget-thread`.
+CREATE TABLE answer_explanations (
+    user_id        text        NOT NULL,
+    correlation_id text        NOT NULL,
+    thread_id      text,
+    created_at     timestamptz NOT NULL,
+    record         jsonb       NOT NULL,
+    PRIMARY KEY (user_id, correlation_id)
+);
+
+-- `llm-bot explain CORRELATION_ID` names no user; retention reads by age; forget-thread by thread.
+CREATE INDEX answer_explanations_correlation_idx ON answer_explanations (correlation_id);
+CREATE INDEX answer_explanations_created_at_idx ON answer_explanations (created_at);
+CREATE INDEX answer_explanations_thread_idx ON answer_explanations (thread_id);
+
+-- The output and its explanation in one statement: the event's output as 0019's function
+-- stores it, then, when it was stored (the claim still ours) and the event has an explanation,
+-- the explanation on the same user's shard. The function of 0019 stays for workers of the
+-- version before, still running while this one rolls out.
+CREATE FUNCTION store_event_output(
+    lock_id bigint, owner text, event text, step text, token uuid, result text, topic text,
+    data bytea, attributes jsonb, ordering text, thread text, at timestamptz, explanation jsonb,
+    OUT stored boolean, OUT model text, OUT dimensions integer, OUT next_model text,
+    OUT next_dimensions integer)
+LANGUAGE plpgsql AS $$
+BEGIN
+    SELECT s.stored, s.model, s.dimensions, s.next_model, s.next_dimensions
+      INTO stored, model, dimensions, next_model, next_dimensions
+      FROM store_event_output(lock_id, owner, event, step, token, result, topic, data,
+                              attributes, ordering, thread, at) s;
+    IF stored AND explanation IS NOT NULL THEN
+        INSERT INTO answer_explanations (user_id, correlation_id, thread_id, created_at, record)
+        VALUES (owner, event, thread, at, explanation)
+        ON CONFLICT (user_id, correlation_id) DO UPDATE
+           SET thread_id = EXCLUDED.thread_id, created_at = EXCLUDED.created_at,
+               record = EXCLUDED.record;
+    END IF;
+END
+$$;
+INSERT INTO schema_migrations (version, name) VALUES (20, '0020_answer_explanations.sql') ON CONFLICT DO NOTHING;
+
+-- ==== 0021_console_views.sql ====
+-- The operator console's audit (llm_bot/db/console_views.py): one row per view of a user's
+-- data in `llm-bot console`: which user, who looked (the bearer token's name or the IAP
+-- identity), which page, when. The viewed user's own record: erased with them and shown in
+-- their export, so it is keyed, and on Citus sharded, by that user.
+CREATE TABLE console_views (
+    user_id   text        NOT NULL,
+    viewed_at timestamptz NOT NULL,
+    viewer    text        NOT NULL,
+    page      text        NOT NULL
+);
+
+CREATE INDEX console_views_user_idx ON console_views (user_id, viewed_at);
+
+-- The console's database role: it reads every table and writes only its audit. A login role
+-- for the console is made a member (README, "The operator console"), so a console can never
+-- change what the worker stores, whatever its code does. Roles belong to the server, not the
+-- database: made once, kept when the schema is made again.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'llm_bot_console') THEN
+        CREATE ROLE llm_bot_console NOLOGIN;
+    END IF;
+    EXECUTE format('GRANT USAGE ON SCHEMA %I TO llm_bot_console', current_schema());
+    EXECUTE format('GRANT SELECT ON ALL TABLES IN SCHEMA %I TO llm_bot_console', current_schema());
+    -- Tables later migrations create are readable too.
+    EXECUTE format(
+        'ALTER DEFAULT PRIVILEGES IN SCHEMA %I GRANT SELECT ON TABLES TO llm_bot_console',
+        current_schema()
+    );
+END $$;
+
+GRANT INSERT ON console_views TO llm_bot_console;
+INSERT INTO schema_migrations (version, name) VALUES (21, '0021_console_views.sql') ON CONFLICT DO NOTHING;
+
 -- ==== 0022_consolidation.sql ====
 -- Memory consolidation (llm_bot/consolidation): a thread's turns up to `consolidated_seq` went
 -- into a consolidation job; those after it wait for their session to close. Threads that exist

@@ -45,6 +45,7 @@ from llm_bot.events.models import (
     StepError,
 )
 from llm_bot.events.routing import complete_current_step
+from llm_bot.explanation.record import Record, ToolSource, text_hash
 from llm_bot.graph.behavior.annotations import (
     gated_annotations,
     profile_annotation,
@@ -60,7 +61,16 @@ logger = logging.getLogger(__name__)
 
 # What the answer is made of: LangGraph then reads these channels alone after each superstep
 # instead of the whole state (~0.1 ms of CPU per event).
-OUTPUT = ["candidate", "writes", "combined_prompt", "profile", "gate", "offer", "tool_records"]
+OUTPUT = [
+    "candidate",
+    "writes",
+    "combined_prompt",
+    "profile",
+    "gate",
+    "offer",
+    "tool_records",
+    "explanation",
+]
 
 
 class DeadlineExceeded(ForwardAsError):
@@ -88,6 +98,7 @@ class Answer:
     candidate: CandidateV1 | None = None
     error: StepError | None = None
     pair: Pair | None = None
+    explanation: Record | None = None  # what reached the model and why (OK and gated SKIP)
 
 
 # Writes inside the caller's transaction, given the embedding space read under its write
@@ -167,14 +178,15 @@ class Answerer:
         record_tool_errors(working, final.get("tool_records", ()), now)
         gate = final.get("gate")
         candidate: CandidateV1 | None = final.get("candidate")
+        explanation = explained(final, candidate)
         if candidate is None:
             # A gated SKIP has no step error: its safety-decision annotation says why.
             complete_current_step(working, "SKIP", now, None if gate else no_prompt())
-            return Answer("SKIP", working)
+            return Answer("SKIP", working, explanation=explanation)
         working.candidates = [*(working.candidates or []), candidate]
         complete_current_step(working, "OK", now)
         if gate != "PROCEED":  # a refusal keeps nothing of the message
-            return Answer("OK", working, candidate)
+            return Answer("OK", working, candidate, explanation=explanation)
         pair = Pair(
             source_event=inbound.key.source,
             thread_id=inbound.thread_id,
@@ -184,7 +196,7 @@ class Answerer:
             at=context.clock(),
             writes=final.get("writes"),
         )
-        return Answer("OK", working, candidate, pair=pair)
+        return Answer("OK", working, candidate, pair=pair, explanation=explanation)
 
     async def prepare(self, answer: Answer) -> Writes:
         """The memory writes of ``answer``, with every embedding they need made now, outside
@@ -226,6 +238,20 @@ def annotate(
     elif gate is not None:
         added += gated_annotations(profile, gate, now)
     event.annotations = [*(event.annotations or []), *added]
+
+
+def explained(final: Mapping[str, Any], candidate: CandidateV1 | None) -> Record | None:
+    """The run's explanation completed with its tool calls and the answer's hash (None when
+    explanations are off or the run stopped before its behaviour decision)."""
+    record: Record | None = final.get("explanation")
+    if record is None:
+        return None
+    tools = tuple(
+        ToolSource(each.tool, "error" if each.outcome == "error" else "ok", each.ledger_index)
+        for each in final.get("tool_records", ())
+    )
+    answer = None if candidate is None or candidate.text is None else text_hash(candidate.text)
+    return replace(record, tools=tools, answer_hash=answer)
 
 
 def record_tool_errors(event: InternalEventV2, records: Iterable[ToolRecord], now: str) -> None:

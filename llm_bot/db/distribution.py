@@ -36,6 +36,8 @@ DISTRIBUTED_TABLES = (
     ("memories", "user_id"),
     ("memory_versions", "user_id"),
     ("agent_notes", "user_id"),
+    ("console_views", "user_id"),
+    ("answer_explanations", "user_id"),
 )
 ANCHOR = DISTRIBUTED_TABLES[0][0]
 # Called by statements that run on the shards (a table's own dependencies, such as the function

@@ -132,12 +132,13 @@ SELECT published, greatest(0, extract(epoch FROM lease_until - %(now)s))::float8
  WHERE user_id = %(user_id)s AND correlation_id = %(correlation_id)s AND step_key = %(step)s
 """
 
-# The output, and the embedding space under its write guard (migration 0019 says why a
-# function): stored or not, then the space's columns.
+# The output, the embedding space under its write guard and the answer's explanation
+# (migrations 0019 and 0020 say why a function): stored or not, then the space's columns.
 _STORE = f"""
 SELECT * FROM store_event_output({SPACE_LOCK_ID}, %(user_id)s, %(correlation_id)s, %(step)s,
                                  %(token)s, %(outcome)s, %(topic)s, %(data)s, %(attributes)s,
-                                 %(ordering_key)s, %(thread_id)s, %(now)s)
+                                 %(ordering_key)s, %(thread_id)s, %(now)s,
+                                 %(explanation)s::jsonb)
 """  # noqa: S608 (constants only)
 
 # Whoever confirmed a publish may record it, even if its lease was taken over meanwhile. The
@@ -192,6 +193,17 @@ DELETE FROM processed_events p USING (
 # Erasure's and export's rows (:mod:`llm_bot.lifecycle.erasure`): a user's records, a thread's,
 # and the keys of a thread's (its tool calls name their event, not their thread).
 ROWS_OF_USER = "FROM processed_events WHERE user_id = %(user)s"
+# The user's newest events, as the operator console lists them.
+RECENT_OF_USER = (
+    "SELECT correlation_id, step_key, thread_id, outcome, published, claimed_at, stored_at"
+    f" {ROWS_OF_USER} ORDER BY claimed_at DESC LIMIT %(limit)s"
+)
+# An event's output as published, for its explanation (:mod:`llm_bot.explanation.store`): the
+# words asked and the answer given are read from it, not copied.
+OUTPUT_OF_EVENT = """
+SELECT output_data FROM processed_events
+ WHERE user_id = %(user)s AND correlation_id = %(correlation_id)s AND step_key = %(step)s
+"""
 ROWS_OF_THREAD = "FROM processed_events WHERE thread_id = %(thread)s"
 EVENTS_OF_THREAD = (
     "SELECT user_id, correlation_id, step_key FROM processed_events WHERE thread_id = %(thread)s"
@@ -294,13 +306,18 @@ async def _claim_once(
 
 
 async def store_output(
-    connection: AnyConnection, claim: Claim, output: StoredOutput
+    connection: AnyConnection,
+    claim: Claim,
+    output: StoredOutput,
+    explanation: Mapping[str, Any] | None = None,
 ) -> EmbeddingSpace | None:
     """Record the event's output inside the caller's transaction; raises :class:`ClaimLost`.
 
     The same statement takes the embedding space's write guard and returns the space (None
     when no model is recorded: a ledger without memory), which the event's memory writes in
-    this transaction need (:mod:`llm_bot.db.embedding_space`)."""
+    this transaction need (:mod:`llm_bot.db.embedding_space`), and stores the answer's
+    ``explanation`` (:mod:`llm_bot.explanation`; None: none), so an answered event spends no
+    statement of its own on it."""
     params = {
         **_key_params(claim.key),
         "token": claim.token,
@@ -311,6 +328,7 @@ async def store_output(
         "ordering_key": output.ordering_key,
         "thread_id": output.thread_id,
         "now": utc_now(),
+        "explanation": None if explanation is None else Jsonb(explanation),
     }
     # A fetched row, not ``rowcount``: in pipeline mode (the group commit) that is only known
     # once the result has been fetched.

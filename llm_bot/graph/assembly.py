@@ -56,4 +56,5 @@ def context_from_settings(
         personalities=personalities,
         prompt=prompt_options(settings),
         behavior=BehaviorSettings.from_settings(settings),
+        explain=settings.explanations,
     )

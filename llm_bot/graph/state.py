@@ -17,6 +17,7 @@ from llm_bot.clock import utc_now
 from llm_bot.db.personalities import Personalities
 from llm_bot.events.inbound import Inbound
 from llm_bot.events.models import CandidateV1, InternalEventV2
+from llm_bot.explanation.record import Record
 from llm_bot.graph.behavior.profile import BehaviorSettings, Gate, Profile
 from llm_bot.graph.offering import Offer, make_offer
 from llm_bot.graph.prompt.composition import PromptOptions
@@ -59,6 +60,9 @@ class GraphState(TypedDict, total=False):
     llm_text: str
     candidate: CandidateV1
     writes: RunWrites
+    # What reached the model and why (llm_bot.explanation), assembled with the prompt; absent
+    # when LLM_BOT_EXPLANATIONS is off.
+    explanation: Record
 
 
 def bounded_state(limits: MessageLimits) -> type[GraphState]:
@@ -101,6 +105,7 @@ class GraphContext:
     clock: Callable[[], datetime] = utc_now
     personalities: Personalities | None = None  # None: named personalities are left out
     deadline: float | None = None  # the event's deadline, in the event loop's time
+    explain: bool = True  # LLM_BOT_EXPLANATIONS: assemble each answer's explanation
 
     def offer(self, event: InternalEventV2, profile: Profile) -> Offer:
         """The event's tools (:mod:`llm_bot.graph.offering`)."""

@@ -59,13 +59,15 @@ MAX_ERROR_CHARS = 500
 
 @dataclass(frozen=True)
 class ToolRecord:
-    """One call that reached a tool: its id, whether it failed, and for a failed platform
-    tool the ``errors[]`` entry's source and message."""
+    """One call that reached a tool: its id, whether it failed, for a failed platform
+    tool the ``errors[]`` entry's source and message, and for a platform tool its index in the
+    event's calls (the last part of its tool ledger key, which an explanation cites)."""
 
     tool: str
     outcome: str  # "ok" or "error"
     error_source: str | None = None
     message: str = ""
+    ledger_index: int | None = None
 
 
 @dataclass(frozen=True)
@@ -164,6 +166,8 @@ async def _run_call(
             span.set_status(Status(StatusCode.ERROR))
             span.set_attribute("error.type", "tool_error")
     record = _record(tool_id, platform_tool, outcome, ran=ran)
+    if platform_tool is not None:
+        record = dataclasses.replace(record, ledger_index=index)
     metrics.tool_calls.add(1, {"tool": tool_id, "outcome": record.outcome})
     return done, record
 

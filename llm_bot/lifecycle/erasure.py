@@ -2,9 +2,10 @@
 table we own, deleted in one transaction, and how many rows went from each table.
 
 A user's rows are found by what names them: ``user_id`` (memories and their versions, turns
-and their copies in shared channels' windows, notes, processed-event records, tool calls) and
-the rows of the user's direct-message threads (:data:`llm_bot.memory.turns.THREADS_OF_USER`).
-A shared thread's row is the room's, so it stays, with the other speakers' turns.
+and their copies in shared channels' windows, notes, processed-event records, tool calls,
+answers' explanations, the operator console's record of who viewed them) and the rows of the
+user's direct-message threads (:data:`llm_bot.memory.turns.THREADS_OF_USER`). A shared thread's
+row is the room's, so it stays, with the other speakers' turns.
 
 A table added later must be added to :data:`USER_ROWS`, with its rows from the table's owner
 (tests/unit/test_table_owners.py): the erasure test scans every column of
@@ -20,7 +21,8 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from llm_bot.db import processed_events
+from llm_bot.db import console_views, processed_events
+from llm_bot.explanation import store as explanations
 from llm_bot.memory import memories, notes_store, turns, versions
 from llm_bot.platform_tools import ledger
 
@@ -38,6 +40,8 @@ USER_ROWS: tuple[tuple[str, str], ...] = (
     ("agent_notes", notes_store.ROWS_OF_USER),
     ("processed_events", processed_events.ROWS_OF_USER),
     ("tool_calls", ledger.ROWS_OF_USER),
+    ("console_views", console_views.ROWS_OF_USER),
+    ("answer_explanations", explanations.ROWS_OF_USER),
 )
 
 # A thread's tool calls are found through its event records, so they go before the records.
@@ -47,6 +51,7 @@ THREAD_ROWS: tuple[tuple[str, str], ...] = (
     ("conversation_threads", turns.THREAD_ROW),
     ("memories", memories.DERIVED_OF_THREAD),
     ("tool_calls", ledger.ROWS_OF_THREAD),
+    ("answer_explanations", explanations.ROWS_OF_THREAD),
     ("processed_events", processed_events.ROWS_OF_THREAD),
 )
 

@@ -31,6 +31,7 @@ from psycopg.rows import tuple_row
 
 from llm_bot.clock import utc_now
 from llm_bot.db.processed_events import EXPIRED_EVENTS
+from llm_bot.explanation import store as explanations
 from llm_bot.memory import memories, turns
 from llm_bot.memory.versions import EXPIRED_VERSIONS
 from llm_bot.platform_tools.ledger import EXPIRED_CALLS
@@ -91,6 +92,13 @@ async def _apply(
         )
         deleted["tool_calls"] = await _sweep(
             connection, "tool_calls", EXPIRED_CALLS, {**batch, "cutoff": cutoff}, progress
+        )
+        deleted["answer_explanations"] = await _sweep(
+            connection,
+            "answer_explanations",
+            explanations.EXPIRED,
+            {**batch, "cutoff": cutoff},
+            progress,
         )
     if policy.history_days:
         cutoff = now - timedelta(days=policy.history_days)

@@ -29,7 +29,7 @@ import asyncio
 import logging
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import TypeVar
 
@@ -38,6 +38,7 @@ from psycopg.rows import dict_row
 from llm_bot.llm.messages import ChatMessage
 from llm_bot.memory.history import Turn, read_window, window_of, window_params, window_sql
 from llm_bot.memory.long_term import render_memories
+from llm_bot.memory.memories import PRIVATE_COUNT
 from llm_bot.memory.notes_store import NOTES_SQL, Notes, notes_of
 from llm_bot.memory.recall import NO_RECALL, Recall, RecalledTurn, recall
 from llm_bot.memory.retrieval import MemoryContext
@@ -78,13 +79,17 @@ MIN_RECALL_CANDIDATES = 5
 # own (none without notes), each turn's on one of its own. In a DM both are the user's rows; a
 # shared channel's window is the channel's.
 _NOTES_AND_WINDOW = """
-SELECT notes.content AS notes_content, notes.visibility AS notes_visibility, turn.*
+SELECT notes.content AS notes_content, notes.visibility AS notes_visibility, turn.*,
+       private.private_memories
   FROM ({notes}) AS notes FULL JOIN ({window}) AS turn ON false
+       FULL JOIN ({private}) AS private ON false
 """
 
 
 def _notes_and_window_sql(thread_id: str) -> str:
-    return _NOTES_AND_WINDOW.format(notes=NOTES_SQL, window=window_sql(thread_id))
+    return _NOTES_AND_WINDOW.format(
+        notes=NOTES_SQL, window=window_sql(thread_id), private=PRIVATE_COUNT
+    )
 
 
 NO_NOTES = notes_of(None, None)
@@ -120,6 +125,18 @@ class Parts:
     window: list[Turn]
     recalled: list[RecalledTurn]
     deep: bool = False  # recall found the user deep: the event's pair enters the recall index
+    # Candidates left out before assembly, by reason: another scope (notes and memories learned
+    # in a DM, in a shared channel), below the similarity threshold.
+    left_out: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Read:
+    """The notes, the window, and how many of the user's memories this thread may not show."""
+
+    notes: Notes
+    window: list[Turn]
+    private_memories: int = 0
 
 
 class PostgresMemoryRetriever:
@@ -157,31 +174,52 @@ class PostgresMemoryRetriever:
     async def _retrieve(
         self, user_id: str, thread_id: str, query: str, *, include_private: bool, shared: bool
     ) -> MemoryContext:
+        _, context, failed = await self._assembled(
+            user_id, thread_id, query, include_private, shared
+        )
+        if failed:
+            context.stats["retrievalFailed"] = len(failed)
+        return context
+
+    async def consider(
+        self, user_id: str, thread_id: str, query: str, *, private: bool
+    ) -> tuple[Parts, MemoryContext, list[str]]:
+        """What :meth:`retrieve` would find for ``query`` (the parts), the context it would
+        give (what entered the prompt, what was left out by reason), and the parts that
+        failed: the operator console's "try a recall" shows the worker's own decision, not a
+        copy of it."""
+        include_private = private or self._limits.private_in_public
+        return await self._assembled(user_id, thread_id, query, include_private, not private)
+
+    async def _assembled(
+        self, user_id: str, thread_id: str, query: str, include_private: bool, shared: bool
+    ) -> tuple[Parts, MemoryContext, list[str]]:
         failed: list[str] = []
         parts = await self._parts(user_id, thread_id, query, include_private, failed)
         budget = self._limits.max_context_tokens - approx_tokens(query)
         context = assemble(parts, self._limits, budget, requester=user_id, shared=shared)
-        if failed:
-            context.stats["retrievalFailed"] = len(failed)
-        return context
+        return parts, context, failed
 
     async def _parts(
         self, user_id: str, thread_id: str, query: str, include_private: bool, failed: list[str]
     ) -> Parts:
         """Each part started as soon as it can be: the notes and the window alongside the
         embedding, then memories and recall (outside the window)."""
-        vector, (notes, window) = await asyncio.gather(
+        vector, read = await asyncio.gather(
             _degrade("embedding", self._embed(query), None, user_id, failed),
-            self._notes_and_window_or_window(user_id, thread_id, failed),
+            self._notes_and_window_or_window(user_id, thread_id, include_private, failed),
         )
+        notes, window = read.notes, read.window
         shown = notes.content if include_private or notes.visibility == "public" else ""
+        scope = read.private_memories + (1 if notes.content and not shown else 0)
+        left_out = {"another_scope": scope}
         if vector is None:
-            return Parts(shown, [], window, [])
-        memories, recalled = await asyncio.gather(
+            return Parts(shown, [], window, [], left_out=left_out)
+        (memories, below), recalled = await asyncio.gather(
             _degrade(
                 "memories",
                 self._memories(user_id, query, vector, include_private),
-                [],
+                ([], 0),
                 user_id,
                 failed,
             ),
@@ -193,24 +231,29 @@ class PostgresMemoryRetriever:
                 failed,
             ),
         )
-        return Parts(shown, memories, window, recalled.turns, recalled.deep)
+        left_out["below_threshold"] = below
+        return Parts(shown, memories, window, recalled.turns, recalled.deep, left_out)
 
     async def _embed(self, query: str) -> list[float]:
         return (await self._store.embedder.embed([query]))[0]
 
     async def _notes_and_window_or_window(
-        self, user_id: str, thread_id: str, failed: list[str]
-    ) -> tuple[Notes, list[Turn]]:
+        self, user_id: str, thread_id: str, include_private: bool, failed: list[str]
+    ) -> Read:
         """The notes and the window in one statement; when it fails (a locked table, a
         statement timeout on either side), the window alone, so a fault in the notes does not
         cost the thread its window."""
         read = await _degrade(
-            "notes and window", self._notes_and_window(user_id, thread_id), None, user_id, failed
+            "notes and window",
+            self._notes_and_window(user_id, thread_id, include_private),
+            None,
+            user_id,
+            failed,
         )
         if read is not None:
             return read
         window = await _degrade("window", self._window(thread_id), [], user_id, failed)
-        return NO_NOTES, window
+        return Read(NO_NOTES, window)
 
     async def _window(self, thread_id: str) -> list[Turn]:
         limits = self._limits
@@ -219,10 +262,18 @@ class PostgresMemoryRetriever:
                 connection, thread_id, limits.context_pairs, self._clock(), limits.session_idle
             )
 
-    async def _notes_and_window(self, user_id: str, thread_id: str) -> tuple[Notes, list[Turn]]:
+    async def _notes_and_window(self, user_id: str, thread_id: str, include_private: bool) -> Read:
+        """The notes, the window and, where they may not be shown, the count of the user's
+        memories learned in DMs (up to :data:`MEMORY_CANDIDATES`), in one statement."""
         limits = self._limits
         window = window_params(thread_id, limits.context_pairs, self._clock(), limits.session_idle)
-        params = {"user_id": user_id, "agent": self._agent, **window}
+        params = {
+            "user_id": user_id,
+            "agent": self._agent,
+            "withheld": not include_private,
+            "candidates": MEMORY_CANDIDATES,
+            **window,
+        }
         async with (
             self._store.connection() as connection,
             connection.cursor(row_factory=dict_row) as cursor,
@@ -231,20 +282,25 @@ class PostgresMemoryRetriever:
             rows = await cursor.fetchall()
         notes = NO_NOTES
         turns = []
+        private = 0
         for row in rows:
             content, visibility = row.pop("notes_content"), row.pop("notes_visibility")
-            if row["seq"] is None:
+            count = row.pop("private_memories")
+            if count is not None:
+                private = int(count)
+            elif row["seq"] is None:
                 notes = notes_of(content, visibility)
             else:
                 turns.append(row)
-        return notes, window_of(turns)
+        return Read(notes, window_of(turns), private)
 
     async def _memories(
         self, user_id: str, query: str, vector: list[float], include_private: bool
-    ) -> list[MemoryHit]:
+    ) -> tuple[list[MemoryHit], int]:
         """All of the user's memories when they fit the memory budget (a threshold tuned to
         keep noise out of a long list would silence a fact the model needs in a short one);
-        beyond it, those at or above the threshold or sharing a word with the query."""
+        beyond it, those at or above the threshold or sharing a word with the query. With how
+        many the threshold left out."""
         hits = await self._store.for_user(user_id).search(
             query,
             limit=MEMORY_CANDIDATES,
@@ -254,9 +310,10 @@ class PostgresMemoryRetriever:
         )
         fits = sum(memory_cost(hit.content) for hit in hits) <= self._limits.memory_budget_tokens
         if len(hits) < MEMORY_CANDIDATES and fits:
-            return hits
+            return hits, 0
         threshold = self._limits.threshold
-        return [hit for hit in hits if hit.similarity >= threshold or hit.keyword_match]
+        kept = [hit for hit in hits if hit.similarity >= threshold or hit.keyword_match]
+        return kept, len(hits) - len(kept)
 
     async def _recall(
         self,
@@ -315,12 +372,18 @@ def assemble(
         "windowPairs": len(window) // 2,
         **{f"{part}Tokens": tokens for part, tokens in used.items()},
     }
+    over_budget = len(parts.memories) - len(memories) + (len(parts.window) - len(window)) // 2
+    left_out = {**parts.left_out, **selection.left_out}
+    left_out["over_budget"] = left_out.get("over_budget", 0) + over_budget
     return MemoryContext(
         tuple(messages),
         stats,
         deep=parts.deep,
         recalled=tuple(recalled),
-        left_out=selection.left_out,
+        left_out={reason: count for reason, count in left_out.items() if count},
+        notes=notes and parts.notes,
+        memories=tuple(memories),
+        window=tuple(window),
     )
 
 

@@ -165,3 +165,18 @@ ROWS_OF_USER = "FROM memories WHERE user_id = %(user)s"
 # The memories consolidation derived from a thread's turns (:mod:`llm_bot.consolidation` names
 # the thread in their metadata), which go when the thread is forgotten, as its turns do.
 DERIVED_OF_THREAD = "FROM memories WHERE metadata->>'derivedFrom' = %(thread)s"
+
+# The user's memories learned in DMs, counted up to ``candidates`` when ``withheld`` (a shared
+# channel that may not show them): what an answer's explanation counts as left out for being of
+# another scope. One row always (an aggregate), so context assembly reads it with the notes and
+# the window in one statement (:mod:`llm_bot.memory.context`).
+PRIVATE_COUNT = """
+SELECT count(*) AS private_memories FROM (
+    SELECT FROM memories WHERE user_id = %(user_id)s AND visibility = 'dm' AND %(withheld)s
+     LIMIT %(candidates)s) AS private
+"""
+
+# An explanation's memories as they are now (:mod:`llm_bot.explanation.store`), by key.
+CURRENT_OF_KEYS = """
+SELECT key, content, updated_at FROM memories WHERE user_id = %(user)s AND key = ANY(%(keys)s)
+"""

@@ -51,6 +51,7 @@ from llm_bot.memory.dates import DATE_BONUS, date_window
 from llm_bot.memory.fusion import fused, with_neighbours
 from llm_bot.memory.search import SearchMode, fused_candidates, query_text
 from llm_bot.memory.turns import recall_sql
+from llm_bot.telemetry.traces import memory_search
 
 # The lexical side ranks the turns matching the query among the user's most recent this many:
 # all of a user's turns up to that depth, a bounded cost beyond it.
@@ -105,6 +106,10 @@ async def recall_turns(
     return (await recall(connection, user_id, text, vector, **options)).turns
 
 
+@memory_search(
+    "conversation_turns",
+    lambda found: [(f"{turn.thread_id}#{turn.seq}", turn.fused_score) for turn in found.turns],
+)
 async def recall(
     connection: AsyncConnection[Any],
     user_id: str,

@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from llm_bot.llm.messages import ChatMessage
+from llm_bot.memory.history import Turn
 from llm_bot.memory.recall import RecalledTurn
+from llm_bot.memory.search import MemoryHit
 
 
 @dataclass(frozen=True)
@@ -19,15 +21,20 @@ class MemoryContext:
     """Every memory part of one prompt's context (notes, memories, recalled turns, the thread's
     window): messages to place between the system prompt and this run's messages, in order,
     and how many of each kind they hold. ``deep``: recall found the user deep, so the pair
-    this event writes enters recall's index (:mod:`llm_bot.db.turn_index`). ``recalled``: the
-    older turns given, in the order shown; ``left_out``: recall's candidates not given, counted
-    by reason."""
+    this event writes enters recall's index (:mod:`llm_bot.db.turn_index`). ``notes`` (the
+    document as sent, empty when none was), ``memories``, ``recalled`` (the older turns given,
+    in the order shown) and ``window``: what was given; ``left_out``: the candidates not given,
+    counted by reason (another scope, below the threshold, over the budget, a duplicate). An
+    answer's explanation cites them (:mod:`llm_bot.explanation`)."""
 
     messages: tuple[ChatMessage, ...] = ()
     stats: dict[str, int] = field(default_factory=dict)
     deep: bool = False
     recalled: tuple[RecalledTurn, ...] = ()
     left_out: dict[str, int] = field(default_factory=dict)
+    notes: str = ""
+    memories: tuple[MemoryHit, ...] = ()
+    window: tuple[Turn, ...] = ()
 
 
 class MemoryRetriever(Protocol):

@@ -55,6 +55,7 @@ from psycopg.rows import dict_row
 from llm_bot.db.vectors import vector_param
 from llm_bot.llm.embeddings import MAX_CHARS
 from llm_bot.memory.memories import HYBRID_SEARCH
+from llm_bot.telemetry.traces import memory_search
 
 RRF_K = 60
 # A word more of the user's memories hold than this finds none of them alone (it still ranks
@@ -80,6 +81,8 @@ class MemoryHit:
     similarity: float
     fused_score: float
     keyword_match: bool = False  # shares a content word with the query
+    dense_rank: int | None = None  # where each search ranked it (None: not found by it)
+    lexical_rank: int | None = None
 
 
 def rrf(*ranks: int | None) -> float:
@@ -158,6 +161,7 @@ async def memory_candidates(
     return await fused_candidates(connection, HYBRID_SEARCH, scope, text, vector, pool, mode)
 
 
+@memory_search("memories", lambda hits: [(hit.key, hit.fused_score) for hit in hits])
 async def hybrid_search(
     connection: AsyncConnection[Any],
     user_id: str,
@@ -191,6 +195,8 @@ async def hybrid_search(
             similarity=float(row["similarity"]),
             fused_score=rrf(row["dense_rank"], row["lexical_rank"]),
             keyword_match=row["lexical_rank"] is not None,
+            dense_rank=row["dense_rank"],
+            lexical_rank=row["lexical_rank"],
         )
         for row in rows
     )

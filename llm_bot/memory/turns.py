@@ -340,10 +340,30 @@ ON CONFLICT DO NOTHING
 # every speaker's, its window's copies and its row.
 TURNS_OF_USER = "FROM conversation_turns WHERE user_id = %(user)s"
 CHANNEL_TURNS_OF_USER = "FROM channel_turns WHERE user_id = %(user)s"
+
+# An explanation's turns by id (:mod:`llm_bot.explanation.store`), whoever spoke them: a shared
+# channel's window cites other speakers' turns. An operator's read, so every shard is asked.
+TURNS_BY_ID = """
+SELECT t.thread_id, t.seq, t.content FROM conversation_turns t
+  JOIN unnest(%(threads)s::text[], %(seqs)s::bigint[]) AS id(thread_id, seq)
+    ON t.thread_id = id.thread_id AND t.seq = id.seq
+"""
 THREADS_OF_USER = "FROM conversation_threads WHERE tenant = %(user)s AND thread_id <> tenant"
 TURNS_OF_THREAD = "FROM conversation_turns WHERE thread_id = %(thread)s"
 CHANNEL_TURNS_OF_THREAD = "FROM channel_turns WHERE thread_id = %(thread)s"
 THREAD_ROW = "FROM conversation_threads WHERE tenant = %(tenant)s AND thread_id = %(thread_id)s"
+
+# The operator console (:mod:`llm_bot.console`): a user's newest turns, from every thread, and
+# the users whose id starts with a prefix (the ids in [start, end), read in the order of the
+# ``(user_id, created_at)`` index, so a search reads the matching users' turns and stops).
+RECENT_TURNS_OF_USER = (
+    f"SELECT thread_id, seq, role, content, visibility, created_at {TURNS_OF_USER}"
+    " ORDER BY created_at DESC, seq DESC LIMIT %(limit)s"
+)
+USERS_BETWEEN = (
+    "SELECT user_id FROM conversation_turns WHERE user_id >= %(start)s AND user_id < %(end)s"
+    " GROUP BY user_id ORDER BY user_id LIMIT %(limit)s"
+)
 
 
 def thread_row(thread_id: str) -> dict[str, str]:

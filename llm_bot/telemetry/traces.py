@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import os
-from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from typing import Any, TextIO, TypeVar
 
 from opentelemetry import context as otel_context
@@ -116,6 +117,52 @@ def tool_span(name: str, call_id: str) -> contextlib.AbstractContextManager[Span
             "gen_ai.tool.call.id": call_id,
         },
     )
+
+
+# The GenAI conventions' opt-in for content on spans: a memory search's record ids and scores
+# are put on its span only under it (the ids name users' threads and memories' keys).
+CAPTURE_CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+_CAPTURE_VALUES = ("true", "1", "span_only", "span_and_event")
+
+
+def capture_content() -> bool:
+    return os.environ.get(CAPTURE_CONTENT, "").strip().lower() in _CAPTURE_VALUES
+
+
+def memory_search(
+    store: str, records: Callable[[Any], Sequence[tuple[str, float]]]
+) -> Callable[[F], F]:
+    """Run an async memory search inside a ``search_memory`` span of the GenAI memory
+    conventions (``search_memory {store}``), with ``gen_ai.memory.record.count`` set from what
+    it returned (``records``: each record's id and score) and, only under
+    ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``, ``gen_ai.memory.records`` holding
+    those ids and scores, never a record's text."""
+
+    def decorate(function: F) -> F:
+        @functools.wraps(function)
+        async def wrapper(*args: Any, **kwargs: Any) -> Any:
+            attributes = {"gen_ai.operation.name": "search_memory", "gen_ai.memory.store.id": store}
+            with child_span(f"search_memory {store}", attributes=attributes) as span:
+                result = await function(*args, **kwargs)
+                if span.is_recording():
+                    found = records(result)
+                    span.set_attribute("gen_ai.memory.record.count", len(found))
+                    if capture_content():
+                        listed = [{"id": key, "score": round(score, 4)} for key, score in found]
+                        span.set_attribute("gen_ai.memory.records", json.dumps(listed))
+                return result
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+def annotate_current(attributes: Mapping[str, str]) -> None:
+    """Set ``attributes`` on the current span when it is recorded (a decision made inside a
+    stage, such as the behaviour layer's ``gen_ai.guardrail.result``)."""
+    span = trace.get_current_span()
+    if span.is_recording():
+        span.set_attributes(dict(attributes))
 
 
 def current_trace_id() -> str | None:

@@ -41,7 +41,13 @@ from llm_bot.events.routing import advance, hop_attributes, prefixed
 from llm_bot.settings import Settings
 from llm_bot.telemetry import metrics
 from llm_bot.telemetry.logs import event_ids
-from llm_bot.telemetry.traces import child_span, consumer_span, current_trace_id, inject
+from llm_bot.telemetry.traces import (
+    annotate_current,
+    child_span,
+    consumer_span,
+    current_trace_id,
+    inject,
+)
 from llm_bot.transport.ack import (
     MAX_ATTRIBUTE_BYTES,
     Delivery,
@@ -219,7 +225,12 @@ class EventHandler:
         progress: ProgressWatch,
     ) -> None:
         """Commit the output with the answer's memory writes in one (grouped) transaction,
-        then publish it once a progress message under way went out."""
+        then publish it once a progress message under way went out. The answer's explanation
+        is stored with the output and named on the event's span (the GenAI conventions' "stored
+        externally, referenced from the span"): ``llm-bot explain`` shows it."""
+        explained = answer.explanation
+        if explained is not None:
+            annotate_current({"llm_bot.explanation.id": inbound.key.correlation_id})
         with child_span("send", kind=SpanKind.PRODUCER) as span:
             output = output_of(answer, inbound, self._settings)  # carries this span's context
             span.update_name(f"send {output.topic}")
@@ -233,12 +244,15 @@ class EventHandler:
 
             with metrics.timed(metrics.stage_duration, {"stage": "commit"}):
                 writes = await self._answerer.prepare(answer)
+                explanation = None if explained is None else explained.to_json()
 
                 async def work(connection: AsyncConnection[Any]) -> None:
                     # The store first: its statement also takes the embedding space's guard,
                     # which must come before the memory writes touch a table the re-embedding
-                    # alters.
-                    space = await processed_events.store_output(connection, claimed, output)
+                    # alters; it stores the answer's explanation too.
+                    space = await processed_events.store_output(
+                        connection, claimed, output, explanation
+                    )
                     await writes.apply(connection, space)
 
                 keys = [processed_events.row_key(claimed.key), *writes.keys]

@@ -8,10 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 from typing import Any
 
 from langgraph.runtime import Runtime
 
+from llm_bot.explanation.record import (
+    ContextSources,
+    MemorySource,
+    Scores,
+    TurnSource,
+    text_hash,
+)
 from llm_bot.graph.state import GraphContext, GraphState
 from llm_bot.memory.retrieval import MemoryContext
 
@@ -37,4 +45,34 @@ async def retrieve_memories(state: GraphState, runtime: Runtime[GraphContext]) -
         )
         memory_context = MemoryContext(stats={"retrievalFailed": 1})
     state["writes"].index_turns = memory_context.deep
-    return {"memory_context": memory_context}
+    update: dict[str, Any] = {"memory_context": memory_context}
+    if "explanation" in state:
+        update["explanation"] = replace(state["explanation"], context=sources_of(memory_context))
+    return update
+
+
+def sources_of(memory_context: MemoryContext) -> ContextSources:
+    """What the memory context cites, as an explanation records it: ids, scores and hashes of
+    the texts sent, never the texts."""
+    chosen = memory_context  # what assembly gave the model, and what it left out
+    return ContextSources(
+        notes_hash=text_hash(chosen.notes) if chosen.notes else None,
+        memories=tuple(
+            MemorySource(
+                hit.key,
+                hit.updated_at,
+                text_hash(hit.content),
+                Scores(hit.dense_rank, hit.lexical_rank, hit.similarity, hit.fused_score),
+            )
+            for hit in chosen.memories
+        ),
+        recalled=tuple(
+            TurnSource(
+                turn.thread_id, turn.seq, Scores(similarity=turn.similarity, fused=turn.fused_score)
+            )
+            for turn in chosen.recalled
+        ),
+        window=tuple(TurnSource(turn.thread_id, turn.seq) for turn in chosen.window),
+        left_out=chosen.left_out,
+        failed=memory_context.stats.get("retrievalFailed", 0),
+    )

@@ -119,27 +119,68 @@ class Request:
         """The user message; ``constraints`` and ``task_lines`` (guidance of the caller's,
         e.g. a behaviour profile) are listed at priority 2, before the personalities'
         constraints and the platform's task at 3."""
+        parts = self.sections(event, identity, constraints=constraints, task_lines=task_lines)
+        return join_sections(parts)
+
+    def sections(
+        self,
+        event: InternalEventV2,
+        identity: Identity | None = None,
+        *,
+        constraints: Sequence[str] = (),
+        task_lines: Sequence[str] = (),
+    ) -> list[Rendered]:
+        """The user message's sections, each with what it was made from, in order (the
+        message is :func:`join_sections` of them; an explanation cites them one by one)."""
         annotations = event.annotations or []
         personal = identity.constraints if identity else ()
-        return "\n\n".join(
-            [
-                requesting_user_section(requesting_user(event)),
-                contexts_section([*story_contexts(annotations), *context_packs(annotations)]),
+        contexts = [*story_contexts(annotations), *context_packs(annotations)]
+        return [
+            Rendered("Requesting User", "event", requesting_user_section(requesting_user(event))),
+            Rendered(
+                "Contexts",
+                "story and context packs",
+                contexts_section(contexts),
+                tuple(context.name for context in contexts),
+            ),
+            Rendered(
+                "Constraints",
+                "behaviour profile and personalities",
                 constraints_section(
                     [
                         *(Item(text, PERSONALITY_PRIORITY) for text in personal),
                         *(Item(text, GUIDANCE_PRIORITY) for text in constraints),
                     ]
                 ),
+            ),
+            Rendered(
+                "Task",
+                "behaviour profile and task annotations",
                 task_section(
                     [
                         *(Item(text, GUIDANCE_PRIORITY) for text in task_lines),
                         Item("\n\n".join(self.task), TASK_PRIORITY),
                     ]
                 ),
-                input_section(self.words),
-            ]
-        )
+            ),
+            Rendered("Input", "event", input_section(self.words), source=self.words),
+        ]
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """A section as rendered: its name, where its content came from, its text, the names it
+    cites and, for the user's words, the words themselves (what a reader compares)."""
+
+    name: str
+    origin: str
+    text: str
+    refs: tuple[str, ...] = ()
+    source: str | None = None
+
+
+def join_sections(sections: Sequence[Rendered]) -> str:
+    return "\n\n".join(section.text for section in sections)
 
 
 def request_of(event: InternalEventV2, options: PromptOptions) -> Request | None:

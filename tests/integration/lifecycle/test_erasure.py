@@ -48,6 +48,11 @@ def fill(url: str) -> None:
                 "INSERT INTO agent_notes (user_id, agent_name, content) VALUES (%s, 'bot', 'n')",
                 (user,),
             )
+            db.execute(
+                "INSERT INTO console_views (user_id, viewed_at, viewer, page)"
+                " VALUES (%s, now(), 'token:ops', 'user')",
+                (user,),
+            )
             for seq, thread in enumerate([SHARED, *THREADS[user]]):
                 db.execute(
                     "INSERT INTO conversation_turns (thread_id, seq, user_id, session_id,"
@@ -66,6 +71,11 @@ def fill(url: str) -> None:
                     "INSERT INTO processed_events (correlation_id, step_key, lease_until,"
                     " user_id, thread_id) VALUES (%s, '0:llm-bot', now(), %s, %s)",
                     (f"{user}/{thread}", user, thread),
+                )
+                db.execute(
+                    "INSERT INTO answer_explanations (user_id, correlation_id, thread_id,"
+                    " created_at, record) VALUES (%s, %s, %s, now(), '{}')",
+                    (user, f"{user}/{thread}", thread),
                 )
                 for index in range(2):  # two tool calls per event
                     db.execute(
@@ -88,6 +98,10 @@ def owners(url: str) -> dict[str, set[str]]:
             "memories": {r[0] for r in db.execute("SELECT user_id FROM memories")},
             "versions": {r[0] for r in db.execute("SELECT user_id FROM memory_versions")},
             "tool calls": {r[0] for r in db.execute("SELECT DISTINCT user_id FROM tool_calls")},
+            "views": {r[0] for r in db.execute("SELECT DISTINCT user_id FROM console_views")},
+            "explanations": {
+                r[0] for r in db.execute("SELECT DISTINCT user_id FROM answer_explanations")
+            },
         }
 
 
@@ -105,6 +119,8 @@ async def test_forget_user_takes_exactly_their_rows(fresh_database_url: str, gon
         "agent_notes": 1,
         "processed_events": 3,
         "tool_calls": 6,
+        "answer_explanations": 3,
+        "console_views": 1,
     }
     kept = [user for user in USERS if user != gone]
     assert owners(fresh_database_url) == {
@@ -116,6 +132,8 @@ async def test_forget_user_takes_exactly_their_rows(fresh_database_url: str, gon
         "memories": set(kept),
         "versions": set(kept),
         "tool calls": set(kept),
+        "views": set(kept),
+        "explanations": set(kept),
     }
 
 
@@ -150,6 +168,7 @@ async def test_forget_thread_takes_every_speakers_turns_there_only(fresh_databas
         "memories": 1,  # the one derived from it
         "tool_calls": 2 * everyone,
         "processed_events": everyone,
+        "answer_explanations": everyone,
     }
     with psycopg.connect(fresh_database_url) as db:
         derived = db.execute(
@@ -179,3 +198,7 @@ async def test_an_export_holds_the_users_tool_calls_as_the_erasure_takes_them(
         ("a.b", "mcp:echo", "started")
     }
     assert len(calls) == 6
+    explanations = document["tables"]["answer_explanations"]
+    assert {(row["user_id"], row["correlation_id"]) for row in explanations} == {
+        ("a.b", f"a.b/{thread}") for thread in [SHARED, *THREADS["a.b"]]
+    }

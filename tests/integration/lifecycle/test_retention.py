@@ -5,6 +5,7 @@ two runs at once split the work without failing or counting a row twice."""
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -51,6 +52,13 @@ def fill(url: str, copies: int) -> None:
                     " VALUES ('u', %s, %s, coalesce(%s, clock_timestamp() + interval '1 hour'),"
                     " %s, %s, %s, 'OK', 'x')",
                     (f"c{n}", step, lease, claimed, published is not None, published),
+                )
+            # The explanations of the published events, stored when they were.
+            for step, _, published, _ in events[:2]:
+                db.execute(
+                    "INSERT INTO answer_explanations (user_id, correlation_id, thread_id,"
+                    " created_at, record) VALUES ('u', %s, 't', %s, %s)",
+                    (f"c{n}/{step}", published, json.dumps({"step": step})),
                 )
             # A tool call of each event, and of events whose records are gone: long ago, lately.
             calls = [(f"c{n}", step, claimed) for step, claimed, _, _ in events]
@@ -133,6 +141,9 @@ def survivors(url: str) -> dict[str, set[str]]:
             },
             "memories": {r[0] for r in db.execute("SELECT DISTINCT key FROM memories")},
             "versions": {r[0] for r in db.execute("SELECT DISTINCT key FROM memory_versions")},
+            "explanations": {
+                r[0] for r in db.execute("SELECT DISTINCT record->>'step' FROM answer_explanations")
+            },
         }
 
 
@@ -144,6 +155,7 @@ EXPECTED_SURVIVORS = {
     "window": {f"long:{seq}" for seq in range(27, 31)},
     "memories": {"age2", "age3", "age4"},
     "versions": {"age4"},
+    "explanations": {"published-recent"},
 }
 
 
@@ -158,6 +170,7 @@ async def test_expired_rows_go_and_recent_rows_stay(fresh_database_url: str) -> 
     assert deleted == {
         "processed_events": 2 * 2,
         "tool_calls": 2 * 3,
+        "answer_explanations": 2,
         "turns_expired": 2 * 4,
         "channel_turns_expired": 2 * 4,
         "threads_empty": 2 * 2,
@@ -179,6 +192,7 @@ async def test_two_runs_at_once_split_the_work(fresh_database_url: str) -> None:
     assert together == {
         "processed_events": copies * 2,
         "tool_calls": copies * 3,
+        "answer_explanations": copies,
         "turns_expired": copies * 4,
         "channel_turns_expired": copies * 4,
         "threads_empty": copies * 2,

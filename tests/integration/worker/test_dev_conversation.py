@@ -47,11 +47,16 @@ def test_dev_runs_the_worker_shows_the_conversation_and_stops_cleanly(tmp_path: 
         for user, thread, text in DEMO_CONVERSATION:
             assert f"# {user}@{thread}> {text}" in lines
             assert f"# llm-bot> echo: {text}" in lines
-        memory_lines = [line for line in lines if line.startswith("#   memories injected")]
-        assert len(memory_lines) == 3, "\n".join(lines)
-        # Ada's fact, saved in the lobby, reaches the model in the harbour; Bob sees nothing.
-        assert memory_lines[1].startswith("#   memories injected: 1"), memory_lines
-        assert memory_lines[2].startswith("#   memories injected: 0"), memory_lines
+        # The demo ends by explaining Ada's last answer: her fact, saved in the lobby, reached
+        # the model in the harbour, shown with its scores and the words read from its row.
+        why = lines.index(next(line for line in lines if line.startswith("# why llm-bot")))
+        explanation = lines[why + 1 : lines.index("#   == Left out ==")]
+        memory = [line for line in explanation if line.startswith("#   [Memory ")]
+        assert len(memory) == 1, "\n".join(lines)
+        assert "(version 1)" in memory[0]
+        assert "similarity" in memory[0]
+        assert explanation[explanation.index(memory[0]) + 1] == '#       "Ada loves sailing"'
+        assert "#   [Input] from the event's message; the user's words" in explanation
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=60) == 0
     finally:

@@ -8,8 +8,11 @@ import io
 import json
 import logging
 import urllib.request
+from collections.abc import Sequence
+from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
@@ -158,3 +161,54 @@ def test_log_lines_are_json_with_ids_trace_and_no_secret() -> None:
     assert line["logging.googleapis.com/trace"] == f"projects/proj/traces/{trace_id}"
     assert "sk-live-secret-key-123" not in stream.getvalue()
     assert "[REDACTED]" in line["message"]
+
+
+async def test_memory_searches_the_behaviour_decision_and_the_explanation_are_on_the_spans(
+    bus: Bus,
+    model_server: LocalModelServer,
+    spans: InMemorySpanExporter,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """GenAI conventions: a ``search_memory`` span per memory search and recall with the
+    records' count, their ids and scores only under the content-capture opt-in (never their
+    text); ``gen_ai.guardrail.result`` where the behaviour layer decides; the explanation's id
+    on the event's span."""
+    fact = "Tia keeps bees on the roof"
+    egress = bus.tap(bus.egress_topic)
+
+    async def ask(text: str) -> str:
+        event = prompt_event(text, user="tia", thread="hive", egress_topic=bus.egress_topic)
+        bus.publish_event(event)
+        await egress.take(1)
+        return event.correlation_id
+
+    async with running_worker(bus.settings()):
+        await ask(f"[[tool:upsertMemory {json.dumps({'content': fact})}]] remember it")
+        monkeypatch.delenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", raising=False)
+        spans.clear()
+        plain = await ask("what do I keep?")
+        plain_spans = spans.get_finished_spans()
+        monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
+        spans.clear()
+        await ask("and where?")
+        captured_spans = spans.get_finished_spans()
+
+    def searches(finished: Sequence[ReadableSpan], store: str) -> list[dict[str, Any]]:
+        found = [s for s in finished if s.name == f"search_memory {store}"]
+        return [dict(s.attributes or {}) for s in found]
+
+    (memories,) = searches(plain_spans, "memories")
+    assert memories["gen_ai.operation.name"] == "search_memory"
+    assert memories["gen_ai.memory.record.count"] == 1
+    assert "gen_ai.memory.records" not in memories
+    (recall,) = searches(plain_spans, "conversation_turns")
+    assert "gen_ai.memory.record.count" in recall
+    (captured,) = searches(captured_spans, "memories")
+    (record,) = json.loads(captured["gen_ai.memory.records"])
+    assert set(record) == {"id", "score"}
+    assert fact not in captured["gen_ai.memory.records"]
+
+    (ingest,) = [s for s in plain_spans if s.name == "graph.node ingest_prompt"]
+    assert (ingest.attributes or {})["gen_ai.guardrail.result"] == "PROCEED"
+    (consumer,) = [s for s in plain_spans if s.name.startswith("process ")]
+    assert (consumer.attributes or {})["llm_bot.explanation.id"] == plain

@@ -23,7 +23,6 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import openai
 import psycopg
@@ -31,6 +30,7 @@ from prometheus_client import CollectorRegistry
 
 from llm_bot.db.migrate import migrate
 from llm_bot.events.routing import DEFAULT_EGRESS_TOPIC, prefixed
+from llm_bot.explanation.store import explanation_for, render_text
 from llm_bot.settings import Settings, load_settings
 from llm_bot.telemetry.metrics import setup_metrics
 from llm_bot.telemetry.traces import setup_tracing
@@ -124,19 +124,21 @@ def check_stack(stack: DevStack) -> list[str]:
 # A short conversation `make run` sends through the worker, shaped as BitBrat's router shapes
 # chat (the words in message.text, an instruction, a personality): (user, thread, words). The local
 # model calls upsertMemory on the cue in the first prompt; the memory then reaches the model in
-# another thread for Ada, and never for Bob.
+# another thread for Ada, never for Bob, and the demo ends by explaining Ada's last answer
+# (``llm-bot explain``): the memory, its scores and the words it was read from.
 DEMO_PERSONALITY = "You are Brat, the channel's cheerful co-host. Keep answers to one sentence."
 DEMO_CONVERSATION = (
     ("ada", "lobby", 'Hi, I am Ada. [[tool:upsertMemory {"content": "Ada loves sailing"}]]'),
-    ("ada", "harbour", "What do I love doing, sailing perhaps?"),
     ("bob", "harbour", "What do I love doing, sailing perhaps?"),
+    ("ada", "harbour", "What do I love doing, sailing perhaps?"),
 )
 
 
 NEXT_STEPS = (
     "# next: in another shell, paste the export lines above, then"
-    " `llm-bot send --user ada --thread lobby 'What do I love?'`"
-    " or `llm-bot memories list --user ada`; docs/architecture.md maps the code"
+    " `llm-bot send --user ada --thread lobby 'What do I love?'`,"
+    " `llm-bot explain CORRELATION_ID` or `llm-bot memories list --user ada`;"
+    " docs/architecture.md maps the code"
 )
 
 
@@ -176,14 +178,13 @@ def run_dev_stack(settings: Settings, data_dir: str, services_only: bool) -> int
     return 0
 
 
-def memory_summary(candidate: dict[str, Any]) -> str:
-    """What memory contributed to a candidate, from the stats it carries in its metadata."""
-    stats = (candidate.get("metadata") or {}).get("memory", {})
-    return (
-        f"memories injected: {stats.get('memoriesInjected', 0)},"
-        f" older messages recalled: {stats.get('recalled', 0)},"
-        f" window pairs: {stats.get('windowPairs', 0)}"
-    )
+async def explained(url: str, agent: str, correlation_id: str) -> list[str]:
+    """The explanation of an answer, as ``llm-bot explain`` prints it, line by line."""
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as connection:
+        explanation = await explanation_for(connection, correlation_id, agent=agent)
+    if explanation is None:
+        return ["(no explanation stored: LLM_BOT_EXPLANATIONS is off)"]
+    return render_text(explanation).splitlines()
 
 
 async def _serve_with_demo(
@@ -197,6 +198,7 @@ async def _serve_with_demo(
         reply_subscription = tap_subscription_name(
             prefixed(DEFAULT_EGRESS_TOPIC, settings.bus_prefix)
         )
+        last = ""
         for user, thread, text in DEMO_CONVERSATION:
             event = prompt_event(
                 text,
@@ -210,7 +212,11 @@ async def _serve_with_demo(
             candidates = document.get("candidates", [])
             print(f"# {user}@{thread}> {text}")
             print(f"# llm-bot> {candidates[-1]['text'] if candidates else '(no candidate)'}")
-            print(f"#   {memory_summary(candidates[-1] if candidates else {})}", flush=True)
+            last = event.correlation_id
+        print(f"# why llm-bot answered that (`llm-bot explain {last}`):")
+        url = stack.exports["DATABASE_URL"]
+        for line in await explained(url, settings.agent_name, last):
+            print(f"#   {line}".rstrip())
         print(NEXT_STEPS)
         print("# local stack ready; Ctrl-C stops it", flush=True)
         await worker.serve(stop)

@@ -1,0 +1,424 @@
+"""The ``answer_explanations`` table and the one way to read an explanation: ``llm-bot explain``
+and the operator console both call :func:`explanation_for` and render its
+:meth:`Explanation.as_json` (the CLI also :func:`render_text`); :func:`recent_explanations`
+lists a user's newest.
+
+Written with the event's output, by the statement that stores it (``store_event_output``,
+migration 0020: the record is one more argument of that call, so an answered event still sends
+six statements; :func:`llm_bot.db.processed_events.store_output` passes it). Read here: the
+record (:mod:`llm_bot.explanation.record`) gives ids, ranks, scores and hashes; the words are
+read now from the rows they cite (memories and their versions, turns, notes, the event's stored
+output, its tool ledger), each through its table's owner. A cited row that is gone (its speaker
+erased, its memory forgotten, retention past it) is shown as erased; one whose text is no longer
+the text that was sent (the hash differs) as changed, without the text it holds now.
+
+Erasure, export and retention take a user's explanations with their other records
+(:data:`ROWS_OF_USER`, :data:`ROWS_OF_THREAD`, :data:`EXPIRED`); another user's explanation
+that cited an erased speaker holds only the turn's id, which then names nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from psycopg import AsyncConnection
+from psycopg.rows import dict_row, tuple_row
+
+from llm_bot.db import processed_events
+from llm_bot.explanation.record import (
+    MemorySource,
+    Record,
+    Scores,
+    Section,
+    TurnSource,
+    text_hash,
+)
+from llm_bot.memory import memories, notes_store, turns, versions
+from llm_bot.platform_tools import ledger
+
+# Erasure's and export's rows (:mod:`llm_bot.lifecycle.erasure`): a user's explanations, a
+# thread's.
+ROWS_OF_USER = "FROM answer_explanations WHERE user_id = %(user)s"
+ROWS_OF_THREAD = "FROM answer_explanations WHERE thread_id = %(thread)s"
+
+# Retention's (:mod:`llm_bot.lifecycle.retention`): kept as long as the event records.
+EXPIRED = """
+DELETE FROM answer_explanations e USING (
+    SELECT user_id, correlation_id FROM answer_explanations
+     WHERE created_at < %(cutoff)s LIMIT %(batch)s) old
+ WHERE e.user_id = old.user_id AND e.correlation_id = old.correlation_id
+"""
+
+# ``llm-bot explain`` names the event, not its user: the newest record of that id.
+_READ = """
+SELECT user_id, correlation_id, thread_id, created_at, record FROM answer_explanations
+ WHERE correlation_id = %(correlation_id)s AND (%(user)s::text IS NULL OR user_id = %(user)s)
+ ORDER BY created_at DESC LIMIT 1
+"""
+
+# A user's newest explanations, for a list to pick one from (the console's recent events).
+_RECENT = """
+SELECT correlation_id, thread_id, created_at, record->'decision'->>'gate' AS gate
+  FROM answer_explanations WHERE user_id = %(user)s ORDER BY created_at DESC LIMIT %(limit)s
+"""
+
+State = Literal["shown", "changed", "erased"]
+Message = Literal["system", "memory", "user"]
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part of the prompt as shown: which message it was in, its label, where it came
+    from, why it was chosen, and its text read now (None when not shown: erased, changed, or
+    a section whose text is not kept)."""
+
+    message: Message
+    label: str
+    origin: str
+    why: str
+    state: State | None = None
+    text: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "message": self.message,
+            "label": self.label,
+            "origin": self.origin,
+            "why": self.why,
+            "state": self.state,
+            "text": self.text,
+        }
+
+
+@dataclass(frozen=True)
+class ToolCallShown:
+    tool: str
+    status: str
+    ledger_key: str | None  # user/correlation id/step/index, as the tool ledger keys it
+    ledger_state: str | None  # the ledger row's state now (None: not in the ledger)
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """An explanation as shown: the decision, the prompt's parts in order, what was left out
+    (counts by reason), the words asked and the answer (read from the event's stored output),
+    the tool calls."""
+
+    correlation_id: str
+    user_id: str
+    thread_id: str | None
+    at: datetime
+    decision: Mapping[str, Any] | None
+    parts: tuple[Part, ...]
+    left_out: Mapping[str, int]
+    failed: int
+    answer: str | None
+    tools: tuple[ToolCallShown, ...]
+
+    def as_json(self) -> dict[str, Any]:
+        """The explanation as JSON-able data, the one rendering ``llm-bot explain --json`` and
+        the console show."""
+        return {
+            "correlationId": self.correlation_id,
+            "userId": self.user_id,
+            "threadId": self.thread_id,
+            "at": self.at.isoformat(),
+            "decision": dict(self.decision) if self.decision is not None else None,
+            "prompt": [part.as_json() for part in self.parts],
+            "leftOut": dict(self.left_out),
+            "retrievalFailed": self.failed,
+            "answer": self.answer,
+            "tools": [
+                {
+                    "tool": tool.tool,
+                    "status": tool.status,
+                    "ledgerKey": tool.ledger_key,
+                    "ledgerState": tool.ledger_state,
+                }
+                for tool in self.tools
+            ],
+        }
+
+
+@dataclass(frozen=True)
+class Listed:
+    """One of a user's explanations in a list: which event, where, when, the gate applied."""
+
+    correlation_id: str
+    thread_id: str | None
+    at: datetime
+    gate: str | None
+
+
+async def recent_explanations(
+    connection: AsyncConnection[Any], user_id: str, limit: int = 20
+) -> list[Listed]:
+    """``user_id``'s newest explanations, newest first, at most ``limit``."""
+    async with connection.cursor(row_factory=tuple_row) as cursor:
+        await cursor.execute(_RECENT, {"user": user_id, "limit": limit})
+        return [Listed(*row) for row in await cursor.fetchall()]
+
+
+async def explanation_for(
+    connection: AsyncConnection[Any],
+    correlation_id: str,
+    *,
+    user_id: str | None = None,
+    agent: str = "llm-bot",
+) -> Explanation | None:
+    """The explanation of the event ``correlation_id`` (of ``user_id``, when given), with the
+    words read now from the rows it cites; None when none is stored. ``agent`` names the notes
+    document (``LLM_BOT_AGENT_NAME``)."""
+    async with connection.cursor(row_factory=dict_row) as cursor:
+        await cursor.execute(_READ, {"correlation_id": correlation_id, "user": user_id})
+        row = await cursor.fetchone()
+    if row is None:
+        return None
+    record = Record.from_json(row["record"])
+    user = str(row["user_id"])
+    event = {"user": user, "correlation_id": correlation_id, "step": record.step_key}
+    words, answer = await _asked_and_answered(connection, event)
+    context = record.context
+    memory_parts = await _memory_parts(connection, user, context.memories)
+    turn_texts = await _turn_texts(connection, [*context.recalled, *context.window])
+    notes = await _notes_part(connection, user, agent, context.notes_hash)
+    system = [
+        _section_part("system", section) for section in record.sections if section.origin in _SYSTEM
+    ]
+    user_parts = [
+        _input_part(section, words) if section.name == "Input" else _section_part("user", section)
+        for section in record.sections
+        if section.origin not in _SYSTEM
+    ]
+    parts = (
+        *system,
+        *([notes] if notes is not None else []),
+        *memory_parts,
+        *(_turn_part(turn, turn_texts, "Recalled message") for turn in context.recalled),
+        *(_turn_part(turn, turn_texts, "Window") for turn in context.window),
+        *user_parts,
+    )
+    return Explanation(
+        correlation_id=correlation_id,
+        user_id=user,
+        thread_id=row["thread_id"],
+        at=row["created_at"],
+        decision=row["record"].get("decision"),
+        parts=tuple(parts),
+        left_out=dict(context.left_out),
+        failed=context.failed,
+        answer=answer,
+        tools=await _tools(connection, event, record),
+    )
+
+
+# Sections of the system message; every other section is the user message's.
+_SYSTEM = ("config", "personality")
+
+
+def _section_part(message: Message, section: Section) -> Part:
+    cited = f": {', '.join(section.refs)}" if section.refs else ""
+    sent = "empty" if section.hash is None else f"text hash {section.hash}"
+    return Part(message, section.name, f"{section.origin}{cited}", f"always sent ({sent})")
+
+
+def _input_part(section: Section, words: str | None) -> Part:
+    """The user's words from the event's stored output (None: the output is gone; empty: the
+    event had no words, so the task's text stood in for them)."""
+    if words is None:
+        return Part("user", "Input", "the event's message", "the user's words", "erased")
+    if not words.strip():
+        return Part("user", "Input", "the event's task", "the event has no words of a user")
+    words = words.strip()  # as the prompt took them
+    state: State = "shown" if text_hash(words) == section.hash else "changed"
+    return Part(
+        "user",
+        "Input",
+        "the event's message",
+        "the user's words",
+        state,
+        words if state == "shown" else None,
+    )
+
+
+async def _asked_and_answered(
+    connection: AsyncConnection[Any], event: Mapping[str, str]
+) -> tuple[str | None, str | None]:
+    """The words asked and the answer given, from the event's stored output (None, None once
+    it is gone: erased, or past retention)."""
+    async with connection.cursor(row_factory=tuple_row) as cursor:
+        await cursor.execute(processed_events.OUTPUT_OF_EVENT, event)
+        row = await cursor.fetchone()
+    if row is None or row[0] is None:
+        return None, None
+    try:
+        published = json.loads(bytes(row[0]))
+    except ValueError:
+        return None, None
+    message = published.get("message") or {}
+    words = message.get("text") if isinstance(message, dict) else None
+    candidates = published.get("candidates") or []
+    answer = candidates[-1].get("text") if candidates and isinstance(candidates[-1], dict) else None
+    return (words if isinstance(words, str) else ""), (answer if isinstance(answer, str) else None)
+
+
+async def _memory_parts(
+    connection: AsyncConnection[Any], user: str, cited: Sequence[MemorySource]
+) -> list[Part]:
+    """Each memory with the version that was current when it was sent: the memory itself when
+    its text was written at that time, else the earlier text written then."""
+    if not cited:
+        return []
+    params = {"user": user, "keys": sorted({memory.key for memory in cited})}
+    async with connection.cursor(row_factory=dict_row) as cursor:
+        await cursor.execute(memories.CURRENT_OF_KEYS, params)
+        current = {row["key"]: row for row in await cursor.fetchall()}
+        await cursor.execute(versions.VERSIONS_OF_KEYS, params)
+        earlier: dict[str, list[dict[str, Any]]] = {}
+        for row in await cursor.fetchall():
+            earlier.setdefault(row["key"], []).append(row)
+    parts = []
+    for memory in cited:
+        olds = earlier.get(memory.key, [])
+        now = current.get(memory.key)
+        text: str | None = None
+        version: int | None = None
+        if now is not None and now["updated_at"] == memory.written_at:
+            text, version = now["content"], len(olds) + 1
+        else:
+            for old in olds:
+                if old["valid_from"] == memory.written_at:
+                    text, version = old["content"], old["version"]
+        label = f"Memory {memory.key}" + (f" (version {version})" if version else "")
+        parts.append(
+            Part(
+                "memory",
+                label,
+                f"memories, written {memory.written_at.isoformat()}",
+                _why(memory.scores),
+                *_shown(text, memory.hash),
+            )
+        )
+    return parts
+
+
+async def _turn_texts(
+    connection: AsyncConnection[Any], cited: Sequence[TurnSource]
+) -> dict[tuple[str, int], str]:
+    if not cited:
+        return {}
+    params = {"threads": [turn.thread_id for turn in cited], "seqs": [turn.seq for turn in cited]}
+    async with connection.cursor(row_factory=tuple_row) as cursor:
+        await cursor.execute(turns.TURNS_BY_ID, params)
+        return {(thread, int(seq)): content for thread, seq, content in await cursor.fetchall()}
+
+
+def _turn_part(turn: TurnSource, texts: Mapping[tuple[str, int], str], kind: str) -> Part:
+    why = "the thread's newest turns" if turn.scores is None else _why(turn.scores)
+    text = texts.get((turn.thread_id, turn.seq))
+    label = f"{kind} {turn.thread_id}#{turn.seq}"
+    return Part(
+        "memory", label, "conversation_turns", why, "erased" if text is None else "shown", text
+    )
+
+
+async def _notes_part(
+    connection: AsyncConnection[Any], user: str, agent: str, sent: str | None
+) -> Part | None:
+    if sent is None:
+        return None
+    async with connection.cursor(row_factory=tuple_row) as cursor:
+        await cursor.execute(notes_store.NOTES_SQL, {"user_id": user, "agent": agent})
+        row = await cursor.fetchone()
+    text = None if row is None else str(row[0])
+    return Part("memory", "Notes", f"agent_notes ({agent})", "always sent", *_shown(text, sent))
+
+
+def _shown(text: str | None, sent: str) -> tuple[State, str | None]:
+    """How a cited text is shown: as it was sent, changed since (not shown), or erased."""
+    if text is None:
+        return "erased", None
+    if text_hash(text) != sent:
+        return "changed", None
+    return "shown", text
+
+
+def _why(scores: Scores) -> str:
+    parts = [
+        f"dense rank {scores.dense_rank}" if scores.dense_rank is not None else "",
+        f"lexical rank {scores.lexical_rank}" if scores.lexical_rank is not None else "",
+        f"similarity {scores.similarity:.3f}" if scores.similarity is not None else "",
+        f"fused {scores.fused:.4f}" if scores.fused is not None else "",
+    ]
+    return ", ".join(part for part in parts if part) or "in the budget"
+
+
+async def _tools(
+    connection: AsyncConnection[Any], event: Mapping[str, str], record: Record
+) -> tuple[ToolCallShown, ...]:
+    if not record.tools:
+        return ()
+    async with connection.cursor(row_factory=dict_row) as cursor:
+        await cursor.execute(ledger.CALLS_OF_EVENT, event)
+        rows = {row["call_index"]: row for row in await cursor.fetchall()}
+    shown = []
+    for tool in record.tools:
+        index = tool.ledger_index
+        key = None if index is None else "/".join([*event.values(), str(index)])
+        row = rows.get(index) if index is not None else None
+        shown.append(
+            ToolCallShown(tool.tool, tool.status, key, None if row is None else row["state"])
+        )
+    return tuple(shown)
+
+
+def render_text(explanation: Explanation) -> str:
+    """The explanation for a terminal: the decision, the prompt part by part, labelled with
+    where each part came from and why, what was left out, the answer and the tool calls. Text
+    that is not ours is quoted as JSON strings, one line each."""
+    lines = [
+        f"Explanation of {explanation.correlation_id} (user {json.dumps(explanation.user_id)},"
+        f" thread {json.dumps(explanation.thread_id)}, {explanation.at.isoformat()})",
+    ]
+    decision = explanation.decision
+    if decision is not None:
+        lines.append(
+            "Behaviour: intent {intent}, tone {tone}, risk {risk}, mode {mode}, gate {gate}".format(
+                intent=decision.get("intent"),
+                tone=decision.get("tone"),
+                risk="/".join(str(each) for each in decision.get("risk", [])),
+                mode=decision.get("mode"),
+                gate=decision.get("gate"),
+            )
+            + (f"; rules: {', '.join(decision.get('rules', []))}" if decision.get("rules") else "")
+        )
+    titles = {"system": "System message", "memory": "Memory context", "user": "User message"}
+    current: str | None = None
+    for part in explanation.parts:
+        if part.message != current:
+            current = part.message
+            lines += ["", f"== {titles[part.message]} =="]
+        lines.append(f"[{part.label}] from {part.origin}; {part.why}")
+        if part.state == "shown" and part.text is not None:
+            lines.append(f"    {json.dumps(part.text, ensure_ascii=False)}")
+        elif part.state is not None and part.state != "shown":
+            lines.append(f"    ({part.state})")
+    lines += ["", "== Left out =="]
+    counts = {
+        **explanation.left_out,
+        **({"retrieval_failed": explanation.failed} if explanation.failed else {}),
+    }
+    lines += [f"{reason}: {count}" for reason, count in sorted(counts.items())] or ["nothing"]
+    lines += ["", "== Answer =="]
+    answer = explanation.answer
+    lines.append(json.dumps(answer, ensure_ascii=False) if answer is not None else "(erased)")
+    lines += ["", "== Tool calls =="]
+    lines += [
+        f"{tool.tool}: {tool.status}" + (f" (ledger {tool.ledger_key})" if tool.ledger_key else "")
+        for tool in explanation.tools
+    ] or ["none"]
+    return "\n".join(lines)

@@ -1,0 +1,191 @@
+"""Why an answer is what it is, through the handler: each answered event leaves an explanation
+naming the memory key with the version it saw and the recalled turns with their scores;
+`llm-bot explain` shows the prompt part by part, labelled, then what was left out; in a shared
+channel a DM memory is only counted; once a speaker is forgotten, another user's explanation
+that cited their words shows them as erased; with LLM_BOT_EXPLANATIONS off nothing is stored."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+from uuid import uuid4
+
+import psycopg
+import pytest
+from psycopg import AsyncConnection
+
+from llm_bot.cli import main
+from llm_bot.explanation.store import Explanation, explanation_for, recent_explanations
+from llm_bot.memory.wiring import open_memory_store
+
+from ...support.conversation import say, upsert
+from ...support.memory_bus import MemoryBus
+from .conftest import BusFactory
+
+pytestmark = pytest.mark.integration
+
+# One pair of window, so the older turns of a conversation are recalled, not windowed; every
+# recalled turn counts (the local embeddings are not calibrated).
+SETTINGS = {
+    "CONTEXT_PAIRS": "1",
+    "MEMORY_SIMILARITY_THRESHOLD": "-1",
+    "LLM_BOT_SHUTDOWN_GRACE_S": "5",
+}
+
+
+@pytest.fixture
+def explaining_bus(make_bus: BusFactory, fresh_database_url: str) -> MemoryBus:
+    return make_bus(fresh_database_url, SETTINGS)
+
+
+async def explained(url: str, correlation_id: str) -> Explanation:
+    async with await AsyncConnection.connect(url, autocommit=True) as connection:
+        explanation = await explanation_for(connection, correlation_id)
+    assert explanation is not None
+    return explanation
+
+
+async def only_key(bus: MemoryBus, user: str) -> str:
+    async with open_memory_store(bus.settings()) as store:
+        (memory,) = await store.for_user(user).list_memories()
+    return memory.key
+
+
+def labelled(explanation: Explanation, prefix: str) -> list[dict[str, Any]]:
+    return [part.as_json() for part in explanation.parts if part.label.startswith(prefix)]
+
+
+async def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """The command's exit code and output (the CLI runs its own event loop, so in a thread)."""
+    try:
+        code = await asyncio.to_thread(main, [*argv])
+    except SystemExit as exit_:
+        code = int(exit_.code or 0)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+async def test_a_dm_answer_names_the_memory_version_it_saw_and_the_turns_it_recalled(
+    explaining_bus: MemoryBus,
+    fresh_database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    bus, url = explaining_bus, fresh_database_url
+    async with bus.serving(bus.settings()):
+        await say(
+            bus, "ada", f"{upsert('Ada is vegetarian')} I cook a lot", thread="inbox", dm=True
+        )
+        key = await only_key(bus, "ada")
+        await say(
+            bus, "ada", f"{upsert('Ada is vegan', key)} no eggs either", thread="inbox", dm=True
+        )
+        await say(bus, "ada", "I bought lentils today", thread="inbox", dm=True)
+        asked = await say(bus, "ada", "what should I cook tonight?", thread="inbox", dm=True)
+        # The fact changes again after the answer: the explanation keeps the version it saw.
+        last = await say(
+            bus, "ada", f"{upsert('Ada eats fish again', key)} ok", thread="inbox", dm=True
+        )
+
+    async with await AsyncConnection.connect(url, autocommit=True) as connection:
+        listed = await recent_explanations(connection, "ada", limit=2)
+    assert [(each.correlation_id, each.gate) for each in listed] == [
+        (last, "PROCEED"),
+        (asked, "PROCEED"),
+    ]
+    explanation = await explained(url, asked)
+    (memory,) = labelled(explanation, f"Memory {key}")
+    assert memory["label"] == f"Memory {key} (version 2)"
+    assert (memory["state"], memory["text"]) == ("shown", "Ada is vegan")
+    assert "dense rank 1" in memory["why"]
+    recalled = labelled(explanation, "Recalled message")
+    assert recalled, explanation.as_json()
+    assert all("similarity" in part["why"] and "fused" in part["why"] for part in recalled)
+    assert any(part["text"] == f"{upsert('Ada is vegetarian')} I cook a lot" for part in recalled)
+    (words,) = labelled(explanation, "Input")
+    assert words["text"] == "what should I cook tonight?"
+    assert explanation.decision is not None
+    assert explanation.decision["gate"] == "PROCEED"
+    assert explanation.answer
+
+    monkeypatch.setenv("DATABASE_URL", url)
+    code, out, _ = await cli(capsys, "explain", asked)
+    assert code == 0
+    for label in ("[System Prompt]", "[Requesting User]", "[Input]", f"[Memory {key} (version 2)]"):
+        assert label in out
+    assert out.index("== Memory context ==") < out.index("== User message ==")
+    assert out.index("== User message ==") < out.index("== Left out ==") < out.index("== Answer ==")
+    code, out, _ = await cli(capsys, "explain", asked, "--json")
+    assert code == 0
+    assert json.loads(out) == json.loads(json.dumps(explanation.as_json()))
+
+
+async def test_a_dm_memory_is_counted_in_a_shared_channel_never_shown(
+    explaining_bus: MemoryBus, fresh_database_url: str
+) -> None:
+    bus = explaining_bus
+    async with bus.serving(bus.settings()):
+        await say(
+            bus, "ada", f"{upsert('Ada is allergic to peanuts')} noted", thread="inbox", dm=True
+        )
+        asked = await say(bus, "ada", "any snack ideas for the party?", thread="lobby", dm=False)
+
+    explanation = await explained(fresh_database_url, asked)
+    assert explanation.left_out.get("another_scope") == 1, explanation.as_json()
+    assert not labelled(explanation, "Memory")
+    assert "peanuts" not in json.dumps(explanation.as_json())
+
+
+async def test_a_forgotten_speakers_words_are_erased_from_another_users_explanation(
+    explaining_bus: MemoryBus,
+    fresh_database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    bus, url = explaining_bus, fresh_database_url
+    marker = f"zq{uuid4().hex[:8]}"
+    async with bus.serving(bus.settings()):
+        await say(bus, "bob", f"hello room, {marker} here", thread="lobby", dm=False)
+        asked = await say(bus, "ada", "what did bob say?", thread="lobby", dm=False)
+
+    before = labelled(await explained(url, asked), "Window")
+    assert any(marker in (part["text"] or "") for part in before), before
+
+    monkeypatch.setenv("DATABASE_URL", url)
+    code, _, _ = await cli(capsys, "forget-user", "bob", "--json")
+    assert code == 0
+    after = await explained(url, asked)
+    window = labelled(after, "Window")
+    assert [part["label"] for part in window] == [part["label"] for part in before]
+    assert "erased" in [part["state"] for part in window]
+    code, out, _ = await cli(capsys, "explain", asked)
+    assert code == 0
+    assert "(erased)" in out
+    assert marker not in out
+    with psycopg.connect(url) as db:
+        rows = db.execute("SELECT user_id, record::text FROM answer_explanations").fetchall()
+    assert rows
+    assert all(
+        user != "bob" and "bob" not in record and marker not in record for user, record in rows
+    )
+
+
+async def test_with_explanations_off_none_is_stored(
+    make_bus: BusFactory, fresh_database_url: str
+) -> None:
+    bus = make_bus(fresh_database_url, {**SETTINGS, "LLM_BOT_EXPLANATIONS": "false"})
+    async with bus.serving(bus.settings()):
+        await say(bus, "ada", "hello", thread="inbox", dm=True)
+    with psycopg.connect(fresh_database_url) as db:
+        assert db.execute("SELECT count(*) FROM answer_explanations").fetchone() == (0,)
+        assert db.execute("SELECT count(*) FROM processed_events").fetchone() == (1,)
+
+
+async def test_explain_with_a_bad_argument_is_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = await cli(capsys, "explain", "some-id", "--bogus")
+    assert (code, out) == (2, "")
+    assert len(err.strip().splitlines()) == 1
+    assert "--bogus" in err
