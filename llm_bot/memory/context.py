@@ -71,8 +71,8 @@ SHARED_CHANNEL = (
 )
 MEMORY_CANDIDATES = 50
 # Recall ranks ``budget // TOKENS_PER_CANDIDATE`` turns for a recall section of ``budget`` tokens
-# (a short chat line with its time and role is ~20 tokens), at least MIN_RECALL_CANDIDATES.
-TOKENS_PER_CANDIDATE = 20
+# (a chat line with its time and role is ~30 tokens), at least MIN_RECALL_CANDIDATES.
+TOKENS_PER_CANDIDATE = 30
 MIN_RECALL_CANDIDATES = 5
 
 # The notes row and the window's turns in one statement: the notes' columns on a row of their

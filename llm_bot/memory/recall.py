@@ -56,8 +56,9 @@ from llm_bot.telemetry.traces import memory_search
 # The lexical side ranks the turns matching the query among the user's most recent this many:
 # all of a user's turns up to that depth, a bounded cost beyond it.
 LEXICAL_WINDOW = 10_000
-# The smallest pool a recall asks for (``limit * 4``, at least 20, and the window excluded):
-# the depth ``llm-bot maintain`` marks users deep from is then never above recall's.
+# Each side's pool is POOL_FACTOR times the turns asked for (the window excluded), at least
+# MIN_POOL: the depth ``llm-bot maintain`` marks users deep from is then never above recall's.
+POOL_FACTOR = 4
 MIN_POOL = 20
 
 
@@ -125,7 +126,7 @@ async def recall(
 ) -> Recall:
     """The ``limit`` most relevant turns above ``threshold`` (their own similarity), outside
     ``exclude``, best first (context assembly puts the ones it keeps back in time order)."""
-    pool = max(limit * 4, 20) + len(exclude)
+    pool = max(limit * POOL_FACTOR, MIN_POOL) + len(exclude)
     scope = {
         "user": user_id,
         "include_private": include_private,
