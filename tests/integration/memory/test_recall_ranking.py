@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from llm_bot.db.vectors import vector_param
-from llm_bot.memory.recall import recall_turns
+from llm_bot.memory.recall import RecalledTurn, recall_turns
 from llm_bot.memory.search import SearchMode
 
 from .conftest import Connection
@@ -146,30 +146,25 @@ async def test_each_turn_says_its_session_and_how_each_side_ranked_it(
 ) -> None:
     await add(connection, "near", [("ana", "a sunny afternoon")], vector=[1.0, 0.0, 0.0])
     await add(connection, "words", [("ana", "the Zanzibar ferry")], session=7)
-    turns = await recall_turns(
-        connection,
-        "ana",
-        "Zanzibar?",
-        [1.0, 0.0, 0.0],
-        exclude=(),
-        limit=2,
-        threshold=-1.0,
-    )
-    by_text = {turn.content: turn for turn in turns}
+
+    async def recall_in(mode: SearchMode) -> list[RecalledTurn]:
+        return await recall_turns(
+            connection,
+            "ana",
+            "Zanzibar?",
+            [1.0, 0.0, 0.0],
+            exclude=(),
+            limit=2,
+            threshold=-1.0,
+            mode=mode,
+        )
+
+    by_text = {turn.content: turn for turn in await recall_in("hybrid")}
     near, words = by_text["a sunny afternoon"], by_text["the Zanzibar ferry"]
     assert (near.session_id, near.dense_rank, near.lexical_rank) == (1, 1, None)
     assert near.lexical_score == 0
     assert (words.session_id, words.dense_rank, words.lexical_rank) == (7, 2, 1)
     assert words.lexical_score > 0
     assert words.similarity < near.similarity
-    lexical = await recall_turns(
-        connection,
-        "ana",
-        "Zanzibar?",
-        [1.0, 0.0, 0.0],
-        exclude=(),
-        limit=2,
-        threshold=-1.0,
-        mode="lexical",
-    )
+    lexical = await recall_in("lexical")
     assert [(turn.dense_rank, turn.lexical_rank) for turn in lexical] == [(None, 1)]
