@@ -48,7 +48,7 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from llm_bot.memory.dates import DATE_BONUS, date_window
-from llm_bot.memory.fusion import fused, with_neighbours
+from llm_bot.memory.fusion import fused, ranks, with_neighbours
 from llm_bot.memory.search import SearchMode, fused_candidates, query_text
 from llm_bot.memory.turns import recall_sql
 from llm_bot.telemetry.traces import memory_search
@@ -74,6 +74,12 @@ class Depth:
 
 @dataclass(frozen=True)
 class RecalledTurn:
+    """A recalled turn and why it ranks where it does: its own score on each side (cosine
+    ``similarity``, BM25 ``lexical_score``), its place among all candidates on each side (1 is
+    the best; None where that side did not score it: a mode without it, or no shared word), and
+    the ``fused_score`` it is ordered by (neighbours and dates included). ``session_id`` is the
+    session of its thread it was written in, so a reader can group turns by conversation."""
+
     thread_id: str
     seq: int
     role: str
@@ -81,6 +87,10 @@ class RecalledTurn:
     created_at: datetime
     similarity: float
     fused_score: float
+    session_id: int = 0
+    lexical_score: float = 0.0
+    dense_rank: int | None = None
+    lexical_rank: int | None = None
 
 
 @dataclass(frozen=True)
@@ -144,9 +154,12 @@ async def recall(
         prepare=False,
     )
     by_key = {(row["thread_id"], row["seq"]): row for row in rows}
-    dense = with_neighbours({key: float(row["similarity"]) for key, row in by_key.items()})
-    lexical = with_neighbours({key: float(row["keyword_score"]) for key, row in by_key.items()})
+    own_dense = {key: float(row["similarity"]) for key, row in by_key.items()}
+    own_lexical = {key: float(row["keyword_score"]) for key, row in by_key.items()}
+    dense, lexical = with_neighbours(own_dense), with_neighbours(own_lexical)
     scores = fused(dense, lexical, use_dense=mode != "lexical", use_lexical=mode != "dense")
+    dense_ranks = ranks(own_dense) if mode != "lexical" else {}
+    lexical_ranks = ranks(own_lexical, scored=lambda score: score > 0) if mode != "dense" else {}
     window = date_window(query_text(text))
     if window is not None:
         for key, row in by_key.items():
@@ -160,6 +173,10 @@ async def recall(
             row["created_at"],
             float(row["similarity"]),
             scores[key],
+            row["session_id"],
+            own_lexical[key],
+            dense_ranks.get(key),
+            lexical_ranks.get(key),
         )
         for key, row in by_key.items()
         if float(row["similarity"]) >= threshold

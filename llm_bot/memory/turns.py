@@ -193,7 +193,7 @@ around AS (
 -- A primary-key lookup per candidate (LIMIT 1 keeps the planner from reading the user's whole
 -- history by its index instead, which a generic plan of this statement chose). A neighbour in
 -- a shared channel may be another speaker's turn: not the user's, so not found.
-SELECT t.thread_id, t.seq, t.role, t.content, t.created_at,
+SELECT t.thread_id, t.seq, t.session_id, t.role, t.content, t.created_at,
        1 - (t.embedding <=> %(vector)s::vector) AS similarity,
        coalesce({_BM25}, 0) AS keyword_score, (SELECT deep FROM depth) AS deep
 FROM around

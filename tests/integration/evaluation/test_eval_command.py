@@ -43,6 +43,10 @@ def test_all_three_modes_run_per_category_and_hybrid_beats_each_side_where_it_is
         assert set(categories) == {"keyword", "paraphrase", "temporal", "corrected-fact"}
         assert sum(c["queries"] for c in categories.values()) == len(queries)
         assert not any(c["inferred"] for c in categories.values())  # all labelled
+        # Deeper, recall holds at least what the first k hold, in every category.
+        deeper = [report["recall_at_depth"][depth] for depth in ("20", "40")]
+        assert report["recall_at_k"] <= deeper[0]["recall"] <= deeper[1]["recall"]
+        assert set(deeper[1]["by_category"]) == set(categories)
     hybrid, dense, lexical = reports["hybrid"], reports["dense"], reports["lexical"]
     # Words the embedding blurs (ticket numbers, names): hybrid finds what dense misses.
     keyword, dense_keyword = hybrid["by_category"]["keyword"], dense["by_category"]["keyword"]

@@ -143,6 +143,7 @@ def run_retrieval_eval(args: argparse.Namespace, settings: Settings) -> int:
     print(f"mode     recall@{args.k}  MRR    p50 ms  p95 ms")
     for r in reports:
         print(f"{r.mode:7s}  {r.recall_at_k:8.3f}  {r.mrr:5.3f}  {r.p50_ms:6.2f}  {r.p95_ms:6.2f}")
+    print_depths(reports)
     print_categories(reports, args.k)
     hybrid = reports[-1]
     print_given(given, hybrid)
@@ -151,6 +152,17 @@ def run_retrieval_eval(args: argparse.Namespace, settings: Settings) -> int:
     for row in hybrid.table:
         print(f"{row.threshold:9.2f}  {row.precision:9.3f}  {row.recall:6.3f}  {row.f1:5.3f}")
     return 0
+
+
+def print_depths(reports: list[ModeReport]) -> None:
+    """recall at the depths context assembly asks for, per mode, with the conversations' spread."""
+    for r in reports:
+        cells = "  ".join(
+            f"recall@{depth} {at.recall:.3f} ({at.conversation_spread.min:.3f}"
+            f"-{at.conversation_spread.max:.3f})"
+            for depth, at in r.recall_at_depth.items()
+        )
+        print(f"{r.mode:7s}  {cells}")
 
 
 def print_categories(reports: list[ModeReport], k: int) -> None:
