@@ -56,10 +56,13 @@ from llm_bot.telemetry.traces import memory_search
 # The lexical side ranks the turns matching the query among the user's most recent this many:
 # all of a user's turns up to that depth, a bounded cost beyond it.
 LEXICAL_WINDOW = 10_000
-# Each side's pool is POOL_FACTOR times the turns asked for (the window excluded), at least
-# MIN_POOL: the depth ``llm-bot maintain`` marks users deep from is then never above recall's.
-POOL_FACTOR = 4
-MIN_POOL = 20
+# Each side's pool: the turns asked for (the window excluded), at least MIN_POOL. Deeper pools
+# find nothing more: on LoCoMo's development half the recall section at its default budget (40
+# turns asked for) holds the same evidence from pools of 40, 80 and 160 a side, and recall@10
+# the same from 40, 80 and 160 (docs/eval-retrieval.md), while each pooled turn brings its
+# neighbours into the statement. The depth ``llm-bot maintain`` marks users deep from is never
+# above recall's, as it reads MIN_POOL.
+MIN_POOL = 40
 
 
 @dataclass(frozen=True)
@@ -136,7 +139,7 @@ async def recall(
 ) -> Recall:
     """The ``limit`` most relevant turns above ``threshold`` (their own similarity), outside
     ``exclude``, best first (context assembly puts the ones it keeps back in time order)."""
-    pool = max(limit * POOL_FACTOR, MIN_POOL) + len(exclude)
+    pool = max(limit, MIN_POOL) + len(exclude)
     scope = {
         "user": user_id,
         "include_private": include_private,
