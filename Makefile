@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTHON ?= python3
 
-.PHONY: install run dev test unit lint typecheck format clean deploy-check citus
+.PHONY: install run dev test unit lint typecheck format clean deploy-check citus browser
 
 install: $(STAMP)
 
@@ -39,7 +39,7 @@ CITUS_SUITES := tests/integration/db tests/integration/memory tests/integration/
 PYTEST := $(BIN)/pytest -q --durations=10
 CITUS_LOG := .llm-bot/pytest-citus.log
 
-test: install lint typecheck
+test: install lint typecheck browser
 	$(BIN)/python -m llm_bot_tools.local.postgres_build --citus --if-source
 	mkdir -p .llm-bot
 	$(PYTEST) --basetemp=.llm-bot/pytest-citus --database=citus $(CITUS_SUITES) \
@@ -48,6 +48,16 @@ test: install lint typecheck
 	wait $$cluster; on_citus=$$?; \
 	echo "== the suites on Citus:"; cat $(CITUS_LOG); \
 	test $$suite -eq 0 && test $$on_citus -eq 0
+
+# The console's browser tests (tests/integration/console) drive Debian's chromium through
+# Playwright, never a browser Playwright downloads. Installed here where it can be (as root,
+# with apt-get: CI, a container); where it cannot, those tests are skipped, said in one line.
+browser:
+	@if [ -x /usr/bin/chromium ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		(apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || \
+		echo "browser tests skipped: apt-get install chromium failed"; \
+	else echo "browser tests skipped: no /usr/bin/chromium (as root: apt-get install chromium)"; fi
 
 # Citus from ../shared/vendor (LLM_BOT_CITUS_SOURCE overrides) into a cache outside the clone:
 # docs/citus.md.

@@ -16,13 +16,14 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 usage() {
     cat <<'EOF'
-usage: deploy/deploy.sh [--service] [--skip-build] [--tag TAG] [-h|--help]
+usage: deploy/deploy.sh [--service] [--console] [--skip-build] [--tag TAG] [-h|--help]
 
 Builds the image with Cloud Build, runs `llm-bot migrate` as a Cloud Run job, then applies
 deploy/cloudrun-worker-pool.yaml (default) or deploy/cloudrun-service.yaml (--service), and
 schedules `llm-bot maintain` (retention) as a daily Cloud Run job.
 
   --service     deploy the Cloud Run service variant instead of the worker pool
+  --console     also deploy the operator console (deploy/cloudrun-console.yaml) behind IAP
   --skip-build  deploy an image already pushed with this tag
   --tag TAG     image tag (default: the current git commit, short)
   -h, --help    this text
@@ -37,18 +38,23 @@ environment:
   REPOSITORY            Artifact Registry Docker repository (default llm-bot)
   BUS_PREFIX            prefix of topic and subscription names (default "")
   MAINTAIN_SCHEDULE     cron schedule (UTC) of `llm-bot maintain` (default "17 3 * * *")
+  CONSOLE_SERVICE_ACCOUNT the console's identity (default llm-bot-console@PROJECT.iam.gserviceaccount.com)
+  CONSOLE_OPERATORS     with --console: comma-separated IAP members allowed in (user:..., group:...)
 
-secrets (Secret Manager, created beforehand): llm-bot-database-url, llm-bot-openai-api-key
+secrets (Secret Manager, created beforehand): llm-bot-database-url, llm-bot-openai-api-key;
+with --console also llm-bot-console-database-url (a login role in llm_bot_console)
 EOF
 }
 
 variant=worker-pool
+console=false
 build=true
 tag=""
 
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --service) variant=service ;;
+        --console) console=true ;;
         --skip-build) build=false ;;
         --tag)
             [[ $# -ge 2 ]] || { echo "deploy.sh: --tag needs a value" >&2; exit 2; }
@@ -81,6 +87,10 @@ readonly REQUESTED_INSTANCES="${INSTANCES:-}"
 readonly SECRETS=(llm-bot-database-url llm-bot-openai-api-key)
 readonly MIGRATE_JOB=llm-bot-migrate
 readonly MAINTAIN_JOB=llm-bot-maintain
+readonly CONSOLE_SERVICE=llm-bot-console
+readonly CONSOLE_SERVICE_ACCOUNT="${CONSOLE_SERVICE_ACCOUNT:-llm-bot-console@${PROJECT}.iam.gserviceaccount.com}"
+readonly CONSOLE_SECRETS=(llm-bot-console-database-url llm-bot-openai-api-key)
+CONSOLE_IAP_AUDIENCE=""
 readonly WORKER_POOL=llm-bot
 # Retention runs once a day (UTC), off the busy hours of most chats.
 readonly MAINTAIN_SCHEDULE="${MAINTAIN_SCHEDULE:-17 3 * * *}"
@@ -215,11 +225,12 @@ worker_pool_instances() {
     printf '%s' "${REQUESTED_INSTANCES:-${current:-2}}"
 }
 
-# Fill the manifest's ${...} placeholders (only these six, so nothing else is touched).
+# Fill the manifest's ${...} placeholders (only these eight, so nothing else is touched).
 render() {
     local text name placeholder
     text="$(<"$1")"
-    for name in PROJECT IMAGE SERVICE_ACCOUNT CLOUDSQL_INSTANCE BUS_PREFIX INSTANCES; do
+    for name in PROJECT IMAGE SERVICE_ACCOUNT CLOUDSQL_INSTANCE BUS_PREFIX INSTANCES \
+        CONSOLE_SERVICE_ACCOUNT CONSOLE_IAP_AUDIENCE; do
         placeholder="\${${name}}"
         text="${text//"$placeholder"/${!name}}"
     done
@@ -243,6 +254,49 @@ apply_manifest() {
     fi
 }
 
+# The console: its own account with the database and the embeddings key only, the service
+# behind IAP (the signed header's audience names it by project number, region and name), and
+# IAP's service agent as its only invoker; people get in through IAP's policy.
+deploy_console() {
+    local secret number workdir manifest member
+    for secret in "${CONSOLE_SECRETS[@]}"; do
+        if ! gcloud secrets describe "$secret" --format='value(name)' >/dev/null 2>&1; then
+            echo "deploy.sh: secret $secret is missing; create it first (README, \"The operator console\")" >&2
+            exit 1
+        fi
+    done
+    ensure_service_account "$CONSOLE_SERVICE_ACCOUNT" "$PROJECT" "llm-bot operator console"
+    grant_project_role "$CONSOLE_SERVICE_ACCOUNT" roles/cloudsql.client
+    for secret in "${CONSOLE_SECRETS[@]}"; do
+        gcloud secrets add-iam-policy-binding "$secret" --condition=None --quiet \
+            --member="serviceAccount:$CONSOLE_SERVICE_ACCOUNT" \
+            --role=roles/secretmanager.secretAccessor >/dev/null
+    done
+    number="$(gcloud projects describe "$PROJECT" --format='value(projectNumber)')"
+    # IAP's service agent exists once the API is on and its identity made (both idempotent).
+    gcloud services enable iap.googleapis.com
+    gcloud beta services identity create --service=iap.googleapis.com --project="$PROJECT" \
+        >/dev/null
+    # shellcheck disable=SC2034 # read by render, by name
+    CONSOLE_IAP_AUDIENCE="/projects/${number}/locations/${REGION}/services/${CONSOLE_SERVICE}"
+    workdir="$(mktemp -d)"
+    trap 'rm -rf "$workdir"' RETURN
+    manifest="$workdir/llm-bot-console.yaml"
+    render "$ROOT/deploy/cloudrun-console.yaml" >"$manifest"
+    gcloud run services replace "$manifest"
+    # A service agent just created is granted once IAM sees it.
+    retry gcloud run services add-iam-policy-binding "$CONSOLE_SERVICE" --quiet \
+        --member="serviceAccount:service-${number}@gcp-sa-iap.iam.gserviceaccount.com" \
+        --role=roles/run.invoker >/dev/null
+    if [[ -n "${CONSOLE_OPERATORS:-}" ]]; then
+        for member in ${CONSOLE_OPERATORS//,/ }; do
+            gcloud iap web add-iam-policy-binding --resource-type=cloud-run \
+                --service="$CONSOLE_SERVICE" --region="$REGION" --member="$member" \
+                --role=roles/iap.httpsResourceAccessor >/dev/null
+        done
+    fi
+}
+
 step "checking secrets"
 check_secrets
 step "service account $SERVICE_ACCOUNT"
@@ -259,6 +313,10 @@ step "deploying the $variant"
 apply_manifest
 step "scheduling retention (job $MAINTAIN_JOB, \"$MAINTAIN_SCHEDULE\" UTC)"
 schedule_maintenance
+if [[ "$console" == true ]]; then
+    step "deploying the operator console ($CONSOLE_SERVICE, behind IAP)"
+    deploy_console
+fi
 step "done: $IMAGE is deployed as the llm-bot $variant in $REGION"
 if [[ "$variant" == service ]]; then
     echo "readiness: gcloud run services proxy llm-bot --port=8081, then curl localhost:8081/ready"

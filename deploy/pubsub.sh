@@ -13,6 +13,9 @@
 #                   worker's LLM_BOT_MAX_DELIVERY_ATTEMPTS, which forwards the last attempt as
 #                   ERROR itself rather than nacking it into the DLQ),
 #                   message ordering only with --ordering (it cannot be changed later).
+#   topic and subscription  internal.llmbot.consolidate.v1 and internal.llmbot.consolidate.v1.llm-bot:
+#                   memory consolidation's jobs (LLM_BOT_CONSOLIDATION), published by the
+#                   workers' sweep and taken off by them, with the same policies, never ordered.
 #   subscription  internal.deadletter.v1.operators: a pull subscription on the DLQ so operators
 #                   can read what was dead-lettered (7 days retention, never expires).
 #   IAM           the Pub/Sub service agent may publish to the DLQ and ack on the source
@@ -103,7 +106,10 @@ DLQ_TOPIC="$(prefixed internal.deadletter.v1)"
 EGRESS_TOPIC="$(prefixed internal.egress.v1)"
 SUBSCRIPTION="$(prefixed internal.llmbot.v1.llm-bot)"
 DLQ_SUBSCRIPTION="$(prefixed internal.deadletter.v1.operators)"
-readonly INPUT_TOPIC DLQ_TOPIC EGRESS_TOPIC SUBSCRIPTION DLQ_SUBSCRIPTION
+JOBS_TOPIC="$(prefixed internal.llmbot.consolidate.v1)"
+JOBS_SUBSCRIPTION="$(prefixed internal.llmbot.consolidate.v1.llm-bot)"
+readonly INPUT_TOPIC DLQ_TOPIC EGRESS_TOPIC SUBSCRIPTION DLQ_SUBSCRIPTION JOBS_TOPIC
+readonly JOBS_SUBSCRIPTION
 
 # Commands that change something go through here, so --dry-run shows exactly them.
 change() {
@@ -128,7 +134,9 @@ ensure_topic() {
     fi
 }
 
+# ensure_worker_subscription SUBSCRIPTION TOPIC ORDERING
 ensure_worker_subscription() {
+    local subscription="$1" topic="$2" ordered="$3"
     local policy=(
         --ack-deadline="$ACK_DEADLINE_S"
         --min-retry-delay="$MIN_RETRY_DELAY"
@@ -136,24 +144,24 @@ ensure_worker_subscription() {
         --dead-letter-topic="projects/$PROJECT/topics/$DLQ_TOPIC"
         --max-delivery-attempts="$MAX_ATTEMPTS"
     )
-    if exists subscriptions "$SUBSCRIPTION"; then
+    if exists subscriptions "$subscription"; then
         local current
-        current="$(gcloud pubsub subscriptions describe "$SUBSCRIPTION" --project="$PROJECT" \
+        current="$(gcloud pubsub subscriptions describe "$subscription" --project="$PROJECT" \
             --format='value(enableMessageOrdering)')"
         current="${current,,}"
         [[ "$current" == true ]] || current=false
-        if [[ "$current" != "$ordering" ]]; then
-            echo "warning: subscription $SUBSCRIPTION has message ordering $current;" \
+        if [[ "$current" != "$ordered" ]]; then
+            echo "warning: subscription $subscription has message ordering $current;" \
                 "ordering is fixed at creation: delete and re-create it to change" >&2
         fi
-        change pubsub subscriptions update "$SUBSCRIPTION" --project="$PROJECT" "${policy[@]}"
+        change pubsub subscriptions update "$subscription" --project="$PROJECT" "${policy[@]}"
     else
         local extra=()
-        if [[ "$ordering" == true ]]; then
+        if [[ "$ordered" == true ]]; then
             extra+=(--enable-message-ordering)
         fi
-        change pubsub subscriptions create "$SUBSCRIPTION" --project="$PROJECT" \
-            --topic="$INPUT_TOPIC" "${policy[@]}" "${extra[@]}"
+        change pubsub subscriptions create "$subscription" --project="$PROJECT" \
+            --topic="$topic" "${policy[@]}" "${extra[@]}"
     fi
 }
 
@@ -184,8 +192,11 @@ grant_dead_lettering() {
         retry gcloud pubsub topics add-iam-policy-binding "$DLQ_TOPIC" --project="$PROJECT" \
             --member="$agent" --role=roles/pubsub.publisher
     fi
-    change pubsub subscriptions add-iam-policy-binding "$SUBSCRIPTION" --project="$PROJECT" \
-        --member="$agent" --role=roles/pubsub.subscriber
+    local subscription
+    for subscription in "$SUBSCRIPTION" "$JOBS_SUBSCRIPTION"; do
+        change pubsub subscriptions add-iam-policy-binding "$subscription" --project="$PROJECT" \
+            --member="$agent" --role=roles/pubsub.subscriber
+    done
 }
 
 grant_worker() {
@@ -196,10 +207,13 @@ grant_worker() {
     else
         ensure_service_account "$worker_sa" "$PROJECT" "llm-bot worker"
     fi
-    change pubsub subscriptions add-iam-policy-binding "$SUBSCRIPTION" --project="$PROJECT" \
-        --member="$member" --role=roles/pubsub.subscriber
+    local subscription
+    for subscription in "$SUBSCRIPTION" "$JOBS_SUBSCRIPTION"; do
+        change pubsub subscriptions add-iam-policy-binding "$subscription" \
+            --project="$PROJECT" --member="$member" --role=roles/pubsub.subscriber
+    done
     local topic
-    for topic in "$DLQ_TOPIC" "$EGRESS_TOPIC"; do
+    for topic in "$DLQ_TOPIC" "$EGRESS_TOPIC" "$JOBS_TOPIC"; do
         change pubsub topics add-iam-policy-binding "$topic" --project="$PROJECT" \
             --member="$member" --role=roles/pubsub.publisher
     done
@@ -208,11 +222,14 @@ grant_worker() {
 ensure_topic "$INPUT_TOPIC"
 ensure_topic "$DLQ_TOPIC"
 ensure_topic "$EGRESS_TOPIC"
-ensure_worker_subscription
+ensure_topic "$JOBS_TOPIC"
+ensure_worker_subscription "$SUBSCRIPTION" "$INPUT_TOPIC" "$ordering"
+ensure_worker_subscription "$JOBS_SUBSCRIPTION" "$JOBS_TOPIC" false
 ensure_dlq_subscription
 if [[ "$skip_iam" == true ]]; then
     echo "IAM skipped: grant the Pub/Sub service agent roles/pubsub.publisher on $DLQ_TOPIC" \
-        "and roles/pubsub.subscriber on $SUBSCRIPTION, or dead-lettering does not happen"
+        "and roles/pubsub.subscriber on $SUBSCRIPTION and $JOBS_SUBSCRIPTION," \
+        "or dead-lettering does not happen"
 else
     grant_dead_lettering
     if [[ -n "$worker_sa" ]]; then
@@ -220,4 +237,5 @@ else
     fi
 fi
 echo "pubsub: $INPUT_TOPIC -> $SUBSCRIPTION (dead letters -> $DLQ_TOPIC after $MAX_ATTEMPTS" \
-    "attempts, ordering requested: $ordering), egress $EGRESS_TOPIC, operators read $DLQ_SUBSCRIPTION"
+    "attempts, ordering requested: $ordering), egress $EGRESS_TOPIC," \
+    "operators read $DLQ_SUBSCRIPTION, consolidation jobs $JOBS_TOPIC -> $JOBS_SUBSCRIPTION"

@@ -30,10 +30,12 @@ _SECRET_VARIABLES = frozenset(
         "DATABASE_URL",
         "MCP_AUTH_TOKEN",
         "MCP_GATEWAY_URL",
+        "LLM_BOT_CONSOLE_TOKEN",
         "openai_api_key",
         "database_url",
         "mcp_auth_token",
         "mcp_gateway_url",
+        "console_token",
     }
 )
 
@@ -73,6 +75,29 @@ class Settings(BaseSettings):
     )
     max_slip_steps: Count = Field(32, alias="LLM_BOT_MAX_SLIP_STEPS")
     require_dead_letter_policy: bool = Field(False, alias="LLM_BOT_REQUIRE_DEAD_LETTER_POLICY")
+
+    # --- memory consolidation (llm_bot/consolidation; README, "Memory consolidation") --------
+    # Off by default: it spends a model call per closed session, and its topic and
+    # subscription must exist on the bus (deploy/pubsub.sh makes them) before a worker turns
+    # it on.
+    consolidation: bool = Field(False, alias="LLM_BOT_CONSOLIDATION")
+    consolidation_topic: str = Field(
+        "internal.llmbot.consolidate.v1", alias="LLM_BOT_CONSOLIDATION_TOPIC"
+    )
+    consolidation_subscription: str = Field(
+        "internal.llmbot.consolidate.v1.llm-bot", alias="LLM_BOT_CONSOLIDATION_SUBSCRIPTION"
+    )
+    consolidation_model: str | None = Field(None, alias="LLM_BOT_CONSOLIDATION_MODEL")
+    consolidation_max_in_flight: Count = Field(2, alias="LLM_BOT_CONSOLIDATION_MAX_IN_FLIGHT")
+    consolidation_sweep_s: Annotated[float, Field(gt=0)] = Field(
+        30.0, alias="LLM_BOT_CONSOLIDATION_SWEEP_S"
+    )
+    consolidation_turn_cap: Annotated[int, Field(ge=2)] = Field(
+        40, alias="LLM_BOT_CONSOLIDATION_TURN_CAP"
+    )
+    consolidation_deadline_s: Annotated[float, Field(gt=0)] = Field(
+        120.0, alias="LLM_BOT_CONSOLIDATION_DEADLINE_S"
+    )
 
     # --- database --------------------------------------------------------------------------
     database_url: SecretStr | None = Field(None, alias="DATABASE_URL")
@@ -248,6 +273,15 @@ class Settings(BaseSettings):
     # Also the cap at write time: a new memory beyond it is refused (llm_bot.memory.tools).
     retention_memories_per_user: NonNegative = Field(1_000, alias="RETENTION_MEMORIES_PER_USER")
     retention_batch_rows: Count = Field(1_000, alias="RETENTION_BATCH_ROWS")
+
+    # --- operator console (llm-bot console; llm_bot/console/) ------------------------------
+    console_host: str = Field("127.0.0.1", alias="LLM_BOT_CONSOLE_HOST")
+    console_port: Annotated[int, Field(ge=1, le=65535)] = Field(8090, alias="LLM_BOT_CONSOLE_PORT")
+    console_token: SecretStr | None = Field(None, alias="LLM_BOT_CONSOLE_TOKEN")
+    console_iap_audience: str | None = Field(None, alias="LLM_BOT_CONSOLE_IAP_AUDIENCE")
+    console_iap_certs_url: str = Field(
+        "https://www.gstatic.com/iap/verify/public_key", alias="LLM_BOT_CONSOLE_IAP_CERTS_URL"
+    )
 
     # --- telemetry -------------------------------------------------------------------------
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", alias="LOG_LEVEL")

@@ -728,3 +728,59 @@ BEGIN
 END
 $$;
 INSERT INTO schema_migrations (version, name) VALUES (20, '0020_answer_explanations.sql') ON CONFLICT DO NOTHING;
+
+-- ==== 0021_console_views.sql ====
+-- The operator console's audit (llm_bot/db/console_views.py): one row per view of a user's
+-- data in `llm-bot console`: which user, who looked (the bearer token's name or the IAP
+-- identity), which page, when. The viewed user's own record: erased with them and shown in
+-- their export, so it is keyed, and on Citus sharded, by that user.
+CREATE TABLE console_views (
+    user_id   text        NOT NULL,
+    viewed_at timestamptz NOT NULL,
+    viewer    text        NOT NULL,
+    page      text        NOT NULL
+);
+
+CREATE INDEX console_views_user_idx ON console_views (user_id, viewed_at);
+
+-- The console's database role: it reads every table and writes only its audit. A login role
+-- for the console is made a member (README, "The operator console"), so a console can never
+-- change what the worker stores, whatever its code does. Roles belong to the server, not the
+-- database: made once, kept when the schema is made again.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'llm_bot_console') THEN
+        CREATE ROLE llm_bot_console NOLOGIN;
+    END IF;
+    EXECUTE format('GRANT USAGE ON SCHEMA %I TO llm_bot_console', current_schema());
+    EXECUTE format('GRANT SELECT ON ALL TABLES IN SCHEMA %I TO llm_bot_console', current_schema());
+    -- Tables later migrations create are readable too.
+    EXECUTE format(
+        'ALTER DEFAULT PRIVILEGES IN SCHEMA %I GRANT SELECT ON TABLES TO llm_bot_console',
+        current_schema()
+    );
+END $$;
+
+GRANT INSERT ON console_views TO llm_bot_console;
+INSERT INTO schema_migrations (version, name) VALUES (21, '0021_console_views.sql') ON CONFLICT DO NOTHING;
+
+-- ==== 0022_consolidation.sql ====
+-- Memory consolidation (llm_bot/consolidation): a thread's turns up to `consolidated_seq` went
+-- into a consolidation job; those after it wait for their session to close. Threads that exist
+-- when this runs start consolidated: what came before the feature is not derived after the fact.
+ALTER TABLE conversation_threads ADD COLUMN consolidated_seq bigint NOT NULL DEFAULT 0;
+UPDATE conversation_threads SET consolidated_seq = last_seq;
+
+-- The sweep's bounded read (llm_bot/memory/turns.py, CLOSED_WINDOWS): only threads with turns
+-- not yet consolidated, oldest silence first.
+CREATE INDEX conversation_threads_unconsolidated_idx ON conversation_threads (last_turn_at)
+    WHERE consolidated_seq < last_seq;
+
+-- A session's summary is a row of the history its turns are in, so recall, export, erasure and
+-- retention treat it as they treat a turn: role 'summary', under a negative seq (minus the last
+-- seq it covers) so it never takes a turn's place, and session 0, so no window shows it.
+ALTER TABLE conversation_turns DROP CONSTRAINT conversation_turns_role_check;
+ALTER TABLE conversation_turns ADD CONSTRAINT conversation_turns_role_check
+    CHECK (role IN ('user', 'assistant', 'summary')) NOT VALID;
+ALTER TABLE conversation_turns VALIDATE CONSTRAINT conversation_turns_role_check;
+INSERT INTO schema_migrations (version, name) VALUES (22, '0022_consolidation.sql') ON CONFLICT DO NOTHING;

@@ -15,6 +15,7 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 
+from llm_bot.cli.console import add_console_command
 from llm_bot.cli.explain import add_explain_command
 from llm_bot.cli.failures import masked, report_failure, secrets_of
 from llm_bot.cli.lifecycle import add_lifecycle_commands
@@ -69,6 +70,7 @@ def build_parser() -> OneLineParser:
     add_personality_commands(commands, OneLineParser)
     add_reembed_command(commands)
     add_lifecycle_commands(commands)
+    add_console_command(commands)
     add_explain_command(commands)
     add_tool_commands(commands, OneLineParser)
     add_worker_commands(commands)
@@ -76,7 +78,7 @@ def build_parser() -> OneLineParser:
 
 
 # Long-running commands, whose operators want to see a pool retrying while it serves.
-SERVING_COMMANDS = frozenset({"run", "dev"})
+SERVING_COMMANDS = frozenset({"run", "dev", "console"})
 
 
 def configure_logging(level: str, command: str) -> None:

@@ -36,6 +36,7 @@ DISTRIBUTED_TABLES = (
     ("memories", "user_id"),
     ("memory_versions", "user_id"),
     ("agent_notes", "user_id"),
+    ("console_views", "user_id"),
     ("answer_explanations", "user_id"),
 )
 ANCHOR = DISTRIBUTED_TABLES[0][0]

@@ -12,6 +12,10 @@
   part. Rows come as dicts.
 - ``setup``: the memory store's pool for work that may run long (loading a benchmark's data):
   no statement timeout.
+- ``console``: the operator console's (``llm-bot console``): the memory pool's shape, and every
+  transaction read-only unless it says otherwise (only the console's audit does,
+  :mod:`llm_bot.db.console_views`), beside the read-only database role it is meant to log in
+  as (migration 0021).
 
 Every connection attempt gives up after ``DATABASE_CONNECT_TIMEOUT_S``, and opening a pool
 waits that long for its first connection. Each instance holds up to both pools' sizes
@@ -33,7 +37,7 @@ from llm_bot.db.turn_index import SEARCH_SETTINGS
 from llm_bot.db.vectors import register_vectors
 from llm_bot.settings import Settings
 
-PoolRole = Literal["ledger", "memory", "setup"]
+PoolRole = Literal["ledger", "memory", "setup", "console"]
 Pool = AsyncConnectionPool[AsyncConnection[Any]]
 # Writes go through the group committer (one connection at a time) and reads are short, so a
 # ledger connection is free again well within this.
@@ -47,15 +51,23 @@ class PoolShape:
     statement_timeout_ms: int  # 0: none
     checked: bool  # each connection is checked before use
     dict_rows: bool
+    read_only: bool = False  # transactions are read-only by default
 
 
 def shape_of(settings: Settings, role: PoolRole) -> PoolShape:
     if role == "ledger":
         size = max(2, min(settings.max_in_flight, settings.db_pool_max))
         return PoolShape(size, LEDGER_WAIT_S, 0, checked=True, dict_rows=False)
-    timeout_ms = settings.memory_statement_timeout_ms if role == "memory" else 0
+    timeout_ms = settings.memory_statement_timeout_ms if role != "setup" else 0
     wait_s = settings.retrieval_timeout_ms / 1000
-    return PoolShape(settings.memory_db_pool_max, wait_s, timeout_ms, checked=False, dict_rows=True)
+    return PoolShape(
+        settings.memory_db_pool_max,
+        wait_s,
+        timeout_ms,
+        checked=False,
+        dict_rows=True,
+        read_only=role == "console",
+    )
 
 
 @asynccontextmanager
@@ -76,7 +88,7 @@ async def open_pool(settings: Settings, role: PoolRole) -> AsyncIterator[Pool]:
         max_size=shape.max_size,
         timeout=shape.wait_s,
         kwargs=kwargs,
-        configure=_configure(shape.statement_timeout_ms),
+        configure=_configure(shape),
         check=AsyncConnectionPool.check_connection if shape.checked else None,
         open=False,
     )
@@ -87,19 +99,21 @@ async def open_pool(settings: Settings, role: PoolRole) -> AsyncIterator[Pool]:
         await pool.close()
 
 
-def _configure(timeout_ms: int) -> Callable[[AsyncConnection[Any]], Awaitable[None]]:
+def _configure(shape: PoolShape) -> Callable[[AsyncConnection[Any]], Awaitable[None]]:
     """Run on each connection as the pool makes it: pgvector's dumper
     (:func:`~llm_bot.db.vectors.register_vectors`), how an HNSW index is walked
-    (:data:`~llm_bot.db.turn_index.SEARCH_SETTINGS`), and the statement timeout, so the server
-    itself ends a runaway statement, whoever runs it and even if the process is gone. The
-    timeout is set by a statement, not by the URL's ``options``, which a URL may already carry
-    (a search path)."""
+    (:data:`~llm_bot.db.turn_index.SEARCH_SETTINGS`), the statement timeout, so the server
+    itself ends a runaway statement, whoever runs it and even if the process is gone, and for a
+    read-only pool, read-only transactions by default. They are set by a statement, not by the
+    URL's ``options``, which a URL may already carry (a search path)."""
 
     async def configure(connection: AsyncConnection[Any]) -> None:
         register_vectors(connection)
         settings = [SEARCH_SETTINGS]
-        if timeout_ms:
-            settings.append(("statement_timeout", f"{timeout_ms}ms"))
+        if shape.statement_timeout_ms:
+            settings.append(("statement_timeout", f"{shape.statement_timeout_ms}ms"))
+        if shape.read_only:
+            settings.append(("default_transaction_read_only", "on"))
         await connection.execute(
             "SELECT " + ", ".join(["set_config(%s, %s, false)"] * len(settings)),
             [value for setting in settings for value in setting],

@@ -194,6 +194,11 @@ DELETE FROM processed_events p USING (
 # Erasure's and export's rows (:mod:`llm_bot.lifecycle.erasure`): a user's records, a thread's,
 # and the keys of a thread's (its tool calls name their event, not their thread).
 ROWS_OF_USER = "FROM processed_events WHERE user_id = %(user)s"
+# The user's newest events, as the operator console lists them.
+RECENT_OF_USER = (
+    "SELECT correlation_id, step_key, thread_id, outcome, published, claimed_at, stored_at"
+    f" {ROWS_OF_USER} ORDER BY claimed_at DESC LIMIT %(limit)s"
+)
 # An event's output as published, for its explanation (:mod:`llm_bot.explanation.store`): the
 # words asked and the answer given are read from it, not copied.
 OUTPUT_OF_EVENT = """

@@ -26,7 +26,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from psycopg import AsyncConnection
-from psycopg.rows import dict_row
+from psycopg.rows import dict_row, tuple_row
 
 from llm_bot.db import processed_events
 from llm_bot.explanation.record import (
@@ -158,7 +158,7 @@ async def recent_explanations(
     connection: AsyncConnection[Any], user_id: str, limit: int = 20
 ) -> list[Listed]:
     """``user_id``'s newest explanations, newest first, at most ``limit``."""
-    async with connection.cursor() as cursor:
+    async with connection.cursor(row_factory=tuple_row) as cursor:
         await cursor.execute(_RECENT, {"user": user_id, "limit": limit})
         return [Listed(*row) for row in await cursor.fetchall()]
 
@@ -250,7 +250,7 @@ async def _asked_and_answered(
 ) -> tuple[str | None, str | None]:
     """The words asked and the answer given, from the event's stored output (None, None once
     it is gone: erased, or past retention)."""
-    async with connection.cursor() as cursor:
+    async with connection.cursor(row_factory=tuple_row) as cursor:
         await cursor.execute(processed_events.OUTPUT_OF_EVENT, event)
         row = await cursor.fetchone()
     if row is None or row[0] is None:
@@ -312,7 +312,7 @@ async def _turn_texts(
     if not cited:
         return {}
     params = {"threads": [turn.thread_id for turn in cited], "seqs": [turn.seq for turn in cited]}
-    async with connection.cursor() as cursor:
+    async with connection.cursor(row_factory=tuple_row) as cursor:
         await cursor.execute(turns.TURNS_BY_ID, params)
         return {(thread, int(seq)): content for thread, seq, content in await cursor.fetchall()}
 
@@ -331,7 +331,7 @@ async def _notes_part(
 ) -> Part | None:
     if sent is None:
         return None
-    async with connection.cursor() as cursor:
+    async with connection.cursor(row_factory=tuple_row) as cursor:
         await cursor.execute(notes_store.NOTES_SQL, {"user_id": user, "agent": agent})
         row = await cursor.fetchone()
     text = None if row is None else str(row[0])

@@ -3,9 +3,9 @@ table we own, deleted in one transaction, and how many rows went from each table
 
 A user's rows are found by what names them: ``user_id`` (memories and their versions, turns
 and their copies in shared channels' windows, notes, processed-event records, tool calls,
-answers' explanations) and the rows of the user's direct-message threads
-(:data:`llm_bot.memory.turns.THREADS_OF_USER`). A shared thread's row is the room's, so it
-stays, with the other speakers' turns.
+answers' explanations, the operator console's record of who viewed them) and the rows of the
+user's direct-message threads (:data:`llm_bot.memory.turns.THREADS_OF_USER`). A shared thread's
+row is the room's, so it stays, with the other speakers' turns.
 
 A table added later must be added to :data:`USER_ROWS`, with its rows from the table's owner
 (tests/unit/test_table_owners.py): the erasure test scans every column of
@@ -21,22 +21,26 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from llm_bot.db import processed_events
+from llm_bot.db import console_views, processed_events
 from llm_bot.explanation import store as explanations
 from llm_bot.memory import memories, notes_store, turns, versions
 from llm_bot.platform_tools import ledger
 
 # (table, its rows: "FROM <table> WHERE <condition>", from the table's owner). Every turn and
-# event record names its user, so ``user_id`` finds them through its key.
+# event record names its user, so ``user_id`` finds them through its key. Turns go before what
+# is derived from them: a consolidation job holds its source turns locked until its memories
+# are written (:data:`llm_bot.memory.turns.LOCK_SOURCES`), so an erasure under way either
+# waits for it and then deletes those memories too, or leaves it nothing to derive from.
 USER_ROWS: tuple[tuple[str, str], ...] = (
-    ("memory_versions", versions.ROWS_OF_USER),
-    ("memories", memories.ROWS_OF_USER),
+    ("conversation_threads", turns.THREADS_OF_USER),
     ("conversation_turns", turns.TURNS_OF_USER),
     ("channel_turns", turns.CHANNEL_TURNS_OF_USER),
-    ("conversation_threads", turns.THREADS_OF_USER),
+    ("memory_versions", versions.ROWS_OF_USER),
+    ("memories", memories.ROWS_OF_USER),
     ("agent_notes", notes_store.ROWS_OF_USER),
     ("processed_events", processed_events.ROWS_OF_USER),
     ("tool_calls", ledger.ROWS_OF_USER),
+    ("console_views", console_views.ROWS_OF_USER),
     ("answer_explanations", explanations.ROWS_OF_USER),
 )
 
@@ -45,6 +49,7 @@ THREAD_ROWS: tuple[tuple[str, str], ...] = (
     ("conversation_turns", turns.TURNS_OF_THREAD),
     ("channel_turns", turns.CHANNEL_TURNS_OF_THREAD),
     ("conversation_threads", turns.THREAD_ROW),
+    ("memories", memories.DERIVED_OF_THREAD),
     ("tool_calls", ledger.ROWS_OF_THREAD),
     ("answer_explanations", explanations.ROWS_OF_THREAD),
     ("processed_events", processed_events.ROWS_OF_THREAD),
@@ -75,9 +80,10 @@ def user_params(user_id: str) -> dict[str, str]:
 
 
 async def forget_thread(connection: AsyncConnection[Any], thread_id: str) -> Receipt:
-    """Delete one conversation: its turns (every speaker's), its row, its event records and
-    their tool calls. Memories and notes are the users' own and stay; forget those per memory
-    or per user."""
+    """Delete one conversation: its turns (every speaker's, its sessions' summaries with them),
+    its row, the memories consolidation derived from it, its event records and their tool
+    calls. Other memories and notes are the users' own and stay; forget those per memory or
+    per user."""
     params = {"thread": thread_id, **turns.thread_row(thread_id)}
     return Receipt(f"thread {thread_id}", await _delete_all(connection, THREAD_ROWS, params))
 

@@ -54,16 +54,20 @@ class ModelClient:
         self._max_tokens = max_tokens
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> ModelClient:
+    def from_settings(
+        cls, settings: Settings, *, model: str | None = None, max_tokens: int | None = None
+    ) -> ModelClient:
+        """The configured endpoint; ``model`` and ``max_tokens`` replace the answering's
+        (consolidation may name a cheaper model and bounds its replies)."""
         client = openai_client(
             settings.openai_api_key, settings.openai_base_url, settings.openai_timeout_ms / 1000
         )
         return cls(
             client,
-            settings.openai_model,
+            model or settings.openai_model,
             settings.openai_api_mode,
             settings.model_deadline_ms / 1000,
-            max_tokens=settings.openai_max_tokens,
+            max_tokens=max_tokens or settings.openai_max_tokens,
         )
 
     async def close(self) -> None:

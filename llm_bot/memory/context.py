@@ -71,8 +71,8 @@ SHARED_CHANNEL = (
 )
 MEMORY_CANDIDATES = 50
 # Recall ranks ``budget // TOKENS_PER_CANDIDATE`` turns for a recall section of ``budget`` tokens
-# (a short chat line with its time and role is ~20 tokens), at least MIN_RECALL_CANDIDATES.
-TOKENS_PER_CANDIDATE = 20
+# (a chat line with its time and role is ~30 tokens), at least MIN_RECALL_CANDIDATES.
+TOKENS_PER_CANDIDATE = 30
 MIN_RECALL_CANDIDATES = 5
 
 # The notes row and the window's turns in one statement: the notes' columns on a row of their
@@ -174,13 +174,31 @@ class PostgresMemoryRetriever:
     async def _retrieve(
         self, user_id: str, thread_id: str, query: str, *, include_private: bool, shared: bool
     ) -> MemoryContext:
+        _, context, failed = await self._assembled(
+            user_id, thread_id, query, include_private, shared
+        )
+        if failed:
+            context.stats["retrievalFailed"] = len(failed)
+        return context
+
+    async def consider(
+        self, user_id: str, thread_id: str, query: str, *, private: bool
+    ) -> tuple[Parts, MemoryContext, list[str]]:
+        """What :meth:`retrieve` would find for ``query`` (the parts), the context it would
+        give (what entered the prompt, what was left out by reason), and the parts that
+        failed: the operator console's "try a recall" shows the worker's own decision, not a
+        copy of it."""
+        include_private = private or self._limits.private_in_public
+        return await self._assembled(user_id, thread_id, query, include_private, not private)
+
+    async def _assembled(
+        self, user_id: str, thread_id: str, query: str, include_private: bool, shared: bool
+    ) -> tuple[Parts, MemoryContext, list[str]]:
         failed: list[str] = []
         parts = await self._parts(user_id, thread_id, query, include_private, failed)
         budget = self._limits.max_context_tokens - approx_tokens(query)
         context = assemble(parts, self._limits, budget, requester=user_id, shared=shared)
-        if failed:
-            context.stats["retrievalFailed"] = len(failed)
-        return context
+        return parts, context, failed
 
     async def _parts(
         self, user_id: str, thread_id: str, query: str, include_private: bool, failed: list[str]

@@ -60,3 +60,14 @@ def _scaled(scores: Mapping[K, float]) -> Callable[[K], float]:
     if best <= 0:
         return lambda key: 0.0
     return lambda key: scores.get(key, 0.0) / best
+
+
+def ranks(
+    scores: Mapping[tuple[str, int], float], *, scored: Callable[[float], bool] = lambda _: True
+) -> dict[tuple[str, int], int]:
+    """Each (thread, seq)'s place by its score, 1 the best, ties by key, over the keys whose
+    score is ``scored`` (a BM25 of 0 is no match, so no place on the lexical side)."""
+    ordered = sorted(
+        (key for key, score in scores.items() if scored(score)), key=lambda key: (-scores[key], key)
+    )
+    return {key: place for place, key in enumerate(ordered, start=1)}

@@ -162,6 +162,9 @@ MISSING_VECTORS = (
 
 # A user's rows, as erasure deletes and export reads them (:mod:`llm_bot.lifecycle.erasure`).
 ROWS_OF_USER = "FROM memories WHERE user_id = %(user)s"
+# The memories consolidation derived from a thread's turns (:mod:`llm_bot.consolidation` names
+# the thread in their metadata), which go when the thread is forgotten, as its turns do.
+DERIVED_OF_THREAD = "FROM memories WHERE metadata->>'derivedFrom' = %(thread)s"
 
 # The user's memories learned in DMs, counted up to ``candidates`` when ``withheld`` (a shared
 # channel that may not show them): what an answer's explanation counts as left out for being of

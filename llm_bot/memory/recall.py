@@ -48,7 +48,7 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from llm_bot.memory.dates import DATE_BONUS, date_window
-from llm_bot.memory.fusion import fused, with_neighbours
+from llm_bot.memory.fusion import fused, ranks, with_neighbours
 from llm_bot.memory.search import SearchMode, fused_candidates, query_text
 from llm_bot.memory.turns import recall_sql
 from llm_bot.telemetry.traces import memory_search
@@ -56,8 +56,9 @@ from llm_bot.telemetry.traces import memory_search
 # The lexical side ranks the turns matching the query among the user's most recent this many:
 # all of a user's turns up to that depth, a bounded cost beyond it.
 LEXICAL_WINDOW = 10_000
-# The smallest pool a recall asks for (``limit * 4``, at least 20, and the window excluded):
-# the depth ``llm-bot maintain`` marks users deep from is then never above recall's.
+# Each side's pool is POOL_FACTOR times the turns asked for (the window excluded), at least
+# MIN_POOL: the depth ``llm-bot maintain`` marks users deep from is then never above recall's.
+POOL_FACTOR = 4
 MIN_POOL = 20
 
 
@@ -73,6 +74,12 @@ class Depth:
 
 @dataclass(frozen=True)
 class RecalledTurn:
+    """A recalled turn and why it ranks where it does: its own score on each side (cosine
+    ``similarity``, BM25 ``lexical_score``), its place among all candidates on each side (1 is
+    the best; None where that side did not score it: a mode without it, or no shared word), and
+    the ``fused_score`` it is ordered by (neighbours and dates included). ``session_id`` is the
+    session of its thread it was written in, so a reader can group turns by conversation."""
+
     thread_id: str
     seq: int
     role: str
@@ -80,6 +87,10 @@ class RecalledTurn:
     created_at: datetime
     similarity: float
     fused_score: float
+    session_id: int = 0
+    lexical_score: float = 0.0
+    dense_rank: int | None = None
+    lexical_rank: int | None = None
 
 
 @dataclass(frozen=True)
@@ -125,7 +136,7 @@ async def recall(
 ) -> Recall:
     """The ``limit`` most relevant turns above ``threshold`` (their own similarity), outside
     ``exclude``, best first (context assembly puts the ones it keeps back in time order)."""
-    pool = max(limit * 4, 20) + len(exclude)
+    pool = max(limit * POOL_FACTOR, MIN_POOL) + len(exclude)
     scope = {
         "user": user_id,
         "include_private": include_private,
@@ -143,9 +154,12 @@ async def recall(
         prepare=False,
     )
     by_key = {(row["thread_id"], row["seq"]): row for row in rows}
-    dense = with_neighbours({key: float(row["similarity"]) for key, row in by_key.items()})
-    lexical = with_neighbours({key: float(row["keyword_score"]) for key, row in by_key.items()})
+    own_dense = {key: float(row["similarity"]) for key, row in by_key.items()}
+    own_lexical = {key: float(row["keyword_score"]) for key, row in by_key.items()}
+    dense, lexical = with_neighbours(own_dense), with_neighbours(own_lexical)
     scores = fused(dense, lexical, use_dense=mode != "lexical", use_lexical=mode != "dense")
+    dense_ranks = ranks(own_dense) if mode != "lexical" else {}
+    lexical_ranks = ranks(own_lexical, scored=lambda score: score > 0) if mode != "dense" else {}
     window = date_window(query_text(text))
     if window is not None:
         for key, row in by_key.items():
@@ -159,6 +173,10 @@ async def recall(
             row["created_at"],
             float(row["similarity"]),
             scores[key],
+            row["session_id"],
+            own_lexical[key],
+            dense_ranks.get(key),
+            lexical_ranks.get(key),
         )
         for key, row in by_key.items()
         if float(row["similarity"]) >= threshold

@@ -92,9 +92,10 @@ class MemoryStore:
         settings: Settings,
         embedder: Embedder,
         *,
-        role: Literal["memory", "setup"] = "memory",
+        role: Literal["memory", "setup", "console"] = "memory",
     ) -> AsyncIterator[MemoryStore]:
-        """Connect (the ``memory`` pool, or ``setup``'s for long work: :mod:`llm_bot.db.pools`),
+        """Connect (the ``memory`` pool, ``setup``'s for long work, or the operator console's
+        read-only one: :mod:`llm_bot.db.pools`),
         check that the stored vectors are the embedding model's (recording it on a first
         start), and close everything on the way out."""
         async with open_pool(settings, role) as pool:

@@ -193,7 +193,7 @@ around AS (
 -- A primary-key lookup per candidate (LIMIT 1 keeps the planner from reading the user's whole
 -- history by its index instead, which a generic plan of this statement chose). A neighbour in
 -- a shared channel may be another speaker's turn: not the user's, so not found.
-SELECT t.thread_id, t.seq, t.role, t.content, t.created_at,
+SELECT t.thread_id, t.seq, t.session_id, t.role, t.content, t.created_at,
        1 - (t.embedding <=> %(vector)s::vector) AS similarity,
        coalesce({_BM25}, 0) AS keyword_score, (SELECT deep FROM depth) AS deep
 FROM around
@@ -224,13 +224,15 @@ DELETE FROM channel_turns t USING (
 
 # seq is gap-free per thread, so the newest N turns are those above last_seq - N. A shared
 # channel's row and its turns are on different shards (the channel's, the authors'), which
-# Citus joins only through a result it computes first: the threads over the cap.
+# Citus joins only through a result it computes first: the threads over the cap. A session's
+# summary (seq minus the last seq it covers) goes with that last turn.
 TURNS_BEYOND_CAP = """
 WITH th AS (SELECT thread_id, last_seq - %(cap)s AS last_dropped FROM conversation_threads
              WHERE last_seq > %(cap)s)
 DELETE FROM conversation_turns t USING (
     SELECT u.user_id, u.thread_id, u.seq FROM th
-      JOIN conversation_turns u ON u.thread_id = th.thread_id AND u.seq <= th.last_dropped
+      JOIN conversation_turns u ON u.thread_id = th.thread_id
+       AND u.seq BETWEEN -th.last_dropped AND th.last_dropped
      LIMIT %(batch)s) old
  WHERE t.user_id = old.user_id AND t.thread_id = old.thread_id AND t.seq = old.seq
 """
@@ -288,6 +290,50 @@ MISSING_VECTORS = (
     " WHERE user_id = %s AND thread_id = %s AND seq = %s AND {c} IS NULL",
 )
 
+# Consolidation's (:mod:`llm_bot.consolidation`). The sweep: threads whose turns after
+# ``consolidated_seq`` ended a session (silent since ``idle_before``) or reached the turn cap,
+# oldest silence first, a bounded batch read through the partial index on them (migration
+# 0022). A job's window is ``(consolidated_seq, last_seq]``, at most ``cap`` turns.
+CLOSED_WINDOWS = """
+SELECT thread_id, consolidated_seq, least(last_seq, consolidated_seq + %(cap)s)
+  FROM conversation_threads
+ WHERE consolidated_seq < last_seq
+   AND (last_turn_at < %(idle_before)s OR last_seq - consolidated_seq >= %(cap)s)
+ ORDER BY last_turn_at LIMIT %(batch)s
+"""
+# The window handed to a job: moved on only from where the sweep read it, so two sweeps that
+# read the same row move it once.
+MARK_CONSOLIDATED = """
+UPDATE conversation_threads SET consolidated_seq = %(to_seq)s
+ WHERE tenant = %(tenant)s AND thread_id = %(thread_id)s AND consolidated_seq = %(from_seq)s
+"""
+# A job's turns, every speaker's (a DM's are its user's, read from that user's shard alone).
+_WINDOW_TURNS = """
+SELECT user_id, seq, role, content, created_at, visibility FROM conversation_turns
+ WHERE {author} thread_id = %(thread_id)s AND seq > %(from_seq)s AND seq <= %(to_seq)s
+ ORDER BY seq
+"""
+DM_WINDOW_TURNS = _WINDOW_TURNS.format(author="user_id = %(tenant)s AND")  # thread_row's
+CHANNEL_WINDOW_TURNS = _WINDOW_TURNS.format(author="")
+# The author's turns of the window that still exist, locked until the job's writes commit: an
+# erasure deletes turns before the memories (:mod:`llm_bot.lifecycle.erasure`), so either it
+# waits for the job and then deletes what the job wrote, or the job waits for it and finds
+# nothing to derive from.
+LOCK_SOURCES = """
+SELECT seq FROM conversation_turns
+ WHERE user_id = %(user)s AND thread_id = %(thread_id)s AND seq > %(from_seq)s
+   AND seq <= %(to_seq)s AND role <> 'summary'
+ FOR SHARE
+"""
+# A session's summary as a recall key of the author's (migration 0022 says why a turn's row).
+INSERT_SUMMARY = """
+INSERT INTO conversation_turns (thread_id, seq, user_id, session_id, pair_index, role, content,
+                                created_at, source_event, embedding, visibility, indexed)
+VALUES (%(thread_id)s, -%(to_seq)s, %(user)s, 0, %(from_seq)s, 'summary', %(content)s, %(at)s,
+        %(source)s, %(vector)s::vector, %(visibility)s, false)
+ON CONFLICT DO NOTHING
+"""
+
 # Erasure's and export's rows (:mod:`llm_bot.lifecycle.erasure`): a user's turns, their copies in
 # shared channels' windows and the rows of their DM threads (a shared channel's row is the
 # room's, and its id may read as a user's id, so it is left out by that); a thread's turns,
@@ -306,6 +352,18 @@ THREADS_OF_USER = "FROM conversation_threads WHERE tenant = %(user)s AND thread_
 TURNS_OF_THREAD = "FROM conversation_turns WHERE thread_id = %(thread)s"
 CHANNEL_TURNS_OF_THREAD = "FROM channel_turns WHERE thread_id = %(thread)s"
 THREAD_ROW = "FROM conversation_threads WHERE tenant = %(tenant)s AND thread_id = %(thread_id)s"
+
+# The operator console (:mod:`llm_bot.console`): a user's newest turns, from every thread, and
+# the users whose id starts with a prefix (the ids in [start, end), read in the order of the
+# ``(user_id, created_at)`` index, so a search reads the matching users' turns and stops).
+RECENT_TURNS_OF_USER = (
+    f"SELECT thread_id, seq, role, content, visibility, created_at {TURNS_OF_USER}"
+    " ORDER BY created_at DESC, seq DESC LIMIT %(limit)s"
+)
+USERS_BETWEEN = (
+    "SELECT user_id FROM conversation_turns WHERE user_id >= %(start)s AND user_id < %(end)s"
+    " GROUP BY user_id ORDER BY user_id LIMIT %(limit)s"
+)
 
 
 def thread_row(thread_id: str) -> dict[str, str]:

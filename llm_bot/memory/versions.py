@@ -48,6 +48,12 @@ DELETE FROM memory_versions mv USING (
 
 # A user's rows, as erasure deletes and export reads them (:mod:`llm_bot.lifecycle.erasure`).
 ROWS_OF_USER = "FROM memory_versions WHERE user_id = %(user)s"
+# The user's most recently retired earlier texts, newest first (the operator console shows
+# them by memory; a fact rewritten daily for years must not make its page unbounded).
+VERSIONS_OF_USER = (
+    f"SELECT key, version, content, metadata, visibility, valid_from, valid_to {ROWS_OF_USER}"
+    " ORDER BY valid_to DESC LIMIT %(limit)s"
+)
 
 # An explanation's memories' earlier texts (:mod:`llm_bot.explanation.store`): the one written
 # at a memory's time is the version the answer saw, the count numbers the current one.

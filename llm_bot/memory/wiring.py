@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Literal
 
 from llm_bot.clock import utc_now
 from llm_bot.db.personalities import Personalities, PersonalityLookup
@@ -33,8 +34,11 @@ class MemoryServices:
 
 
 @asynccontextmanager
-async def open_memory_store(settings: Settings) -> AsyncIterator[MemoryStore]:
-    """On the ``memory`` pool: each statement ends at ``MEMORY_STATEMENT_TIMEOUT_MS``.
+async def open_memory_store(
+    settings: Settings, role: Literal["memory", "console"] = "memory"
+) -> AsyncIterator[MemoryStore]:
+    """On the ``memory`` pool (or the console's, its read-only twin): each statement ends at
+    ``MEMORY_STATEMENT_TIMEOUT_MS``.
     The local model is loaded once the database answers: a database that cannot be reached
     fails the command without seconds of loading first."""
     if settings.database_url is None:
@@ -44,6 +48,7 @@ async def open_memory_store(settings: Settings) -> AsyncIterator[MemoryStore]:
         async with MemoryStore.open(
             settings,
             CachingEmbedder(BatchingEmbedder(embedder, settings.embedding_batch_wait_ms / 1000)),
+            role=role,
         ) as store:
             if isinstance(embedder, LocalEmbedder):
                 await embedder.warm()

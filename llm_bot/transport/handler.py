@@ -277,11 +277,19 @@ class EventHandler:
             logger.warning("could not release a claim: %s", error)
 
     async def _dead_letter(self, delivery: Delivery, error: DeadLetterError) -> None:
-        metrics.deadletters.add(1, {"reason": error.kind})
-        reason = str(error)
-        now = iso_timestamp(utc_now())
-        attributes = dead_letter_attributes(delivery, reason, now)
-        cause = Cause(clipped(reason, MAX_ATTRIBUTE_BYTES), reason, SOURCE, now)
-        body = deadletter_body(delivery.data, delivery.attributes, cause)
-        topic = prefixed(self._settings.deadletter_topic, self._settings.bus_prefix)
-        await self._publisher.publish(topic, body, attributes)
+        await publish_dead_letter(self._publisher, self._settings, delivery, error)
+
+
+async def publish_dead_letter(
+    publisher: EventPublisher, settings: Settings, delivery: Delivery, error: DeadLetterError
+) -> None:
+    """``delivery`` to the dead-letter topic with ``error`` as its reason (the body BitBrat's
+    persistence reads, :mod:`llm_bot.events.deadletter`)."""
+    metrics.deadletters.add(1, {"reason": error.kind})
+    reason = str(error)
+    now = iso_timestamp(utc_now())
+    attributes = dead_letter_attributes(delivery, reason, now)
+    cause = Cause(clipped(reason, MAX_ATTRIBUTE_BYTES), reason, SOURCE, now)
+    body = deadletter_body(delivery.data, delivery.attributes, cause)
+    topic = prefixed(settings.deadletter_topic, settings.bus_prefix)
+    await publisher.publish(topic, body, attributes)

@@ -17,10 +17,13 @@ import signal
 from types import TracebackType
 from typing import Any, Self
 
+from google.cloud.pubsub_v1 import SubscriberClient
 from prometheus_client import CollectorRegistry
 from psycopg_pool import AsyncConnectionPool
 
 from llm_bot.answer.unit import Answerer
+from llm_bot.consolidation.derive import Consolidator
+from llm_bot.consolidation.extraction import MAX_OUTPUT_TOKENS
 from llm_bot.db.group_commit import GroupCommitter
 from llm_bot.db.leases import LeaseKeeper
 from llm_bot.db.migrate import migrate
@@ -28,17 +31,18 @@ from llm_bot.db.pools import open_pool
 from llm_bot.events.routing import prefixed
 from llm_bot.graph.assembly import context_from_settings, graph_from_settings
 from llm_bot.llm.client import ModelClient
-from llm_bot.memory.wiring import memory_services
+from llm_bot.memory.wiring import memory_services, open_memory_store
 from llm_bot.platform_tools.client import McpClient, gateway_client
 from llm_bot.platform_tools.ledger import PostgresToolLedger
 from llm_bot.settings import Settings
 from llm_bot.telemetry.loop_lag import watch_loop_lag
 from llm_bot.telemetry.metrics import CountsCollector
 from llm_bot.transport.clients import subscriber_client
+from llm_bot.transport.consolidation import ConsolidationHandler, Sweeper
 from llm_bot.transport.handler import EventHandler
 from llm_bot.transport.publisher import EventPublisher, Publisher
 from llm_bot.transport.stats import WorkerStats
-from llm_bot.transport.subscriber import StreamingSubscriber
+from llm_bot.transport.subscriber import Handler, StreamingSubscriber
 from llm_bot.worker.exit_deadline import exit_after
 from llm_bot.worker.health import HealthServer
 from llm_bot.worker.preflight import dead_letter_problem
@@ -70,6 +74,8 @@ class Worker:
         # The tool-gateway's connection (MCP_GATEWAY_URL), or None: it never holds up readiness.
         self.gateway: McpClient | None = gateway_client(settings)
         self.stats = WorkerStats()
+        # The consolidation jobs' subscription (LLM_BOT_CONSOLIDATION), or None.
+        self._consolidating: StreamingSubscriber | None = None
 
     async def __aenter__(self) -> Self:
         try:
@@ -104,26 +110,19 @@ class Worker:
         resources.push_async_callback(health.close)
         lag_probe = asyncio.create_task(watch_loop_lag(), name="loop-lag")
         resources.push_async_callback(cancel_and_wait, lag_probe)
-        client = subscriber_client(settings.pubsub_emulator_host)
-        path = client.subscription_path(
-            settings.google_cloud_project, prefixed(settings.subscription, settings.bus_prefix)
-        )
+        client, path = subscription_of(settings, settings.subscription)
         problem = await dead_letter_problem(client, path, settings.max_delivery_attempts)
         if problem is not None and settings.require_dead_letter_policy:
             raise WorkerError(f"{problem} (LLM_BOT_REQUIRE_DEAD_LETTER_POLICY is set)")
         if problem is not None:
             logger.warning("subscription check: %s", problem)
-        self._subscriber = StreamingSubscriber(
-            client,
-            path,
-            handler.handle,
-            max_in_flight=settings.max_in_flight,
-            max_message_bytes=settings.max_message_bytes,
-            lease_extension_s=settings.lease_extension_s,
+        self._subscriber = start_pulling(
+            settings, client, path, handler.handle, settings.max_in_flight, resources
         )
-        resources.push_async_callback(asyncio.to_thread, self._subscriber.close)
-        self._subscriber.start()
-        logger.info("worker pulling from %s", path)
+        if settings.consolidation:
+            self._consolidating = await open_consolidation(
+                settings, publisher, self.stats, resources
+            )
 
     def _export_counts(self, committer: GroupCommitter, leases: LeaseKeeper) -> None:
         """The stats on ``/metrics`` while the worker runs, the group commit's transactions and
@@ -167,6 +166,9 @@ class Worker:
             in_flight = subscriber.in_flight
             logger.info("stopping: %d event(s) in flight", in_flight)
             finished, cancelled = await subscriber.stop(self._settings.shutdown_grace_s)
+        if self._consolidating is not None:  # a job handed back is delivered again
+            jobs = await self._consolidating.stop(self._settings.shutdown_grace_s)
+            logger.info("consolidation stopped: %d job(s) finished, %d handed back", *jobs)
         await self._resources.aclose()
         logger.info(
             "worker stopped: %d in-flight finished, %d handed back; counts %s",
@@ -257,6 +259,68 @@ async def open_handler(
         leases=leases,
     )
     return handler, committer, leases
+
+
+async def open_consolidation(
+    settings: Settings,
+    publisher: EventPublisher,
+    stats: WorkerStats,
+    resources: contextlib.AsyncExitStack,
+) -> StreamingSubscriber:
+    """The consolidation jobs' subscription and the sweep that publishes them
+    (:mod:`llm_bot.transport.consolidation`), on a model client, a database pool and flow
+    control of their own, each closed by ``resources``."""
+    model = ModelClient.from_settings(
+        settings, model=settings.consolidation_model, max_tokens=MAX_OUTPUT_TOKENS
+    )
+    resources.push_async_callback(model.close)
+    store = await resources.enter_async_context(open_memory_store(settings))
+    sweeper = Sweeper(store, publisher, settings)
+    sweeping = asyncio.create_task(sweeper.run(), name="consolidation-sweep")
+    resources.push_async_callback(cancel_and_wait, sweeping)
+    handler = ConsolidationHandler(
+        settings=settings,
+        consolidator=Consolidator(store, model),
+        store=store,
+        publisher=publisher,
+        stats=stats,
+    )
+    client, path = subscription_of(settings, settings.consolidation_subscription)
+    return start_pulling(
+        settings, client, path, handler.handle, settings.consolidation_max_in_flight, resources
+    )
+
+
+def subscription_of(settings: Settings, name: str) -> tuple[SubscriberClient, str]:
+    """A client of its own for the subscription ``name`` (prefixed), and its path."""
+    client = subscriber_client(settings.pubsub_emulator_host)
+    path = client.subscription_path(
+        settings.google_cloud_project, prefixed(name, settings.bus_prefix)
+    )
+    return client, path
+
+
+def start_pulling(
+    settings: Settings,
+    client: SubscriberClient,
+    path: str,
+    handle: Handler,
+    max_in_flight: int,
+    resources: contextlib.AsyncExitStack,
+) -> StreamingSubscriber:
+    """Pull ``path`` into ``handle``, ``max_in_flight`` at once, until ``resources`` close."""
+    subscriber = StreamingSubscriber(
+        client,
+        path,
+        handle,
+        max_in_flight=max_in_flight,
+        max_message_bytes=settings.max_message_bytes,
+        lease_extension_s=settings.lease_extension_s,
+    )
+    resources.push_async_callback(asyncio.to_thread, subscriber.close)
+    subscriber.start()
+    logger.info("worker pulling from %s", path)
+    return subscriber
 
 
 def _count_commits(stats: WorkerStats, committer: GroupCommitter) -> None:

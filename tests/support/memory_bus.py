@@ -11,7 +11,7 @@ tap can only conclude it from pulls that stay empty for seconds.
 
 Pub/Sub's own part (streaming pull, flow control, ordering keys, redelivery by the service,
 stopped and killed workers) is tested on the emulator: ``bus`` in
-``tests/integration/worker/conftest.py``.
+``tests/integration/conftest.py``.
 
 :class:`MemoryBus` has the shape of :class:`~llm_bot_tools.devstack.worker_harness.Bus`
 (topics named after a prefix, taps, ``publish``, ``settings``), and :meth:`MemoryBus.serving`

@@ -36,6 +36,7 @@ OWNERS = {
     "tool_calls": "llm_bot/platform_tools/ledger.py",
     "embedding_space": "llm_bot/db/embedding_space.py",
     "schema_migrations": "llm_bot/db/migrate.py",
+    "console_views": "llm_bot/db/console_views.py",
     "answer_explanations": "llm_bot/explanation/store.py",
 }
 

@@ -8,8 +8,7 @@ import pytest
 
 from llm_bot_tools.devstack.worker_harness import Bus
 
-from ..worker.conftest import BusFactory
-from ..worker.conftest import make_bus as make_bus
+from ..conftest import BusFactory
 
 
 @pytest.fixture

@@ -57,6 +57,8 @@ def test_forget_user_prints_a_receipt_per_table(capsys: pytest.CaptureFixture[st
         "agent_notes": "1",
         "processed_events": "0",
         "tool_calls": "0",
+        "answer_explanations": "0",
+        "console_views": "0",
     }
 
 

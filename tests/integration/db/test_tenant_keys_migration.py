@@ -78,7 +78,7 @@ def fill_as_before(url: str) -> None:
 
 async def test_threads_get_their_tenant_and_a_room_its_window(fresh_database_url: str) -> None:
     fill_as_before(fresh_database_url)
-    assert migrate(fresh_database_url) == ["0019_tenant_keys.sql"]
+    assert migrate(fresh_database_url)[0] == "0019_tenant_keys.sql"  # and any later ones
     with psycopg.connect(fresh_database_url) as db:
         tenants = set(db.execute("SELECT thread_id, tenant FROM conversation_threads").fetchall())
         window = db.execute(

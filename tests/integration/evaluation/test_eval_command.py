@@ -23,6 +23,7 @@ def test_all_three_modes_run_per_category_and_hybrid_beats_each_side_where_it_is
     monkeypatch.setenv("MEMORY_EMBEDDING_PROVIDER", "local")
     plot = tmp_path / "eval.png"
     argv = ["eval", "retrieval", "--k", "4", "--json", "--plot", str(plot)]
+    argv += ["--recall-budgets", "60,400"]
     argv += [
         "--corpus",
         str(ROOT / "eval/corpus.jsonl"),
@@ -42,6 +43,10 @@ def test_all_three_modes_run_per_category_and_hybrid_beats_each_side_where_it_is
         assert set(categories) == {"keyword", "paraphrase", "temporal", "corrected-fact"}
         assert sum(c["queries"] for c in categories.values()) == len(queries)
         assert not any(c["inferred"] for c in categories.values())  # all labelled
+        # Deeper, recall holds at least what the first k hold, in every category.
+        deeper = [report["recall_at_depth"][depth] for depth in ("20", "40")]
+        assert report["recall_at_k"] <= deeper[0]["recall"] <= deeper[1]["recall"]
+        assert set(deeper[1]["by_category"]) == set(categories)
     hybrid, dense, lexical = reports["hybrid"], reports["dense"], reports["lexical"]
     # Words the embedding blurs (ticket numbers, names): hybrid finds what dense misses.
     keyword, dense_keyword = hybrid["by_category"]["keyword"], dense["by_category"]["keyword"]
@@ -66,6 +71,11 @@ def test_all_three_modes_run_per_category_and_hybrid_beats_each_side_where_it_is
     values = [c["evidence_in_context"] for c in given["by_conversation"].values()]
     assert (spread["min"], spread["max"]) == (min(values), max(values))
     assert 0 < given["recall_tokens_p50"] <= given["recall_tokens_p95"]
+    small, large = result["budgets"]
+    assert (small["recall_budget_tokens"], large["recall_budget_tokens"]) == (60, 400)
+    assert small["recall_tokens_p95"] <= 60 < large["recall_tokens_p95"] <= 400
+    assert small["overall"]["in_recall"] < large["overall"]["in_recall"]
+    assert (tmp_path / "eval-budgets.png").stat().st_size > 10_000
 
 
 def test_evidence_in_the_threads_window_counts_as_given(
@@ -113,7 +123,7 @@ def test_evidence_in_the_threads_window_counts_as_given(
     assert older["in_window"] == 0.0
     assert (
         older["evidence_in_context"] == older["in_recall"] == 1.0
-    )  # two older turns, five recalled
+    )  # two older turns, both within the recall budget
     assert given["by_conversation"]["kim"]["queries"] == 2
 
 
@@ -126,3 +136,15 @@ def test_a_broken_corpus_is_a_one_line_error(
     error = capsys.readouterr().err.strip()
     expected = f"cannot read the evaluation set: {corpus}:1: missing thread_id, role, text, at"
     assert error == f"llm-bot: error: {expected}"
+
+
+@pytest.mark.parametrize("budgets", ["0,600", "600,lots"])
+def test_a_bad_recall_budget_is_a_one_line_error(
+    budgets: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["eval", "retrieval", "--recall-budgets", budgets])
+    assert exit_.value.code == 2
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1
+    assert "--recall-budgets" in error

@@ -18,8 +18,8 @@ from psycopg import AsyncConnection
 from llm_bot.cli import main
 from llm_bot.explanation.store import Explanation, explanation_for, recent_explanations
 from llm_bot.memory.wiring import open_memory_store
-from llm_bot_tools.local.prompt_events import prompt_event
 
+from ...support.conversation import say, upsert
 from ...support.memory_bus import MemoryBus
 from .analyzed import analysis, answers, chat_event
 from .conftest import BusFactory
@@ -38,22 +38,6 @@ SETTINGS = {
 @pytest.fixture
 def explaining_bus(make_bus: BusFactory, fresh_database_url: str) -> MemoryBus:
     return make_bus(fresh_database_url, SETTINGS)
-
-
-def upsert(content: str, key: str | None = None) -> str:
-    arguments = {"content": content, **({"key": key} if key else {})}
-    return f"[[tool:upsertMemory {json.dumps(arguments)}]]"
-
-
-async def say(bus: MemoryBus, user: str, text: str, *, thread: str, dm: bool) -> str:
-    """Publish one event, await its answer; its correlation id."""
-    egress = bus.tap(bus.egress_topic)
-    event = prompt_event(text, user=user, thread=thread, egress_topic=bus.egress_topic)
-    if dm:
-        event.egress.type = "dm"
-    bus.publish_event(event)
-    await egress.take(1, timeout_s=60)
-    return event.correlation_id
 
 
 async def explained(url: str, correlation_id: str) -> Explanation:

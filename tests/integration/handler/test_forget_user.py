@@ -1,5 +1,6 @@
 """Erasure you can prove: two users fill every table through the handler (DMs, a shared
-channel, memories, notes); `llm-bot export-user` hands one of them all of it; `llm-bot
+channel, memories, notes) and an operator's console views each (the audit the console writes);
+`llm-bot export-user` hands one of them all of it; `llm-bot
 forget-user` then leaves none of their ids or words in any column of any table of the schema,
 found from the catalog (a table added later is scanned too), and the other user keeps all."""
 
@@ -14,6 +15,8 @@ import psycopg
 import pytest
 
 from llm_bot.cli import main
+from llm_bot.clock import utc_now
+from llm_bot.db.console_views import record_view
 from llm_bot_tools.local.prompt_events import prompt_event
 
 from ...support.memory_bus import MemoryBus
@@ -85,10 +88,14 @@ async def test_forget_user_leaves_nothing_of_them_and_everything_of_the_other(
         await egress.take(len(published), timeout_s=60)
         assert worker.stats.outcome_ok == len(published)
 
+    async with await psycopg.AsyncConnection.connect(fresh_database_url, autocommit=True) as db:
+        for user, marker in ((alice, alice_marker), (bob, bob_marker)):
+            await record_view(db, user, f"token:{marker}viewer", "user", utc_now())
+
     alice_needles = [alice, f"{alice_marker}memory", f"{alice_marker}notes", f"{alice_marker}dm"]
-    alice_needles.append(f"{alice_marker}room")
+    alice_needles += [f"{alice_marker}room", f"{alice_marker}viewer"]
     bob_needles = [bob, f"{bob_marker}memory", f"{bob_marker}notes", f"{bob_marker}dm"]
-    bob_needles.append(f"{bob_marker}room")
+    bob_needles += [f"{bob_marker}room", f"{bob_marker}viewer"]
     before = occurrences(fresh_database_url, alice_needles + bob_needles)
     assert all(before.values()), before  # every kind of data was written
 
@@ -99,12 +106,16 @@ async def test_forget_user_leaves_nothing_of_them_and_everything_of_the_other(
     assert not any(needle.lower() in exported for needle in bob_needles)
     assert set(export["tables"]) >= {"memories", "conversation_turns", "agent_notes"}
     assert [row["learned_in"] for row in export["tables"]["memories"]] == ["dm"]
+    assert [row["viewer"] for row in export["tables"]["console_views"]] == [
+        f"token:{alice_marker}viewer"
+    ]
 
     receipt = await cli_json(capsys, "forget-user", alice, "--json")
     for table in ("memories", "conversation_turns", "conversation_threads"):
         assert receipt["deleted"][table] > 0, receipt
     assert receipt["deleted"]["agent_notes"] == 1
     assert receipt["deleted"]["processed_events"] == 3
+    assert receipt["deleted"]["console_views"] == 1
     assert receipt["total"] == sum(receipt["deleted"].values())
 
     after = occurrences(fresh_database_url, alice_needles + bob_needles)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 from psycopg import AsyncConnection
+from psycopg.types.json import Jsonb
 
 from llm_bot.db.migrate import migrate
 from llm_bot.db.placements import tenant_of_thread
@@ -45,6 +46,11 @@ def fill(url: str) -> None:
             )
             db.execute(
                 "INSERT INTO agent_notes (user_id, agent_name, content) VALUES (%s, 'bot', 'n')",
+                (user,),
+            )
+            db.execute(
+                "INSERT INTO console_views (user_id, viewed_at, viewer, page)"
+                " VALUES (%s, now(), 'token:ops', 'user')",
                 (user,),
             )
             for seq, thread in enumerate([SHARED, *THREADS[user]]):
@@ -92,6 +98,7 @@ def owners(url: str) -> dict[str, set[str]]:
             "memories": {r[0] for r in db.execute("SELECT user_id FROM memories")},
             "versions": {r[0] for r in db.execute("SELECT user_id FROM memory_versions")},
             "tool calls": {r[0] for r in db.execute("SELECT DISTINCT user_id FROM tool_calls")},
+            "views": {r[0] for r in db.execute("SELECT DISTINCT user_id FROM console_views")},
             "explanations": {
                 r[0] for r in db.execute("SELECT DISTINCT user_id FROM answer_explanations")
             },
@@ -113,6 +120,7 @@ async def test_forget_user_takes_exactly_their_rows(fresh_database_url: str, gon
         "processed_events": 3,
         "tool_calls": 6,
         "answer_explanations": 3,
+        "console_views": 1,
     }
     kept = [user for user in USERS if user != gone]
     assert owners(fresh_database_url) == {
@@ -124,30 +132,56 @@ async def test_forget_user_takes_exactly_their_rows(fresh_database_url: str, gon
         "memories": set(kept),
         "versions": set(kept),
         "tool calls": set(kept),
+        "views": set(kept),
         "explanations": set(kept),
     }
 
 
+def derive(url: str, user: str, thread: str) -> None:
+    """What consolidation derives from ``thread`` for ``user``: a memory naming the thread and a
+    session summary among the thread's turns (llm_bot/consolidation)."""
+    with psycopg.connect(url) as db:
+        db.execute(
+            "INSERT INTO memories (user_id, key, content, metadata, created_at, updated_at)"
+            " VALUES (%s, %s, 'derived', %s, now(), now())",
+            (user, f"derived-{len(thread)}", Jsonb({"derivedFrom": thread})),
+        )
+        db.execute(
+            "INSERT INTO conversation_turns (thread_id, seq, user_id, session_id, pair_index,"
+            " role, content, created_at, source_event)"
+            " VALUES (%s, -2, %s, 0, 0, 'summary', 'a summary', now(), %s)",
+            (thread, user, f"consolidate:{thread}"),
+        )
+
+
 async def test_forget_thread_takes_every_speakers_turns_there_only(fresh_database_url: str) -> None:
     fill(fresh_database_url)
+    derive(fresh_database_url, USERS[0], SHARED)
+    derive(fresh_database_url, USERS[0], THREADS[USERS[0]][0])  # another thread's: stays
     async with await AsyncConnection.connect(fresh_database_url, autocommit=True) as db:
         receipt = await forget_thread(db, SHARED)
     everyone = len(USERS)
     assert receipt.deleted == {
-        "conversation_turns": everyone,
+        "conversation_turns": everyone + 1,  # and the summary
         "channel_turns": everyone,
         "conversation_threads": 1,
+        "memories": 1,  # the one derived from it
         "tool_calls": 2 * everyone,
         "processed_events": everyone,
         "answer_explanations": everyone,
     }
+    with psycopg.connect(fresh_database_url) as db:
+        derived = db.execute(
+            "SELECT metadata->>'derivedFrom' FROM memories WHERE content = 'derived'"
+        )
+        assert derived.fetchall() == [(THREADS[USERS[0]][0],)]
     left = owners(fresh_database_url)
     assert SHARED not in left["threads"]
     assert left["window"] == set()
     with psycopg.connect(fresh_database_url) as db:
         row = db.execute("SELECT count(*) FROM conversation_turns").fetchone()
     assert row is not None
-    assert row[0] == 2 * everyone  # every DM turn stays
+    assert row[0] == 2 * everyone + 1  # every DM turn stays, and the DM's summary
     with psycopg.connect(fresh_database_url) as db:
         calls = db.execute("SELECT count(*) FROM tool_calls").fetchone()
     assert calls == (2 * 2 * everyone,)  # the DMs' events' calls stay

@@ -93,6 +93,15 @@ def fill(url: str, copies: int) -> None:
                             " VALUES (%s, %s, 'u', 1, %s, 'hi', %s, %s)",
                             turn,
                         )
+            # The long room's session summaries (llm_bot/consolidation): of turns 1-10, which
+            # go beyond the cap with turn 10, and of turns 21-30, which stay with turn 30.
+            for last in (10, 30):
+                db.execute(
+                    "INSERT INTO conversation_turns (thread_id, seq, user_id, session_id,"
+                    " pair_index, role, content, created_at, source_event)"
+                    " VALUES (%s, %s, 'u', 0, %s, 'summary', 'a summary', %s, %s)",
+                    (f"long{n}", -last, last - 10, NOW, f"summary:long{n}:{last}"),
+                )
             db.execute(
                 "INSERT INTO conversation_threads (tenant, thread_id, last_seq, session_id,"
                 " last_turn_at) VALUES (%s, %s, 0, 0, %s)",
@@ -142,7 +151,7 @@ EXPECTED_SURVIVORS = {
     "events": {"published-recent", "live-claim"},
     "tool calls": {"published-recent", "live-claim", "gone-recent"},
     "threads": {"long"},
-    "turns": {f"long:{seq}" for seq in range(21, 31)},
+    "turns": {f"long:{seq}" for seq in (*range(21, 31), -30)},
     "window": {f"long:{seq}" for seq in range(27, 31)},
     "memories": {"age2", "age3", "age4"},
     "versions": {"age4"},
@@ -165,7 +174,7 @@ async def test_expired_rows_go_and_recent_rows_stay(fresh_database_url: str) -> 
         "turns_expired": 2 * 4,
         "channel_turns_expired": 2 * 4,
         "threads_empty": 2 * 2,
-        "turns_beyond_cap": 2 * 20,
+        "turns_beyond_cap": 2 * 21,  # and a summary each
         "memories_beyond_cap": 2 * 2,
         "memory_versions": 2 * 2,
     }
@@ -187,7 +196,7 @@ async def test_two_runs_at_once_split_the_work(fresh_database_url: str) -> None:
         "turns_expired": copies * 4,
         "channel_turns_expired": copies * 4,
         "threads_empty": copies * 2,
-        "turns_beyond_cap": copies * 20,
+        "turns_beyond_cap": copies * 21,
         "memories_beyond_cap": copies * 2,
         "memory_versions": copies * 2,
     }

@@ -1,6 +1,7 @@
 """Recall's ranking on the real database, with vectors chosen by the test: BM25 weighs a word by
 how few of the user's turns hold it, a turn comes with its neighbours (never another user's,
-never a private one in public), and a month named in the question prefers turns of then."""
+never a private one in public), a month named in the question prefers turns of then, and each
+recalled turn says how each side ranked it."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from llm_bot.db.vectors import vector_param
-from llm_bot.memory.recall import recall_turns
+from llm_bot.memory.recall import RecalledTurn, recall_turns
 from llm_bot.memory.search import SearchMode
 
 from .conftest import Connection
@@ -29,18 +30,20 @@ async def add(
     visibility: str = "public",
     vector: list[float] = FAR,
     first_seq: int = 1,
+    session: int = 1,
 ) -> None:
-    """(user, text) turns at consecutive seqs of ``thread``, a minute apart."""
+    """(user, text) turns at consecutive seqs of ``thread``, a minute apart, in ``session``."""
     for offset, (user, text) in enumerate(turns):
         seq = first_seq + offset
         await connection.execute(
             "INSERT INTO conversation_turns (thread_id, seq, user_id, session_id, pair_index,"
             " role, content, created_at, source_event, embedding, visibility)"
-            " VALUES (%s, %s, %s, 1, %s, %s, %s, %s, %s, %s::vector, %s)",
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s::vector, %s)",
             (
                 thread,
                 seq,
                 user,
+                session,
                 seq // 2,
                 "user" if seq % 2 else "assistant",
                 text,
@@ -136,3 +139,32 @@ async def test_a_month_named_in_the_question_prefers_turns_written_then(
             threshold=-1.0,
         )
         assert [turn.created_at.month for turn in found] == [month]
+
+
+async def test_each_turn_says_its_session_and_how_each_side_ranked_it(
+    connection: Connection,
+) -> None:
+    await add(connection, "near", [("ana", "a sunny afternoon")], vector=[1.0, 0.0, 0.0])
+    await add(connection, "words", [("ana", "the Zanzibar ferry")], session=7)
+
+    async def recall_in(mode: SearchMode) -> list[RecalledTurn]:
+        return await recall_turns(
+            connection,
+            "ana",
+            "Zanzibar?",
+            [1.0, 0.0, 0.0],
+            exclude=(),
+            limit=2,
+            threshold=-1.0,
+            mode=mode,
+        )
+
+    by_text = {turn.content: turn for turn in await recall_in("hybrid")}
+    near, words = by_text["a sunny afternoon"], by_text["the Zanzibar ferry"]
+    assert (near.session_id, near.dense_rank, near.lexical_rank) == (1, 1, None)
+    assert near.lexical_score == 0
+    assert (words.session_id, words.dense_rank, words.lexical_rank) == (7, 2, 1)
+    assert words.lexical_score > 0
+    assert words.similarity < near.similarity
+    lexical = await recall_in("lexical")
+    assert [(turn.dense_rank, turn.lexical_rank) for turn in lexical] == [(None, 1)]

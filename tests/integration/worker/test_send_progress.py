@@ -16,7 +16,7 @@ from llm_bot_tools.local.openai_server import LocalModelServer
 from llm_bot_tools.local.prompt_events import prompt_event
 from llm_bot_tools.local.pubsub_emulator import PubSubEmulator
 
-from .conftest import BusFactory
+from ..conftest import BusFactory
 
 pytestmark = pytest.mark.integration
 

@@ -26,7 +26,7 @@ from llm_bot_tools.devstack.worker_harness import (
 from llm_bot_tools.local.openai_server import LocalModelServer
 from llm_bot_tools.local.prompt_events import prompt_event
 
-from .conftest import BusFactory
+from ..conftest import BusFactory
 
 pytestmark = pytest.mark.integration
 

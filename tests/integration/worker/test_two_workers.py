@@ -13,7 +13,7 @@ from llm_bot_tools.local.openai_payloads import spoken_text
 from llm_bot_tools.local.openai_server import LocalModelServer
 from llm_bot_tools.local.prompt_events import prompt_event
 
-from .conftest import BusFactory
+from ..conftest import BusFactory
 
 pytestmark = pytest.mark.integration
 

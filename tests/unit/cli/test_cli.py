@@ -12,7 +12,7 @@ import pytest
 
 from llm_bot.cli import main
 from llm_bot.cli.failures import masked, secrets_of
-from llm_bot.settings import load_settings
+from llm_bot.settings import Settings, load_settings
 
 ROOT = str(Path(__file__).resolve().parents[3])
 
@@ -113,3 +113,23 @@ def test_a_bad_setting_is_answered_without_loading_the_service() -> None:
     )
     assert "configuration error: DATABASE_URL" in result.stderr, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_the_console_without_a_token_or_an_iap_audience_refuses_to_start(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It would answer every request 401: one line saying what to set instead."""
+    monkeypatch.setenv("DATABASE_URL", "postgresql://u@localhost/db")
+    monkeypatch.delenv("LLM_BOT_CONSOLE_TOKEN", raising=False)
+    monkeypatch.delenv("LLM_BOT_CONSOLE_IAP_AUDIENCE", raising=False)
+    assert main(["console"]) == 2
+    error = capsys.readouterr().err
+    assert "LLM_BOT_CONSOLE_TOKEN" in error
+    assert "LLM_BOT_CONSOLE_IAP_AUDIENCE" in error
+
+
+def test_the_console_listens_on_loopback_unless_told_otherwise(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("LLM_BOT_CONSOLE_HOST", raising=False)
+    assert Settings(_env_file=None).console_host == "127.0.0.1"

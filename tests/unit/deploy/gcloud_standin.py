@@ -184,9 +184,12 @@ def run(cloud: Cloud, words: list[str], flags: dict[str, str]) -> str:
     if words[:2] == ["services", "enable"]:
         state["apis"].extend(api for api in words[2:] if api not in state["apis"])
     elif words[:3] == ["services", "identity", "create"]:
-        if flags["service"] != "pubsub.googleapis.com" or flags["service"] not in state["apis"]:
+        agents = {"pubsub.googleapis.com": "pubsub", "iap.googleapis.com": "iap"}
+        if flags["service"] not in agents or flags["service"] not in state["apis"]:
             raise Refused(f"FAILED_PRECONDITION: {flags['service']} is not enabled")
-        agent = f"service-{PROJECT_NUMBER}@gcp-sa-pubsub.iam.gserviceaccount.com"
+        agent = (
+            f"service-{PROJECT_NUMBER}@gcp-sa-{agents[flags['service']]}.iam.gserviceaccount.com"
+        )
         state["accounts"].setdefault(agent, 1)
         return f"Service identity created: {agent}"
     elif words[:2] == ["projects", "describe"]:
@@ -244,6 +247,10 @@ def run(cloud: Cloud, words: list[str], flags: dict[str, str]) -> str:
         run_jobs(cloud, words[2], words[3], flags)
     elif words[:2] == ["scheduler", "jobs"]:
         return schedule(cloud, words[2:], flags)
+    elif command == ("iap", "web", "add-iam-policy-binding"):
+        if flags["resource-type"] != "cloud-run" or flags["service"] not in state["services"]:
+            raise Refused(f"NOT_FOUND: no Cloud Run service {flags.get('service')} for IAP")
+        cloud.grant(f"iap:{flags['service']}", flags["member"], flags["role"])
     elif words[:2] in (["run", "services"], ["run", "worker-pools"]):
         return deploy_revision(cloud, words[1], words[2], words[3], flags)
     else:
@@ -368,10 +375,15 @@ def deploy_revision(cloud: Cloud, kind: str, verb: str, target: str, flags: dict
         cloud.require_secrets(email, secrets)
         annotations = manifest["spec"]["template"]["metadata"].get("annotations", {})
         connection_name = annotations["run.googleapis.com/cloudsql-instances"]
-        url = cloud.state["secrets"]["llm-bot-database-url"]
+        # The console logs in with its own URL and pulls nothing.
+        console = manifest["spec"]["template"]["spec"]["containers"][0].get("args") == ["console"]
+        url = cloud.state["secrets"][
+            "llm-bot-console-database-url" if console else "llm-bot-database-url"
+        ]
         try:
             cloud.require_database(email, connection_name, url)
-            cloud.require_pubsub(email, env)
+            if not console:
+                cloud.require_pubsub(email, env)
         except Refused as reason:
             name = manifest["metadata"]["name"]
             raise Refused(f"Revision '{name}-00001' is not ready: {reason}") from None
@@ -379,6 +391,9 @@ def deploy_revision(cloud: Cloud, kind: str, verb: str, target: str, flags: dict
         return ""
     if target not in deployed:
         raise Refused(f"NOT_FOUND: {kind} [{target}] could not be found.")
+    if verb == "add-iam-policy-binding":
+        cloud.grant(f"service:{target}", flags["member"], flags["role"])
+        return ""
     if verb == "update" and "instances" in flags:
         manifest = yaml.safe_load(deployed[target])
         manifest["metadata"]["annotations"]["run.googleapis.com/manualInstanceCount"] = flags[

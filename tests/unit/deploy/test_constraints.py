@@ -1,9 +1,12 @@
 """constraints.txt pins every runtime dependency of the image, so a rebuild of the same commit
 installs the same packages (the Dockerfile installs the wheel under it).
 
-It holds the runtime closure only: what ``pip install llm-bot`` pulls without the ``local`` or
-``dev`` extras, for Linux and the image's Python. Regenerate it from this venv after changing
-dependencies with ``.venv/bin/python tests/unit/deploy/test_constraints.py --write``.
+It holds the runtime closure: what ``pip install llm-bot`` pulls without the ``local`` or
+``dev`` extras, for Linux and the image's Python; then, under :data:`DEV_MARKER`, the few
+tools of the ``dev`` extra whose version a test depends on (:data:`DEV_PINNED`: Playwright
+speaks Debian's chromium's protocol), which the image never installs. Regenerate it from this
+venv after changing dependencies with ``.venv/bin/python tests/unit/deploy/test_constraints.py
+--write``.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ HEADER = """\
 #   .venv/bin/python tests/unit/deploy/test_constraints.py --write
 # (tests/unit/deploy/test_constraints.py fails when a runtime dependency has no pin here).
 """
+DEV_MARKER = "# The dev extra's tools whose version a test depends on (the image has none):\n"
+DEV_PINNED = ("playwright",)
 # The image: python:3.11 on Linux (Dockerfile).
 IMAGE_ENVIRONMENT = {**default_environment(), "sys_platform": "linux", "platform_system": "Linux"}
 
@@ -54,9 +59,11 @@ def runtime_requirements() -> dict[str, Requirement]:
     return found
 
 
-def pinned() -> dict[str, str]:
+def pinned(section: str = "runtime") -> dict[str, str]:
+    """The pins of the runtime closure, or of the ``dev`` section below :data:`DEV_MARKER`."""
+    runtime, _, dev = CONSTRAINTS.read_text(encoding="utf-8").partition(DEV_MARKER)
     pins = {}
-    for line in CONSTRAINTS.read_text(encoding="utf-8").splitlines():
+    for line in (runtime if section == "runtime" else dev).splitlines():
         line = line.split("#", 1)[0].strip()
         if line:
             match = re.fullmatch(r"([A-Za-z0-9_.\-]+)==([^\s;]+)", line)
@@ -79,9 +86,14 @@ def test_only_runtime_dependencies_are_pinned() -> None:
     assert not extra, f"not a runtime dependency: {extra}"
 
 
+def test_the_dev_pins_are_the_named_tools_at_their_installed_version() -> None:
+    assert pinned("dev") == {name: metadata.version(name) for name in DEV_PINNED}
+
+
 def render() -> str:
     lines = [f"{name}=={metadata.version(name)}" for name in sorted(runtime_requirements())]
-    return HEADER + "\n".join(lines) + "\n"
+    dev = [f"{name}=={metadata.version(name)}" for name in DEV_PINNED]
+    return HEADER + "\n".join(lines) + "\n\n" + DEV_MARKER + "\n".join(dev) + "\n"
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--write"]:

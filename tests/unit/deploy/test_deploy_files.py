@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[3]
 DEPLOY = ROOT / "deploy"
 SCHEMA = DEPLOY / "sql" / "schema.sql"
 MANIFESTS = [DEPLOY / "cloudrun-worker-pool.yaml", DEPLOY / "cloudrun-service.yaml"]
+CONSOLE = DEPLOY / "cloudrun-console.yaml"
 SECRETS = {"DATABASE_URL", "OPENAI_API_KEY"}
 
 # The metric names the service exposes on /metrics (llm_bot/telemetry/metrics.py, through the
@@ -110,7 +111,7 @@ def _settings() -> dict[str, Any]:
     return settings
 
 
-@pytest.mark.parametrize("path", MANIFESTS, ids=lambda path: path.name)
+@pytest.mark.parametrize("path", [*MANIFESTS, CONSOLE], ids=lambda path: path.name)
 def test_manifest_env_vars_are_settings(path: Path) -> None:
     """A typo in a manifest would silently leave a default in force; OTEL_* are the standard
     OpenTelemetry SDK variables, not settings of ours."""
@@ -121,13 +122,27 @@ def test_manifest_env_vars_are_settings(path: Path) -> None:
     assert len(names) == len(set(names))
 
 
-@pytest.mark.parametrize("path", MANIFESTS, ids=lambda path: path.name)
+@pytest.mark.parametrize("path", [*MANIFESTS, CONSOLE], ids=lambda path: path.name)
 def test_manifest_secrets_come_from_secret_manager(path: Path) -> None:
     by_name = {entry["name"]: entry for entry in _container_env(path)}
     for secret in SECRETS:
         entry = by_name[secret]
         assert "value" not in entry, f"{secret} given as a plain value"
         assert entry["valueFrom"]["secretKeyRef"]["name"]
+
+
+def test_the_console_runs_behind_iap_and_embeds_as_the_workers() -> None:
+    """Try a recall embeds the query: with another model its scores would mean nothing."""
+    manifest = _manifest(CONSOLE)
+    assert manifest["metadata"]["annotations"]["run.googleapis.com/iap-enabled"] == "true"
+    console = {entry["name"]: entry.get("value") for entry in _container_env(CONSOLE)}
+    assert console["LLM_BOT_CONSOLE_IAP_AUDIENCE"] == "${CONSOLE_IAP_AUDIENCE}"
+    assert "LLM_BOT_CONSOLE_TOKEN" not in console  # IAP's signed header is the only way in
+    for path in MANIFESTS:
+        worker = {entry["name"]: entry.get("value") for entry in _container_env(path)}
+        for name in ("MEMORY_EMBEDDING_PROVIDER", "MEMORY_EMBEDDING_MODEL"):
+            assert console[name] == worker[name], (path.name, name)
+        assert console["MEMORY_EMBEDDING_DIMENSIONS"] == worker["MEMORY_EMBEDDING_DIMENSIONS"]
 
 
 def test_manifests_match_the_shutdown_and_delivery_contract() -> None:

@@ -20,11 +20,14 @@ from typing import Any
 import pytest
 import yaml
 
+from .gcloud_standin import PROJECT_NUMBER
+
 ROOT = Path(__file__).resolve().parents[3]
 STANDIN = Path(__file__).with_name("gcloud_standin.py")
 PROJECT = "fresh-project"
 WORKER = f"llm-bot@{PROJECT}.iam.gserviceaccount.com"
 BUILDER = f"llm-bot-build@{PROJECT}.iam.gserviceaccount.com"
+ACCESSOR = "roles/secretmanager.secretAccessor"
 MANIFESTS = [
     ROOT / "deploy" / "cloudrun-worker-pool.yaml",
     ROOT / "deploy" / "cloudrun-service.yaml",
@@ -126,6 +129,40 @@ def test_the_readme_deploy_steps_succeed_in_order_on_a_fresh_project(project: Pr
     service = project.run(names(), "deploy/deploy.sh --service --skip-build")
     assert service.returncode == 0, service.stderr[-3000:]
     assert list(project.state["services"]) == ["llm-bot"]
+
+
+def test_the_console_deploys_behind_iap_with_its_own_account(project: Project) -> None:
+    assert project.run(*readme_steps()).returncode == 0
+    console_url = "postgresql://llm_bot_console_login:pw@/llm_bot?host=/cloudsql/x"
+    without_secret = project.run(names(), "deploy/deploy.sh --console --skip-build")
+    assert without_secret.returncode == 1
+    assert "llm-bot-console-database-url is missing" in without_secret.stderr
+    deployed = project.run(
+        names(),
+        'gcloud sql users create llm_bot_console_login --instance="${CLOUDSQL_INSTANCE##*:}"'
+        " --password=pw",
+        f"printf %s '{console_url}' | sed \"s|/x|/$CLOUDSQL_INSTANCE|\""
+        " | gcloud secrets create llm-bot-console-database-url --data-file=-",
+        "CONSOLE_OPERATORS=group:ops@example.com deploy/deploy.sh --console --skip-build",
+    )
+    assert deployed.returncode == 0, deployed.stdout[-3000:] + deployed.stderr[-3000:]
+    console = f"llm-bot-console@{PROJECT}.iam.gserviceaccount.com"
+    assert project.has_role("project:", console, "roles/cloudsql.client")
+    assert project.has_role("secret:llm-bot-console-database-url", console, ACCESSOR)
+    assert not project.has_role("secret:llm-bot-database-url", console, ACCESSOR)
+    iap_agent = f"service-{PROJECT_NUMBER}@gcp-sa-iap.iam.gserviceaccount.com"
+    assert project.has_role("service:llm-bot-console", iap_agent, "roles/run.invoker")
+    assert ["group:ops@example.com", "roles/iap.httpsResourceAccessor"] in project.state[
+        "bindings"
+    ]["iap:llm-bot-console"]
+    manifest = yaml.safe_load(project.state["services"]["llm-bot-console"])
+    env = {
+        e["name"]: e.get("value")
+        for e in manifest["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["LLM_BOT_CONSOLE_IAP_AUDIENCE"] == (
+        f"/projects/{PROJECT_NUMBER}/locations/europe-west1/services/llm-bot-console"
+    )
 
 
 def test_the_deploy_before_pubsub_fails(project: Project) -> None:

@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 from llm_bot.answer.unit import Answer, DeadlineExceeded, InternalFailure
+from llm_bot.consolidation.jobs import InvalidJob
 from llm_bot.db.group_commit import RejectedWrite
 from llm_bot.db.processed_events import ClaimBusy, ClaimLost
 from llm_bot.errors import DeadLetterError, ForwardAsError
@@ -19,6 +20,7 @@ from llm_bot.events.models import StepError
 from llm_bot.events.routing import RoutingError
 from llm_bot.graph.nodes.build_candidate import EmptyReply
 from llm_bot.llm import errors as model_errors
+from llm_bot.transport.consolidation import ConsolidationFailed
 from llm_bot.transport.decision import Answered, Decision, HandlingResult, Mark, decide
 from llm_bot.transport.handler import AttemptsExhausted
 from llm_bot.transport.publisher import PublishFailed, PublishRejected
@@ -130,6 +132,7 @@ def test_every_dead_letter_class_has_a_kind_of_its_own() -> None:
     """The dead-letter metric's ``reason`` label tells an invalid event from a rejected write
     or exhausted attempts: an operator acts differently on each."""
     classes = all_subclasses(DeadLetterError)
+    assert {InvalidJob, ConsolidationFailed} <= classes  # consolidation's, imported here
     kinds = [cls.kind for cls in classes]
     assert sorted(kinds) == sorted(set(kinds))
     assert {cls.__name__: cls.kind for cls in classes} == {
@@ -138,6 +141,8 @@ def test_every_dead_letter_class_has_a_kind_of_its_own() -> None:
         "PublishRejected": "publish_rejected",
         "RejectedWrite": "rejected_write",
         "AttemptsExhausted": "attempts_exhausted",
+        "InvalidJob": "invalid_job",
+        "ConsolidationFailed": "consolidation_failed",
     }
 
 

@@ -26,6 +26,7 @@ time of the worker on a migrated database (its cold start).
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import signal
 import time
@@ -37,6 +38,8 @@ from uuid import uuid4
 
 import psycopg
 
+from llm_bot.consolidation.extraction import TURNS_HEADER
+from llm_bot.consolidation.jobs import STEP
 from llm_bot.db.migrate import migrate
 from llm_bot_tools.bench.deadlocks import deadlocks
 from llm_bot_tools.bench.load import (
@@ -60,6 +63,7 @@ from llm_bot_tools.local.embedded_postgres import EmbeddedPostgres
 from llm_bot_tools.local.openai_server import CHAT_PATH, EMBEDDINGS_PATH, LocalModelServer
 from llm_bot_tools.local.pubsub_emulator import PubSubEmulator
 
+BENCH_EXTRACTION = json.dumps({"facts": [], "summary": "A benchmark session."})
 EGRESS_TAP_MAX_MESSAGES = 1000
 BENCH_LEASE_EXTENSION_S = 60
 IN_FLIGHT = "llmbot_in_flight"  # events a worker holds (llm_bot/telemetry/metrics.py)
@@ -77,6 +81,9 @@ class BenchConfig:
     # setting is split between them.
     workers: int = 1
     timeout_s: float = 600.0
+    # Memory consolidation on in the workers, sessions closing after a second of silence, so
+    # jobs run beside the answering throughout the run.
+    consolidation: bool = False
 
 
 @dataclass(frozen=True)
@@ -118,6 +125,8 @@ class RunReport:
     worker_beyond_model_ms: float
     worker_ready_s: float  # launch to /ready answering 200, the slowest worker
     deadlocks: int  # broken by PostgreSQL in the setting's database from ready to stop
+    consolidation: bool = False
+    consolidation_jobs: int = 0  # jobs done in the setting's run
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -152,6 +161,8 @@ def run_setting(
 ) -> RunReport:
     stack.model.reset()
     stack.model.latency_ms = model_latency_ms
+    # A consolidation's extraction gets a valid reply: a summary, written as a recall key.
+    stack.model.reply_to_prefix(TURNS_HEADER, BENCH_EXTRACTION)
     prefix = f"b{uuid4().hex[:10]}"
     label = f"model {model_latency_ms:g} ms, in-flight {in_flight}"
     raw = measure_raw(stack, config, prefix, in_flight, progress, f"{label}, raw")
@@ -215,6 +226,12 @@ def worker_environment(
     }
     if config.embeddings == "local":
         environment["MEMORY_EMBEDDING_PROVIDER"] = "local"
+    if config.consolidation:
+        environment |= {
+            "LLM_BOT_CONSOLIDATION": "true",
+            "SESSION_IDLE_SECONDS": "1",
+            "LLM_BOT_CONSOLIDATION_SWEEP_S": "0.5",
+        }
     return environment
 
 
@@ -243,6 +260,7 @@ def measure_service(
         drive = drive_workers(stack, bus, config, Load(backlog, closed, in_flight), progress, label)
         xid_after = current_xid(url)
         deadlocked = deadlocks([url]) - deadlocks_before  # the workers' sessions have ended
+        jobs = consolidation_jobs(url)
     finally:
         bus.close()
     progress(
@@ -275,6 +293,8 @@ def measure_service(
         worker_beyond_model_ms=in_flight * 1000 / drive.events_per_s - stack.model.latency_ms,
         worker_ready_s=drive.ready_s,
         deadlocks=deadlocked,
+        consolidation=config.consolidation,
+        consolidation_jobs=jobs,
     )
 
 
@@ -382,6 +402,15 @@ def drain_rate(arrivals: list[float]) -> float:
     """Events/s between the first and the last arrival: the consumer's start-up (and, with
     several workers, their staggered starts) is not part of its throughput."""
     return (len(arrivals) - 1) / (max(arrivals) - min(arrivals))
+
+
+def consolidation_jobs(url: str) -> int:
+    """The consolidation jobs done, as the processed-events ledger records them."""
+    with psycopg.connect(url, autocommit=True) as connection:
+        row = connection.execute(
+            "SELECT count(*) FROM processed_events WHERE step_key = %s AND published", (STEP,)
+        ).fetchone()
+    return 0 if row is None else int(row[0])
 
 
 def current_xid(url: str) -> int:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from llm_bot.cli.support import UsageError, positive
 from llm_bot.settings import Settings
-from llm_bot_tools.cli.measurements import database_for_measurements, progress
+from llm_bot_tools.cli.measurements import database_for_measurements, number_list, progress
 
 if TYPE_CHECKING:  # the benches pull in the graph, memory and the local stack: load when run
     from llm_bot_tools.bench.retrieval import LatencyReport
@@ -102,6 +102,12 @@ def add_run_command(kinds: Any, bench: argparse.ArgumentParser) -> None:
         default=1,
         help="worker processes sharing the subscription (the in-flight limit is split)",
     )
+    run.add_argument(
+        "--consolidation",
+        action="store_true",
+        help="each setting twice back to back: consolidation off, then on (sessions closing"
+        " after 1 s of silence, so jobs run beside the answering)",
+    )
     run.add_argument("--data-dir", type=Path, default=Path(".llm-bot/bench"))
     run.add_argument("--plot", type=Path, help="write a PNG of events/s and latency here")
     run.add_argument("--json", action="store_true", help="print JSON")
@@ -164,26 +170,6 @@ def add_capacity_command(kinds: Any) -> None:
     capacity.set_defaults(handler=run_capacity)
 
 
-N = TypeVar("N", int, float)
-
-
-def number_list(convert: Callable[[str], N], minimum: N, example: str) -> Callable[[str], list[N]]:
-    """An argparse type for comma-separated numbers of at least ``minimum``."""
-
-    def parse(text: str) -> list[N]:
-        try:
-            values = [convert(part) for part in text.split(",")]
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"expected numbers like {example}, got {text!r}"
-            ) from None
-        if any(value < minimum for value in values):
-            raise argparse.ArgumentTypeError(f"each value must be at least {minimum}")
-        return values
-
-    return parse
-
-
 sizes = number_list(int, 1, "10000,100000")
 latencies = number_list(float, 0.0, "0,800")
 
@@ -194,11 +180,13 @@ def run_service(args: argparse.Namespace, settings: Settings) -> int:
     config = BenchConfig(
         args.events, args.users, args.threads, args.embeddings, args.data_dir, args.workers
     )
+    configs = [config, replace(config, consolidation=True)] if args.consolidation else [config]
     with bench_stack(config.data_dir) as stack:
         reports = [
-            run_setting(stack, config, latency, in_flight, progress)
+            run_setting(stack, each, latency, in_flight, progress)
             for latency in args.model_latency_ms
             for in_flight in args.in_flight
+            for each in configs
         ]
     if args.plot:
         from llm_bot_tools.bench.plots import plot_service
@@ -215,7 +203,7 @@ def run_service(args: argparse.Namespace, settings: Settings) -> int:
 
 SERVICE_HEADER = (
     "model ms  in-flight  workers  service/s  raw/s   ratio   p50 ms  p95 ms  p99 ms  "
-    "raw p50  beyond p50  cpu ms/ev  writes/ev  model/ev  rss MB  ready s  deadlocks"
+    "raw p50  beyond p50  cpu ms/ev  writes/ev  model/ev  rss MB  ready s  deadlocks  jobs"
 )
 
 
@@ -227,7 +215,7 @@ def service_row(r: RunReport) -> str:
         f"{s.p99_ms:6.0f}  {r.raw.p50_ms:7.1f}  {r.beyond_model_p50_ms:10.0f}  "
         f"{r.worker_cpu_ms_per_event:9.2f}  {r.write_transactions_per_event:9.2f}  "
         f"{r.model_calls_per_event:8.2f}  {r.worker_peak_rss_mb:6.0f}  {r.worker_ready_s:7.2f}  "
-        f"{r.deadlocks:9d}"
+        f"{r.deadlocks:9d}  {r.consolidation_jobs if r.consolidation else '-':>4}"
     )
 
 

@@ -12,7 +12,7 @@ from pydantic import SecretStr
 
 from llm_bot.cli.support import UsageError
 from llm_bot.settings import Settings
-from llm_bot_tools.cli.measurements import database_for_measurements, progress
+from llm_bot_tools.cli.measurements import database_for_measurements, number_list, progress
 
 if TYPE_CHECKING:  # the evaluation pulls in memory, the database and the embedder: load when run
     from llm_bot.memory.search import SearchMode
@@ -38,6 +38,13 @@ def add_eval_commands(commands: Any, parser_class: type[argparse.ArgumentParser]
     retrieval.add_argument("--queries", type=Path, default=Path("eval/queries.jsonl"))
     retrieval.add_argument("--k", type=int, default=10, help="hits per query (default: 10)")
     retrieval.add_argument("--plot", type=Path, help="write a PNG here")
+    retrieval.add_argument(
+        "--recall-budgets",
+        type=number_list(int, 1, "600,1200,2000"),
+        default=[],
+        help="also assemble the context at each of these MEMORY_RECALL_BUDGET values (tokens)"
+        " and report evidence in context against the budget (with --plot: NAME-budgets.png)",
+    )
     retrieval.add_argument("--json", action="store_true", help="print JSON")
     retrieval.set_defaults(handler=run_retrieval_eval)
 
@@ -77,7 +84,7 @@ def run_calibrate(args: argparse.Namespace, settings: Settings) -> int:
 def run_retrieval_eval(args: argparse.Namespace, settings: Settings) -> int:
     from llm_bot.db.migrate import migrate
     from llm_bot.memory.wiring import open_memory_store
-    from llm_bot_tools.evaluation.context import evaluate_context
+    from llm_bot_tools.evaluation.context import evaluate_context, plot_budgets
     from llm_bot_tools.evaluation.retrieval import (
         evaluate_mode,
         load_corpus,
@@ -110,26 +117,52 @@ def run_retrieval_eval(args: argparse.Namespace, settings: Settings) -> int:
                 given = await evaluate_context(
                     store, corpus, queries, ids, scratch_settings, progress
                 )
+                for budget in args.recall_budgets:
+                    progress(f"assembling the context at a recall budget of {budget} tokens")
+                    at_budget = scratch_settings.model_copy(update={"recall_budget": budget})
+                    budgets.append(
+                        await evaluate_context(store, corpus, queries, ids, at_budget, progress)
+                    )
                 return reports, given
 
+    budgets: list[ContextReport] = []
     with database_for_measurements(settings) as url:
         reports, given = asyncio.run(run(url))
     if args.plot:
         plot_reports(reports, args.plot, given)
+        if budgets:
+            plot_budgets(budgets, args.plot.with_name(f"{args.plot.stem}-budgets.png"))
     if args.json:
-        result = {"modes": [r.as_dict() for r in reports], "context": given.as_dict()}
+        result = {
+            "modes": [r.as_dict() for r in reports],
+            "context": given.as_dict(),
+            "budgets": [b.as_dict() for b in budgets],
+        }
         print(json.dumps(result, indent=2))
         return 0
     print(f"mode     recall@{args.k}  MRR    p50 ms  p95 ms")
     for r in reports:
         print(f"{r.mode:7s}  {r.recall_at_k:8.3f}  {r.mrr:5.3f}  {r.p50_ms:6.2f}  {r.p95_ms:6.2f}")
+    print_depths(reports)
     print_categories(reports, args.k)
     hybrid = reports[-1]
     print_given(given, hybrid)
+    print_budgets(budgets)
     print("threshold  precision  recall  f1   (hybrid hits)")
     for row in hybrid.table:
         print(f"{row.threshold:9.2f}  {row.precision:9.3f}  {row.recall:6.3f}  {row.f1:5.3f}")
     return 0
+
+
+def print_depths(reports: list[ModeReport]) -> None:
+    """recall at the depths context assembly asks for, per mode, with the conversations' spread."""
+    for r in reports:
+        cells = "  ".join(
+            f"recall@{depth} {at.recall:.3f} ({at.conversation_spread.min:.3f}"
+            f"-{at.conversation_spread.max:.3f})"
+            for depth, at in r.recall_at_depth.items()
+        )
+        print(f"{r.mode:7s}  {cells}")
 
 
 def print_categories(reports: list[ModeReport], k: int) -> None:
@@ -145,6 +178,20 @@ def print_categories(reports: list[ModeReport], k: int) -> None:
         print(f"{label:15s}  {first.queries:7d}{cells}")
     if any(c.inferred for c in reports[0].by_category.values()):
         print("* inferred from the question (llm_bot_tools.evaluation.categories), not labelled")
+
+
+def print_budgets(budgets: list[ContextReport]) -> None:
+    """Evidence in context at each recall budget asked for, overall and per category."""
+    if not budgets:
+        return
+    categories = list(budgets[0].by_category)
+    print("recall budget  section p50  all    " + "  ".join(f"{c:>11s}" for c in categories))
+    for b in budgets:
+        cells = "  ".join(f"{b.by_category[c].evidence_in_context:11.3f}" for c in categories)
+        print(
+            f"{b.recall_budget_tokens:13d}  {b.recall_tokens_p50:11g}"
+            f"  {b.overall.evidence_in_context:5.3f}  {cells}"
+        )
 
 
 def print_given(given: ContextReport, hybrid: ModeReport) -> None:

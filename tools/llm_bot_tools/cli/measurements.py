@@ -1,12 +1,14 @@
-"""What the measuring commands (``bench``, ``eval``) share: where their database comes from and
-how they report progress."""
+"""What the measuring commands (``bench``, ``eval``) share: where their database comes from,
+how they report progress, lists of numbers as arguments."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 from llm_bot.settings import Settings
 
@@ -28,3 +30,23 @@ def database_for_measurements(settings: Settings) -> Iterator[str]:
 def progress(line: str) -> None:
     """A line on stderr, so stdout holds only the result (``--json`` output stays parseable)."""
     print(f"# {line}", file=sys.stderr, flush=True)
+
+
+N = TypeVar("N", int, float)
+
+
+def number_list(convert: Callable[[str], N], minimum: N, example: str) -> Callable[[str], list[N]]:
+    """An argparse type for comma-separated numbers of at least ``minimum``."""
+
+    def parse(text: str) -> list[N]:
+        try:
+            values = [convert(part) for part in text.split(",")]
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected numbers like {example}, got {text!r}"
+            ) from None
+        if any(value < minimum for value in values):
+            raise argparse.ArgumentTypeError(f"each value must be at least {minimum}")
+        return values
+
+    return parse

@@ -67,6 +67,12 @@ def local_stack(
             deadletter_topic=prefixed(settings.deadletter_topic, settings.bus_prefix),
             output_topics=[prefixed(DEFAULT_EGRESS_TOPIC, settings.bus_prefix)],
         )
+        # Consolidation's jobs (off unless LLM_BOT_CONSOLIDATION is set): a topic of their own.
+        emulator.create_topology(
+            input_topic=prefixed(settings.consolidation_topic, settings.bus_prefix),
+            subscription=prefixed(settings.consolidation_subscription, settings.bus_prefix),
+            deadletter_topic=prefixed(settings.deadletter_topic, settings.bus_prefix),
+        )
         postgres = stack.enter_context(EmbeddedPostgres(data_dir / "postgres"))
         if on_crash is not None:
             postgres.watch_crashes(on_crash)
@@ -77,6 +83,8 @@ def local_stack(
             "LLM_BOT_INPUT_TOPIC": settings.input_topic,
             "LLM_BOT_SUBSCRIPTION": settings.subscription,
             "LLM_BOT_DEADLETTER_TOPIC": settings.deadletter_topic,
+            "LLM_BOT_CONSOLIDATION_TOPIC": settings.consolidation_topic,
+            "LLM_BOT_CONSOLIDATION_SUBSCRIPTION": settings.consolidation_subscription,
             "LLM_BOT_EGRESS_TAP": topology.output_subscriptions[
                 prefixed(DEFAULT_EGRESS_TOPIC, settings.bus_prefix)
             ],

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -118,6 +119,13 @@ class Bus:
             output_topics=[self.next_topic, self.egress_topic],
             **topology_options,
         )
+        # Consolidation's jobs go to a topic of their own, worked off its own subscription.
+        self.consolidation_topology = emulator.create_topology(
+            input_topic=f"{prefix}-consolidate",
+            subscription=f"{prefix}-consolidate-sub",
+            deadletter_topic=f"{prefix}-dlq",
+            **topology_options,
+        )
         # Ordering on, so a test may publish with ordering keys as an upstream service would.
         self.clients = PubSubClients(
             publisher_client(emulator.host, ordering=True), subscriber_client(emulator.host)
@@ -127,6 +135,8 @@ class Bus:
             "LLM_BOT_INPUT_TOPIC": f"{prefix}-in",
             "LLM_BOT_SUBSCRIPTION": f"{prefix}-sub",
             "LLM_BOT_DEADLETTER_TOPIC": f"{prefix}-dlq",
+            "LLM_BOT_CONSOLIDATION_TOPIC": f"{prefix}-consolidate",
+            "LLM_BOT_CONSOLIDATION_SUBSCRIPTION": f"{prefix}-consolidate-sub",
             **environment,
         }
 
@@ -153,6 +163,12 @@ class Bus:
         future = self.clients.publisher.publish(
             self.topology.input_topic, data, ordering_key=ordering_key, **attributes
         )
+        message_id: str = future.result(timeout=30)
+        return message_id
+
+    def publish_job(self, data: bytes) -> str:
+        """Publish to the consolidation topic, as the sweep does (a copy of a job, say)."""
+        future = self.clients.publisher.publish(self.consolidation_topology.input_topic, data)
         message_id: str = future.result(timeout=30)
         return message_id
 
@@ -238,13 +254,33 @@ def worker_counts(port: int) -> dict[str, int]:
     return {name: int(value) for name, value in metric_samples(port, WORKER_COUNTS).items()}
 
 
-class WorkerProcess:
-    """``llm-bot run`` as a child process with ``environment`` (setting aliases -> values)."""
+@dataclass(frozen=True)
+class Served:
+    """An ``llm-bot`` command that serves HTTP: its name, the setting naming its port, and the
+    path and status that say it is ready."""
 
-    def __init__(self, environment: Mapping[str, str], log_path: Path) -> None:
+    command: str
+    port_setting: str
+    ready_path: str
+    ready_status: int
+
+
+WORKER = Served("run", "PORT", "/readyz", 200)
+# The console answers 401 to a request without credentials once it serves.
+CONSOLE = Served("console", "LLM_BOT_CONSOLE_PORT", "/", 401)
+
+
+class WorkerProcess:
+    """``llm-bot run`` (or another command that serves, ``served``) as a child process with
+    ``environment`` (setting aliases -> values)."""
+
+    def __init__(
+        self, environment: Mapping[str, str], log_path: Path, served: Served = WORKER
+    ) -> None:
         self._environment = dict(environment)
         self.log_path = log_path
-        self.port = int(environment["PORT"])
+        self.served = served
+        self.port = int(environment[served.port_setting])
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[Any] | None = None
 
@@ -263,7 +299,7 @@ class WorkerProcess:
         """Start the process without waiting for it: several can then start at one instant."""
         self._log = self.log_path.open("ab")
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "llm_bot.cli", "run"],
+            [sys.executable, "-m", "llm_bot.cli", self.served.command],
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -273,9 +309,12 @@ class WorkerProcess:
 
     def wait_ready(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
-        while readyz(self.port) != 200:
+        served = self.served
+        while health_status(self.port, served.ready_path) != served.ready_status:
             if self.process.poll() is not None or time.monotonic() >= deadline:
-                raise RuntimeError(f"worker did not become ready; log:\n{self.log_tail()}")
+                raise RuntimeError(
+                    f"{served.command} did not become ready; log:\n{self.log_tail()}"
+                )
             time.sleep(_POLL_S)
 
     def signal(self, signum: signal.Signals) -> None:

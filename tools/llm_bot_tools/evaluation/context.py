@@ -17,6 +17,7 @@ import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from llm_bot.events.identity import is_shared_thread
@@ -212,3 +213,28 @@ def _grouped(
     for query, result in zip(queries, results, strict=True):
         groups.setdefault(key(query), []).append(result)
     return {name: score(members) for name, members in sorted(groups.items())}
+
+
+def plot_budgets(budgets: Sequence[ContextReport], path: Path) -> None:
+    """Evidence in context against the recall budget, overall and per category: where another
+    hundred tokens stops buying evidence."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(7, 4.5))
+    x = [b.recall_budget_tokens for b in budgets]
+    axis.plot(x, [b.overall.evidence_in_context for b in budgets], marker="o", label="all")
+    for category in budgets[0].by_category:
+        y = [b.by_category[category].evidence_in_context for b in budgets]
+        axis.plot(x, y, marker=".", linestyle="--", label=category)
+    axis.set_xlabel("MEMORY_RECALL_BUDGET (tokens)")
+    axis.set_ylabel("evidence in context")
+    axis.set_ylim(0, 1)
+    axis.set_title("What the model is given against the recall budget")
+    axis.legend(loc="lower right")
+    axis.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)

@@ -3,7 +3,8 @@
 The corpus is loaded through the worker's own commit path (pairs written by
 :class:`~llm_bot.memory.commit.MemoryCommit`, embedded by the configured provider) and every
 query goes through the same :func:`~llm_bot.memory.recall.recall_turns` the worker uses, in
-each mode (dense, lexical, hybrid). Reported: recall@k, MRR, latency, the same per category
+each mode (dense, lexical, hybrid). Reported: recall@k, MRR, latency, recall at the deeper
+``DEPTHS`` context assembly asks for, the same per category
 of question (a query's own ``category``, else one inferred by the rules of
 :mod:`~llm_bot_tools.evaluation.categories`), and the similarity of relevant vs irrelevant hits with
 a precision/recall table per threshold for calibration.
@@ -20,8 +21,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from psycopg import AsyncConnection
+
 from llm_bot.memory.commit import MemoryCommit, Pair
-from llm_bot.memory.recall import recall_turns
+from llm_bot.memory.recall import RecalledTurn, recall_turns
 from llm_bot.memory.search import SearchMode
 from llm_bot.memory.store import MemoryStore
 from llm_bot.settings import Settings
@@ -32,6 +35,10 @@ if TYPE_CHECKING:
     from llm_bot_tools.evaluation.context import ContextReport
 
 NEVER_IDLE = timedelta(days=36_500)
+# recall@k is also reported at these depths: the candidate counts context assembly asks recall
+# for when it fills the recall section's token budget, so the share of the evidence a budget
+# could hold at best.
+DEPTHS = (20, 40)
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,15 @@ class ConversationReport:
 
 
 @dataclass(frozen=True)
+class DepthReport:
+    """recall at one depth, overall and per category, with its spread over conversations."""
+
+    recall: float
+    by_category: dict[str, float]
+    conversation_spread: Spread
+
+
+@dataclass(frozen=True)
 class Spread:
     """The lowest and highest of a measure across conversations."""
 
@@ -97,6 +113,7 @@ class ModeReport:
     by_category: dict[str, CategoryReport]
     by_conversation: dict[str, ConversationReport]  # a conversation is a corpus user
     conversation_spread: Spread  # of recall@k
+    recall_at_depth: dict[int, DepthReport]  # recall at each of DEPTHS
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -219,24 +236,19 @@ async def evaluate_mode(
     k: int,
 ) -> ModeReport:
     recalls, reciprocal_ranks, timings = [], [], []
+    deep: dict[int, list[float]] = {depth: [] for depth in DEPTHS}
     scored: list[tuple[float, bool]] = []
     for query in queries:
         vector = (await store.embedder.embed([query.query]))[0]
         async with store.connection() as connection:
             began = time.perf_counter()
-            hits = await recall_turns(
-                connection,
-                query.user_id,
-                query.query,
-                vector,
-                exclude=(),
-                limit=k,
-                threshold=-1.0,
-                mode=mode,
-            )
+            hits = await _recalled(connection, query, vector, mode, k)
             timings.append((time.perf_counter() - began) * 1000)
+            deepest = await _recalled(connection, query, vector, mode, max(DEPTHS))
         found = [ids[(hit.thread_id, hit.seq)] for hit in hits]
-        recalls.append(len(query.relevant & set(found)) / len(query.relevant))
+        recalls.append(_share(query, found))
+        for depth in DEPTHS:
+            deep[depth].append(_share(query, [ids[(h.thread_id, h.seq)] for h in deepest[:depth]]))
         first = next((rank for rank, hit_id in enumerate(found, 1) if hit_id in query.relevant), 0)
         reciprocal_ranks.append(1 / first if first else 0.0)
         scored += [
@@ -258,6 +270,43 @@ async def evaluate_mode(
         table=threshold_table(scored),
         by_category=_by_category(queries, recalls, reciprocal_ranks),
         by_conversation=by_conversation,
+        conversation_spread=Spread.of(c.recall_at_k for c in by_conversation.values()),
+        recall_at_depth={depth: _at_depth(queries, deep[depth]) for depth in DEPTHS},
+    )
+
+
+async def _recalled(
+    connection: AsyncConnection[Any],
+    query: EvalQuery,
+    vector: list[float],
+    mode: SearchMode,
+    limit: int,
+) -> list[RecalledTurn]:
+    """The query's ``limit`` best turns, every one whatever its similarity."""
+    return await recall_turns(
+        connection,
+        query.user_id,
+        query.query,
+        vector,
+        exclude=(),
+        limit=limit,
+        threshold=-1.0,
+        mode=mode,
+    )
+
+
+def _share(query: EvalQuery, found: Sequence[str]) -> float:
+    """The share of the query's evidence among ``found``."""
+    return len(query.relevant & set(found)) / len(query.relevant)
+
+
+def _at_depth(queries: Sequence[EvalQuery], recalls: Sequence[float]) -> DepthReport:
+    by_conversation = _by_conversation(queries, recalls, recalls)
+    return DepthReport(
+        recall=round(statistics.mean(recalls), 3),
+        by_category={
+            name: c.recall_at_k for name, c in _by_category(queries, recalls, recalls).items()
+        },
         conversation_spread=Spread.of(c.recall_at_k for c in by_conversation.values()),
     )
 

@@ -87,6 +87,8 @@ class LocalModelServer(LocalService):
         self._requests: list[RecordedRequest] = []
         self._turns: deque[Reply] = deque()
         self._always: tuple[str, JsonObject] | None = None
+        # Standing replies to requests whose last user message starts with a prefix.
+        self._standing: dict[str, str] = {}
         # Faults per kind of call: a test failing the model usually wants embeddings to work.
         self._failures: dict[CallKind, deque[tuple[int, str]]] = {k: deque() for k in KINDS}
         self._hangs: dict[CallKind, deque[float]] = {k: deque() for k in KINDS}
@@ -193,6 +195,12 @@ class LocalModelServer(LocalService):
         with self._lock:
             self._always = (name, dict(arguments or {}))
 
+    def reply_to_prefix(self, prefix: str, text: str) -> None:
+        """Answer ``text`` to every unscripted request whose last user message starts with
+        ``prefix`` (a background task's request, say, among a benchmark's echoes)."""
+        with self._lock:
+            self._standing[prefix] = text
+
     def clear_always_tool(self) -> None:
         with self._lock:
             self._always = None
@@ -224,6 +232,7 @@ class LocalModelServer(LocalService):
             self._requests.clear()
             self._turns.clear()
             self._always = None
+            self._standing.clear()
             for kind in KINDS:
                 self._failures[kind].clear()
                 self._hangs[kind].clear()
@@ -296,6 +305,12 @@ class LocalModelServer(LocalService):
             turn = self._take_turn(offers_tools)
         if turn is not None:
             return turn
+        with self._lock:
+            standing = [
+                t for p, t in self._standing.items() if conversation.last_user_text.startswith(p)
+            ]
+        if standing:
+            return Reply(text=standing[0])
         if not conversation.ends_with_tool_result:
             cued = tuple(
                 _new_call(name, arguments)

@@ -1,0 +1,179 @@
+"""What the console's pages show, read with the statements of the tables' owners and, for "try
+a recall", the worker's own retrieval (:meth:`PostgresMemoryRetriever.consider`) and search.
+
+Each read is bounded: a user's newest ``LIST_LIMIT`` memories, earlier versions, turns, events
+and views.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, get_args
+
+from psycopg.rows import dict_row
+
+from llm_bot.db import console_views, processed_events
+from llm_bot.memory import turns, versions
+from llm_bot.memory.context import MEMORY_CANDIDATES, ContextLimits, PostgresMemoryRetriever
+from llm_bot.memory.notes_store import Notes, read_notes
+from llm_bot.memory.recall import recall
+from llm_bot.memory.search import SearchMode
+from llm_bot.memory.store import Memory, MemoryStore
+
+LIST_LIMIT = 200
+FOUND_LIMIT = 50
+MODES: tuple[SearchMode, ...] = get_args(SearchMode)
+RECALL_SHOWN = 20  # recall's candidates listed per mode
+
+
+@dataclass(frozen=True)
+class UserData:
+    memories: list[Memory]
+    versions: dict[str, list[dict[str, Any]]]
+    notes: Notes
+    turns: list[dict[str, Any]]
+    events: list[dict[str, Any]]
+    views: list[console_views.View]
+
+
+@dataclass
+class Candidate:
+    """One memory or older message as the three search modes scored it, and what the worker
+    made of it."""
+
+    label: str  # a memory's key, a turn's thread and seq
+    content: str
+    similarity: float
+    scores: dict[str, float] = field(default_factory=dict)  # fused score per mode
+    found: bool = False  # retrieval returned it (passed its threshold and filters)
+    injected: bool = False  # it entered the prompt within the budget
+    extra: str = ""  # a turn's role and time
+
+
+@dataclass(frozen=True)
+class Trial:
+    threshold: float
+    memories: list[Candidate]
+    recalled: list[Candidate]
+    window_turns: int
+    left_out: dict[str, int]
+    failed: list[str]
+
+
+async def users_starting(store: MemoryStore, prefix: str) -> list[str]:
+    """Users whose id starts with ``prefix``, in order."""
+    params = {"start": prefix, "end": prefix + "\U0010ffff", "limit": FOUND_LIMIT}
+    async with store.connection() as connection, connection.cursor() as cursor:
+        await cursor.execute(turns.USERS_BETWEEN, params)
+        return [row["user_id"] for row in await cursor.fetchall()]
+
+
+async def user_data(store: MemoryStore, user_id: str, agent: str) -> UserData:
+    memories = await store.for_user(user_id).list_memories(limit=LIST_LIMIT)
+    params = {"user": user_id, "limit": LIST_LIMIT}
+    async with store.connection() as connection:
+        async with connection.cursor(row_factory=dict_row) as cursor:
+            await cursor.execute(versions.VERSIONS_OF_USER, params)
+            by_key: dict[str, list[dict[str, Any]]] = defaultdict(list)
+            for row in sorted(await cursor.fetchall(), key=lambda row: row["version"]):
+                by_key[row["key"]].append(row)
+            await cursor.execute(turns.RECENT_TURNS_OF_USER, params)
+            history = await cursor.fetchall()
+            await cursor.execute(processed_events.RECENT_OF_USER, params)
+            events = await cursor.fetchall()
+        notes = await read_notes(connection, user_id, agent)
+        views = await console_views.recent_views(connection, user_id, LIST_LIMIT)
+    return UserData(memories, dict(by_key), notes, history, events, views)
+
+
+async def try_recall(
+    store: MemoryStore,
+    retriever: PostgresMemoryRetriever,
+    limits: ContextLimits,
+    user_id: str,
+    thread_id: str,
+    query: str,
+    *,
+    private: bool,
+) -> Trial:
+    """The worker's retrieval for ``query`` as ``user_id`` asking in ``thread_id`` (a DM when
+    ``private``), and every candidate's scores in each search mode."""
+    parts, given, failed = await retriever.consider(user_id, thread_id, query, private=private)
+    include_private = private or limits.private_in_public
+    [vector] = await store.embedder.embed([query])  # the retrieval's, from the cache
+    memories: dict[str, Candidate] = {}
+    recalled: dict[str, Candidate] = {}
+    exclude = {(turn.thread_id, turn.seq) for turn in parts.window}
+    for mode in MODES:
+        hits = await store.for_user(user_id).search(
+            query,
+            limit=MEMORY_CANDIDATES,
+            threshold=-1.0,
+            mode=mode,
+            vector=vector,
+            include_private=include_private,
+        )
+        for hit in hits:
+            memory = memories.setdefault(hit.key, Candidate(hit.key, hit.content, hit.similarity))
+            memory.scores[mode] = hit.fused_score
+        async with store.connection() as connection:
+            found = await recall(
+                connection,
+                user_id,
+                query,
+                vector,
+                exclude=exclude,
+                limit=RECALL_SHOWN,
+                threshold=-1.0,
+                mode=mode,
+                include_private=include_private,
+            )
+        for turn in found.turns:
+            label = f"{turn.thread_id} #{turn.seq}"
+            candidate = recalled.setdefault(
+                label,
+                Candidate(
+                    label, turn.content, turn.similarity, extra=_when(turn.role, turn.created_at)
+                ),
+            )
+            candidate.scores[mode] = turn.fused_score
+    _mark(memories, [hit.key for hit in parts.memories], found=True)
+    _mark(memories, [hit.key for hit in given.memories], injected=True)
+    _mark(recalled, [f"{turn.thread_id} #{turn.seq}" for turn in parts.recalled], found=True)
+    _mark(recalled, [f"{turn.thread_id} #{turn.seq}" for turn in given.recalled], injected=True)
+    return Trial(
+        limits.threshold,
+        _ranked(memories),
+        _ranked(recalled),
+        len(given.window),
+        {reason: count for reason, count in given.left_out.items() if count},
+        failed,
+    )
+
+
+def _mark(
+    candidates: dict[str, Candidate],
+    labels: list[str],
+    *,
+    found: bool = False,
+    injected: bool = False,
+) -> None:
+    """Retrieval's own verdict on the candidates the modes listed (one it found that no mode
+    listed is left out: the modes read the same candidates, so none is)."""
+    for label in labels:
+        if (candidate := candidates.get(label)) is not None:
+            candidate.found = candidate.found or found or injected
+            candidate.injected = candidate.injected or injected
+
+
+def _when(role: str, at: datetime) -> str:
+    return f"{role}, {at:%Y-%m-%d %H:%M} UTC"
+
+
+def _ranked(candidates: dict[str, Candidate]) -> list[Candidate]:
+    return sorted(
+        candidates.values(),
+        key=lambda c: (not c.injected, not c.found, -c.scores.get("hybrid", 0.0), c.label),
+    )

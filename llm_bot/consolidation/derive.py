@@ -1,0 +1,220 @@
+"""One job's work against the database and the model: the window's turns, what each speaker's
+memory already holds, the model's derivation, and its writes.
+
+The writes run in the caller's transaction, the one that records the job in the processed-events
+ledger, so they commit once or not at all. Before writing for a speaker the job locks that
+speaker's turns of the window (:data:`llm_bot.memory.turns.LOCK_SOURCES`): a fact whose sources
+were erased meanwhile is not written (:mod:`llm_bot.lifecycle.erasure` says why the order
+holds). Facts go through the memories' versioning (:func:`llm_bot.memory.store.put_memory`):
+one that replaces a memory keeps the text it supersedes as a version, valid until the fact's
+own time, which is its sources' time, not the job's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from psycopg import AsyncConnection
+from psycopg.rows import dict_row, tuple_row
+
+from llm_bot.consolidation.extraction import (
+    KNOWN_MEMORIES,
+    Derivation,
+    Fact,
+    WindowTurn,
+    messages,
+    parse,
+)
+from llm_bot.consolidation.jobs import Job
+from llm_bot.db.embedding_space import EmbeddingSpace
+from llm_bot.db.vectors import vector_param
+from llm_bot.llm.client import ModelClient
+from llm_bot.llm.messages import TokenUsage
+from llm_bot.memory import turns
+from llm_bot.memory.run_writes import Visibility
+from llm_bot.memory.store import MemoryStore, put_memory
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What a job wrote: memories, summaries, and the facts left out because their sources
+    were gone by then."""
+
+    facts: int
+    summaries: int
+    sources_gone: int
+
+
+class Consolidator:
+    def __init__(self, store: MemoryStore, model: ModelClient) -> None:
+        self._store = store
+        self._model = model
+
+    async def window(self, job: Job) -> list[WindowTurn]:
+        """The window's turns, oldest first (none when the thread or its users were erased)."""
+        sql = turns.DM_WINDOW_TURNS if job.is_dm else turns.CHANNEL_WINDOW_TURNS
+        params = {**turns.thread_row(job.thread_id), "from_seq": job.from_seq, "to_seq": job.to_seq}
+        async with (
+            self._store.connection() as connection,
+            connection.cursor(row_factory=dict_row) as cursor,
+        ):
+            await cursor.execute(sql, params)
+            rows = await cursor.fetchall()
+        return [WindowTurn(**row) for row in rows if row["role"] != "summary"]
+
+    async def known(self, job: Job, speakers: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
+        """Each speaker's most recent memories the job may supersede: from a shared channel,
+        only the public ones (a DM's memory is never changed from a shared channel)."""
+        known: dict[str, list[tuple[str, str]]] = {}
+        for user_id in speakers:
+            held = await self._store.for_user(user_id).list_memories(limit=KNOWN_MEMORIES)
+            scope: Visibility = "dm" if job.is_dm else "public"
+            known[user_id] = [(m.key, m.content) for m in held if m.visible_in(scope)]
+        return known
+
+    async def derive(
+        self,
+        window: Sequence[WindowTurn],
+        known: Mapping[str, Sequence[tuple[str, str]]],
+        model: str | None,
+    ) -> tuple[Derivation, TokenUsage]:
+        """One model call and the checks on its reply; raises the model's errors and
+        :class:`llm_bot.consolidation.extraction.InvalidOutput`."""
+        reply = await self._model.complete(messages(window, known), (), model=model)
+        return parse(reply.text, window, known), reply.usage
+
+    async def vectors(self, texts: Sequence[str]) -> list[list[float] | None]:
+        """The texts' embeddings, or none: a fact without one is found by its words until
+        ``llm-bot reembed`` gives it one."""
+        if not texts:
+            return []
+        try:
+            return list(await self._store.embedder.embed(list(texts)))
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            raise
+        except Exception as error:
+            logger.warning("consolidation: embedding failed, writing without vectors: %s", error)
+            return [None] * len(texts)
+
+    async def keys(self, facts: Sequence[Fact]) -> list[str]:
+        """Where each fact goes: the memory it replaces, a near-duplicate learned in the same
+        scope, or a new key (:meth:`llm_bot.memory.store.UserMemories.resolve_key`)."""
+        keys = []
+        for fact in facts:
+            memories = self._store.for_user(fact.user_id)
+            key, _ = await memories.resolve_key(fact.content, fact.replaces, fact.visibility)
+            keys.append(key)
+        return keys
+
+    async def apply(
+        self,
+        connection: AsyncConnection[Any],
+        job: Job,
+        window: Sequence[WindowTurn],
+        derived: Derivation,
+        planned: Planned,
+        space: EmbeddingSpace | None,
+    ) -> Applied:
+        """The job's writes in the caller's transaction (the module's docstring)."""
+        live_space = space is not None and space.made_by(
+            self._store.embedder.model, self._store.dimensions
+        )
+        speakers = sorted({turn.user_id for turn in window if turn.role == "user"})
+        alive: dict[str, set[int]] = {}
+        for user_id in speakers:
+            alive[user_id] = await _lock_sources(connection, job, user_id)
+        written = gone = 0
+        for fact, key, vector in zip(
+            derived.facts, planned.keys, planned.fact_vectors, strict=True
+        ):
+            if not set(fact.sources) <= alive[fact.user_id]:
+                gone += 1
+                continue
+            metadata = {
+                "derivedFrom": job.thread_id,
+                "window": job.window,
+                "sourceTurns": ",".join(str(seq) for seq in fact.sources),
+                "observedAt": fact.observed_at.isoformat(),
+            }
+            await put_memory(
+                connection,
+                fact.user_id,
+                key,
+                fact.content,
+                metadata,
+                fact.visibility,
+                vector if live_space else None,
+                fact.observed_at,
+            )
+            written += 1
+        summaries = 0
+        if derived.summary is not None:
+            last_at = max(turn.created_at for turn in window)
+            private = any(turn.visibility == "dm" for turn in window)
+            for user_id in speakers:
+                if alive[user_id]:
+                    await _insert_summary(
+                        connection,
+                        job,
+                        user_id,
+                        derived.summary,
+                        planned.summary_vector if live_space else None,
+                        last_at,
+                        "dm" if private else "public",
+                    )
+                    summaries += 1
+        return Applied(written, summaries, gone)
+
+
+@dataclass(frozen=True)
+class Planned:
+    """What the writes need from outside the transaction: each fact's key and vector, and the
+    summary's vector."""
+
+    keys: list[str]
+    fact_vectors: list[list[float] | None]
+    summary_vector: list[float] | None
+
+
+async def _lock_sources(connection: AsyncConnection[Any], job: Job, user_id: str) -> set[int]:
+    params = {
+        "user": user_id,
+        "thread_id": job.thread_id,
+        "from_seq": job.from_seq,
+        "to_seq": job.to_seq,
+    }
+    async with connection.cursor(row_factory=tuple_row) as cursor:
+        await cursor.execute(turns.LOCK_SOURCES, params)
+        return {int(seq) for (seq,) in await cursor.fetchall()}
+
+
+async def _insert_summary(
+    connection: AsyncConnection[Any],
+    job: Job,
+    user_id: str,
+    summary: str,
+    vector: list[float] | None,
+    at: datetime,
+    visibility: str,
+) -> None:
+    await connection.execute(
+        turns.INSERT_SUMMARY,
+        {
+            "thread_id": job.thread_id,
+            "to_seq": job.to_seq,
+            "from_seq": job.from_seq,
+            "user": user_id,
+            "content": summary,
+            "at": at,
+            "source": job.key.source,
+            "vector": vector_param(vector),
+            "visibility": visibility,
+        },
+    )
