@@ -103,6 +103,7 @@ async def test_a_dm_answer_names_the_memory_version_it_saw_and_the_turns_it_reca
     recalled = labelled(explanation, "Recalled message")
     assert recalled, explanation.as_json()
     assert all("similarity" in part["why"] and "fused" in part["why"] for part in recalled)
+    assert any("dense rank" in part["why"] for part in recalled)
     assert any(part["text"] == f"{upsert('Ada is vegetarian')} I cook a lot" for part in recalled)
     (words,) = labelled(explanation, "Input")
     assert words["text"] == "what should I cook tonight?"
