@@ -34,6 +34,7 @@ set them.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
@@ -328,7 +329,7 @@ async def store_output(
         "ordering_key": output.ordering_key,
         "thread_id": output.thread_id,
         "now": utc_now(),
-        "explanation": None if explanation is None else Jsonb(explanation),
+        "explanation": None if explanation is None else Jsonb(explanation, dumps=_compact),
     }
     # A fetched row, not ``rowcount``: in pipeline mode (the group commit) that is only known
     # once the result has been fetched.
@@ -338,6 +339,11 @@ async def store_output(
     if row is None or not row[0]:
         raise ClaimLost(f"event {claim.key.correlation_id} was taken over by another instance")
     return None if row[1] is None else space_of(row[1:])
+
+
+def _compact(value: Any) -> str:
+    """JSON without the spaces after separators: the explanation is stored once per event."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 async def mark_published(connection: AnyConnection, keys: Collection[EventKey]) -> None:

@@ -68,7 +68,9 @@ def sources_of(memory_context: MemoryContext) -> ContextSources:
         ),
         recalled=tuple(
             TurnSource(
-                turn.thread_id, turn.seq, Scores(similarity=turn.similarity, fused=turn.fused_score)
+                turn.thread_id,
+                turn.seq,
+                Scores(turn.dense_rank, turn.lexical_rank, turn.similarity, turn.fused_score),
             )
             for turn in chosen.recalled
         ),

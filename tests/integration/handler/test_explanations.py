@@ -21,6 +21,7 @@ from llm_bot.memory.wiring import open_memory_store
 
 from ...support.conversation import say, upsert
 from ...support.memory_bus import MemoryBus
+from .analyzed import analysis, answers, chat_event
 from .conftest import BusFactory
 
 pytestmark = pytest.mark.integration
@@ -102,6 +103,7 @@ async def test_a_dm_answer_names_the_memory_version_it_saw_and_the_turns_it_reca
     recalled = labelled(explanation, "Recalled message")
     assert recalled, explanation.as_json()
     assert all("similarity" in part["why"] and "fused" in part["why"] for part in recalled)
+    assert any("dense rank" in part["why"] for part in recalled)
     assert any(part["text"] == f"{upsert('Ada is vegetarian')} I cook a lot" for part in recalled)
     (words,) = labelled(explanation, "Input")
     assert words["text"] == "what should I cook tonight?"
@@ -189,3 +191,21 @@ async def test_explain_with_a_bad_argument_is_one_line_and_exit_2(
     assert (code, out) == (2, "")
     assert len(err.strip().splitlines()) == 1
     assert "--bogus" in err
+
+
+async def test_a_refusal_is_explained_by_the_behaviour_decision_alone(
+    explaining_bus: MemoryBus, fresh_database_url: str
+) -> None:
+    """The gate refused before any memory was read: the explanation holds the decision, with
+    the rule that refused, and no prompt (none was sent)."""
+    bus = explaining_bus
+    event = chat_event(bus, analysis(level="low", kind="self_harm"))
+    async with bus.serving(bus.settings()):
+        await answers(bus, [event])
+    explanation = await explained(fresh_database_url, event["correlationId"])
+    assert explanation.decision is not None
+    assert explanation.decision["gate"] == "SAFE_REFUSAL"
+    assert explanation.decision["risk"] == ["low", "self_harm"]
+    assert "should_refuse" in explanation.decision["rules"]
+    assert explanation.parts == ()
+    assert explanation.answer  # BitBrat's canned refusal, read from the stored output
