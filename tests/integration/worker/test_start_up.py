@@ -66,7 +66,7 @@ async def test_workers_started_at_one_instant_all_become_ready_and_share_a_backl
     for worker in workers:
         worker.launch()
     try:
-        await asyncio.gather(*(asyncio.to_thread(w.wait_ready, 30) for w in workers))
+        await asyncio.gather(*(asyncio.to_thread(w.wait_ready, 60) for w in workers))
         ready_s = time.monotonic() - began
         # The emulator hands a waiting backlog to the first stream that opens (it ignores the
         # streams' flow control, which real Pub/Sub honours); what arrives next is shared.
