@@ -43,11 +43,17 @@ class Job:
     def key(self) -> EventKey:
         """The job's row in the processed-events ledger."""
         user = direct_user_of(self.thread_id) or self.thread_id
-        return EventKey(user, f"{STEP}:{self.thread_id}:{self.window}", STEP)
+        return EventKey(user, job_id(self.thread_id, self.window), STEP)
 
     @property
     def is_dm(self) -> bool:
         return direct_user_of(self.thread_id) is not None
+
+
+def job_id(thread_id: str, window: str) -> str:
+    """A job's id: its correlation id in the processed-events ledger, and how an explanation
+    names the job that derived a memory or a summary."""
+    return f"{STEP}:{thread_id}:{window}"
 
 
 def encode_job(job: Job) -> bytes:

@@ -28,6 +28,7 @@ from typing import Any, Literal
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row, tuple_row
 
+from llm_bot.consolidation.jobs import job_id
 from llm_bot.db import processed_events
 from llm_bot.explanation.record import (
     MemorySource,
@@ -285,45 +286,75 @@ async def _memory_parts(
     for memory in cited:
         olds = earlier.get(memory.key, [])
         now = current.get(memory.key)
-        text: str | None = None
+        sent: dict[str, Any] | None = None
         version: int | None = None
         if now is not None and now["updated_at"] == memory.written_at:
-            text, version = now["content"], len(olds) + 1
+            sent, version = now, len(olds) + 1
         else:
             for old in olds:
                 if old["valid_from"] == memory.written_at:
-                    text, version = old["content"], old["version"]
+                    sent, version = old, old["version"]
         label = f"Memory {memory.key}" + (f" (version {version})" if version else "")
         parts.append(
             Part(
                 "memory",
                 label,
-                f"memories, written {memory.written_at.isoformat()}",
+                _memory_origin(memory.written_at, sent["metadata"] if sent else {}),
                 _why(memory.scores),
-                *_shown(text, memory.hash),
+                *_shown(sent["content"] if sent else None, memory.hash),
             )
         )
     return parts
 
 
+def _memory_origin(written_at: datetime, metadata: Mapping[str, Any]) -> str:
+    """Where a memory came from: the consolidation job that derived it from its source turns
+    (metadata only consolidation writes, :data:`llm_bot.memory.validation.RESERVED_METADATA_KEYS`),
+    else the memories table (a model's tool call, an import)."""
+    written = f"written {written_at.isoformat()}"
+    thread, window = metadata.get("derivedFrom"), metadata.get("window")
+    if not isinstance(thread, str) or not isinstance(window, str):
+        return f"memories, {written}"
+    sources = str(metadata.get("sourceTurns", "")).split(",")
+    turns_cited = ", ".join(f"{thread}#{seq}" for seq in sources if seq)
+    return f"consolidation job {job_id(thread, window)} from turns {turns_cited}, {written}"
+
+
 async def _turn_texts(
     connection: AsyncConnection[Any], cited: Sequence[TurnSource]
-) -> dict[tuple[str, int], str]:
+) -> dict[tuple[str, int], tuple[int, str]]:
+    """Each cited turn's pair index (a summary's: the seq before the first turn it covers) and
+    words, by id."""
     if not cited:
         return {}
     params = {"threads": [turn.thread_id for turn in cited], "seqs": [turn.seq for turn in cited]}
     async with connection.cursor(row_factory=tuple_row) as cursor:
         await cursor.execute(turns.TURNS_BY_ID, params)
-        return {(thread, int(seq)): content for thread, seq, content in await cursor.fetchall()}
+        return {
+            (thread, int(seq)): (int(pair_index), content)
+            for thread, seq, pair_index, content in await cursor.fetchall()
+        }
 
 
-def _turn_part(turn: TurnSource, texts: Mapping[tuple[str, int], str], kind: str) -> Part:
+def _turn_part(
+    turn: TurnSource, texts: Mapping[tuple[str, int], tuple[int, str]], kind: str
+) -> Part:
+    """A recalled or window turn; a recalled session summary (seq < 0, minus the last turn it
+    covers) names the consolidation job that wrote it and the turns it covers."""
     why = "the thread's newest turns" if turn.scores is None else _why(turn.scores)
-    text = texts.get((turn.thread_id, turn.seq))
-    label = f"{kind} {turn.thread_id}#{turn.seq}"
-    return Part(
-        "memory", label, "conversation_turns", why, "erased" if text is None else "shown", text
-    )
+    found = texts.get((turn.thread_id, turn.seq))
+    text = found[1] if found else None
+    label, origin = f"{kind} {turn.thread_id}#{turn.seq}", "conversation_turns"
+    if turn.seq < 0:
+        last = -turn.seq
+        label = f"Session summary {turn.thread_id} up to #{last}"
+        if found is not None:
+            window = f"{found[0]}-{last}"
+            origin = (
+                f"consolidation job {job_id(turn.thread_id, window)}, summarising turns"
+                f" {turn.thread_id}#{found[0] + 1} to #{last}"
+            )
+    return Part("memory", label, origin, why, "erased" if text is None else "shown", text)
 
 
 async def _notes_part(

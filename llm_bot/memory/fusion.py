@@ -12,11 +12,16 @@ that does not depend on that data set:
   answer sit in adjacent turns ("where did you go?" / "Lisbon, with my sister"), so the turn
   that matches is often next to the one that holds the fact. Each turn's score is raised by
   half the best score among the turns up to ``NEIGHBOUR_REACH`` places away in its thread.
+- **A session's summary is read with its turns.** A summary (written by memory consolidation)
+  names what a session was about in words its turns may not share with the question; the turns
+  it covers gain from it as from a neighbour, so the summary brings the session's best-matching
+  turns (``SUMMARY_EXPANSION``, fetched with it) into the ranking, and the turns carry the
+  evidence with their own dates.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -24,20 +29,48 @@ K = TypeVar("K", bound=Hashable)
 NEIGHBOUR_REACH = 2  # turns either side: the exchange before and after a turn
 NEIGHBOUR_WEIGHT = 0.5
 DENSE_WEIGHT = 0.5
+SUMMARY_EXPANSION = 3  # turns a recalled summary brings: a question's evidence in one session
+
+Key = tuple[str, int]
 
 
 def with_neighbours(
-    scores: Mapping[tuple[str, int], float], reach: int = NEIGHBOUR_REACH
-) -> dict[tuple[str, int], float]:
-    """Each (thread, seq) score plus ``NEIGHBOUR_WEIGHT`` times the best score within ``reach``
-    turns of it in the same thread (only turns present in ``scores`` count)."""
+    scores: Mapping[Key, float],
+    covering: Mapping[Key, Sequence[Key]] | None = None,
+    reach: int = NEIGHBOUR_REACH,
+) -> dict[Key, float]:
+    """Each (thread, seq) score plus ``NEIGHBOUR_WEIGHT`` times the best score among the turns
+    within ``reach`` of it in the same thread and the summaries ``covering`` it (only keys
+    present in ``scores`` count). A summary (seq < 0) has no neighbours: the seqs beside its
+    own are other summaries'."""
+    covering = covering or {}
     smoothed = {}
     for (thread, seq), own in scores.items():
-        around = [
-            scores.get((thread, seq + step), 0.0) for step in range(-reach, reach + 1) if step != 0
-        ]
+        around = [scores.get(summary, 0.0) for summary in covering.get((thread, seq), ())]
+        if seq > 0:
+            around += [
+                scores.get((thread, seq + step), 0.0)
+                for step in range(-reach, reach + 1)
+                if step != 0
+            ]
         smoothed[(thread, seq)] = own + NEIGHBOUR_WEIGHT * max([0.0, *around])
     return smoothed
+
+
+def summaries_covering(
+    spans: Mapping[Key, tuple[int, int]], keys: Iterable[Key]
+) -> dict[Key, list[Key]]:
+    """For each of ``keys``, the summaries whose span ``(after, last]`` (by summary key) holds
+    it in its thread."""
+    by_thread: dict[str, list[tuple[Key, int, int]]] = {}
+    for summary, (after, last) in spans.items():
+        by_thread.setdefault(summary[0], []).append((summary, after, last))
+    covering: dict[Key, list[Key]] = {}
+    for thread, seq in keys:
+        for summary, after, last in by_thread.get(thread, ()):
+            if after < seq <= last:
+                covering.setdefault((thread, seq), []).append(summary)
+    return covering
 
 
 def fused(

@@ -179,5 +179,6 @@ SELECT count(*) AS private_memories FROM (
 
 # An explanation's memories as they are now (:mod:`llm_bot.explanation.store`), by key.
 CURRENT_OF_KEYS = """
-SELECT key, content, updated_at FROM memories WHERE user_id = %(user)s AND key = ANY(%(keys)s)
+SELECT key, content, metadata, updated_at FROM memories
+ WHERE user_id = %(user)s AND key = ANY(%(keys)s)
 """

@@ -3,7 +3,8 @@
 One SQL statement over ``conversation_turns`` of one user
 (:func:`llm_bot.memory.turns.recall_sql`) only finds the candidates: the nearest turns by
 embedding, and the best turns by BM25 over their full-text vectors, each side ``pool`` deep,
-then the turns around those (``NEIGHBOUR_REACH`` either side in the thread).
+then the turns around those (``NEIGHBOUR_REACH`` either side in the thread) and, for a
+session's summary among them, the turns it covers nearest the question.
 Python fuses the two scores of every candidate (:mod:`llm_bot.memory.fusion`) and prefers
 turns written in a month or year the question names (:mod:`llm_bot.memory.dates`). Words and
 dates are read from the question's beginning (:func:`llm_bot.memory.search.query_text`). Messages
@@ -48,7 +49,7 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from llm_bot.memory.dates import DATE_BONUS, date_window
-from llm_bot.memory.fusion import fused, ranks, with_neighbours
+from llm_bot.memory.fusion import fused, ranks, summaries_covering, with_neighbours
 from llm_bot.memory.search import SearchMode, fused_candidates, query_text
 from llm_bot.memory.turns import recall_sql
 from llm_bot.telemetry.traces import memory_search
@@ -159,7 +160,10 @@ async def recall(
     by_key = {(row["thread_id"], row["seq"]): row for row in rows}
     own_dense = {key: float(row["similarity"]) for key, row in by_key.items()}
     own_lexical = {key: float(row["keyword_score"]) for key, row in by_key.items()}
-    dense, lexical = with_neighbours(own_dense), with_neighbours(own_lexical)
+    spans = {key: (int(row["pair_index"]), -key[1]) for key, row in by_key.items() if key[1] < 0}
+    covering = summaries_covering(spans, by_key)
+    dense = with_neighbours(own_dense, covering)
+    lexical = with_neighbours(own_lexical, covering)
     scores = fused(dense, lexical, use_dense=mode != "lexical", use_lexical=mode != "dense")
     dense_ranks = ranks(own_dense) if mode != "lexical" else {}
     lexical_ranks = ranks(own_lexical, scored=lambda score: score > 0) if mode != "dense" else {}

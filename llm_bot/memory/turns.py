@@ -14,7 +14,7 @@ from functools import cache
 
 from llm_bot.db.placements import tenant_of_thread
 from llm_bot.db.turn_index import LIVE_COLUMN, in_space, near_distance
-from llm_bot.memory.fusion import NEIGHBOUR_REACH
+from llm_bot.memory.fusion import NEIGHBOUR_REACH, SUMMARY_EXPANSION
 
 # One statement for the caller: migration 0019's ``append_pair`` (it says why a function). It
 # appends the pair under the thread's tenant (:func:`thread_row`)
@@ -183,17 +183,42 @@ dense_unindexed AS (
     ORDER BY embedding <=> %(vector)s::vector, thread_id, seq
     LIMIT CASE WHEN (SELECT deep FROM depth) THEN %(pool)s ELSE 0 END
 ),
+hits AS (
+    SELECT thread_id, seq FROM dense_exact UNION SELECT thread_id, seq FROM dense_near
+    UNION SELECT thread_id, seq FROM dense_unindexed UNION SELECT thread_id, seq FROM lexical_top
+),
+-- A session's summary (seq < 0: minus the last seq it covers, its pair_index the seq before the
+-- first) stands for the turns it covers: the {SUMMARY_EXPANSION} of them nearest the question
+-- come with it, found or not by either side, each a primary-key range of at most a session.
+covered AS (
+    SELECT c.thread_id, c.seq
+    FROM hits
+    CROSS JOIN LATERAL (
+        SELECT pair_index AS after_seq FROM conversation_turns
+        WHERE user_id = %(user)s AND thread_id = hits.thread_id AND seq = hits.seq
+        LIMIT 1
+    ) summary
+    CROSS JOIN LATERAL (
+        SELECT thread_id, seq FROM conversation_turns
+        WHERE user_id = %(user)s AND thread_id = hits.thread_id
+          AND seq > summary.after_seq AND seq <= -hits.seq AND embedding IS NOT NULL
+          AND {_visible("visibility")}
+        ORDER BY embedding <=> %(vector)s::vector, seq
+        LIMIT {SUMMARY_EXPANSION}
+    ) c
+    WHERE hits.seq < 0
+),
 around AS (
-    SELECT DISTINCT hit.thread_id, hit.seq + step AS seq
-    FROM (SELECT thread_id, seq FROM dense_exact UNION SELECT thread_id, seq FROM dense_near
-          UNION SELECT thread_id, seq FROM dense_unindexed
-          UNION SELECT thread_id, seq FROM lexical_top) hit,
-         generate_series(-{NEIGHBOUR_REACH}, {NEIGHBOUR_REACH}) AS step
+    SELECT hit.thread_id, hit.seq + step AS seq
+    FROM hits hit, generate_series(-{NEIGHBOUR_REACH}, {NEIGHBOUR_REACH}) AS step
+    WHERE hit.seq > 0
+    UNION SELECT thread_id, seq FROM hits
+    UNION SELECT thread_id, seq FROM covered
 )
 -- A primary-key lookup per candidate (LIMIT 1 keeps the planner from reading the user's whole
 -- history by its index instead, which a generic plan of this statement chose). A neighbour in
 -- a shared channel may be another speaker's turn: not the user's, so not found.
-SELECT t.thread_id, t.seq, t.session_id, t.role, t.content, t.created_at,
+SELECT t.thread_id, t.seq, t.session_id, t.pair_index, t.role, t.content, t.created_at,
        1 - (t.embedding <=> %(vector)s::vector) AS similarity,
        coalesce({_BM25}, 0) AS keyword_score, (SELECT deep FROM depth) AS deep
 FROM around
@@ -344,7 +369,7 @@ CHANNEL_TURNS_OF_USER = "FROM channel_turns WHERE user_id = %(user)s"
 # An explanation's turns by id (:mod:`llm_bot.explanation.store`), whoever spoke them: a shared
 # channel's window cites other speakers' turns. An operator's read, so every shard is asked.
 TURNS_BY_ID = """
-SELECT t.thread_id, t.seq, t.content FROM conversation_turns t
+SELECT t.thread_id, t.seq, t.pair_index, t.content FROM conversation_turns t
   JOIN unnest(%(threads)s::text[], %(seqs)s::bigint[]) AS id(thread_id, seq)
     ON t.thread_id = id.thread_id AND t.seq = id.seq
 """

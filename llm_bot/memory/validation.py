@@ -20,7 +20,13 @@ MAX_METADATA_KEY_CHARS = 50
 MAX_METADATA_VALUE_CHARS = 200
 MAX_KEY_CHARS = 64
 SAFE_KEY = re.compile(rf"[A-Za-z0-9_-]{{1,{MAX_KEY_CHARS}}}")
-RESERVED_METADATA_KEYS = frozenset({"id", "userId", "createdAt", "updatedAt", "embedding"})
+# The last four are what memory consolidation writes of a derived memory's origin
+# (:mod:`llm_bot.consolidation.derive`), which an explanation shows as the job and its source
+# turns: no model's metadata may pass for them.
+RESERVED_METADATA_KEYS = frozenset(
+    {"id", "userId", "createdAt", "updatedAt", "embedding"}
+    | {"derivedFrom", "window", "sourceTurns", "observedAt"}
+)
 
 
 class InvalidMemory(ValueError):

@@ -58,7 +58,7 @@ VERSIONS_OF_USER = (
 # An explanation's memories' earlier texts (:mod:`llm_bot.explanation.store`): the one written
 # at a memory's time is the version the answer saw, the count numbers the current one.
 VERSIONS_OF_KEYS = """
-SELECT key, version, content, valid_from FROM memory_versions
+SELECT key, version, content, metadata, valid_from FROM memory_versions
  WHERE user_id = %(user)s AND key = ANY(%(keys)s)
 """
 

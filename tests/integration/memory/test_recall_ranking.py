@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from llm_bot.db.vectors import vector_param
+from llm_bot.memory import turns
 from llm_bot.memory.recall import RecalledTurn, recall_turns
 from llm_bot.memory.search import SearchMode
 
@@ -168,3 +169,33 @@ async def test_each_turn_says_its_session_and_how_each_side_ranked_it(
     assert words.similarity < near.similarity
     lexical = await recall_in("lexical")
     assert [(turn.dense_rank, turn.lexical_rank) for turn in lexical] == [(None, 1)]
+
+
+async def test_a_recalled_summary_brings_the_turns_it_covers_nearest_the_question(
+    connection: Connection,
+) -> None:
+    session = [("ana", f"we talked about thing {n}") for n in range(6)]
+    await add(connection, "dm:ana", session)
+    await connection.execute(  # the turn nearest the question within the session
+        "UPDATE conversation_turns SET embedding = %s::vector WHERE thread_id = 'dm:ana'"
+        " AND seq = 5",
+        (vector_param([1.0, 0.0, 0.0]),),
+    )
+    await add(connection, "dm:ana", [("ana", "a later session, other words")], first_seq=7)
+    await connection.execute(
+        turns.INSERT_SUMMARY,
+        {
+            "thread_id": "dm:ana",
+            "to_seq": 6,
+            "from_seq": 0,
+            "user": "ana",
+            "content": "Ana planned her Hemsedal ski trip",
+            "at": START + timedelta(minutes=6),
+            "source": "consolidate:dm:ana:0-6",
+            "vector": vector_param(FAR),
+            "visibility": "public",
+        },
+    )
+    found = await recalled(connection, "ana", "What about the Hemsedal ski trip?")
+    assert found[0] == "Ana planned her Hemsedal ski trip"
+    assert sorted(found[1:]) == [f"we talked about thing {n}" for n in (0, 1, 4)]

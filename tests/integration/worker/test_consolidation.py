@@ -13,12 +13,14 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
 from llm_bot.consolidation.extraction import MAX_FACTS
 from llm_bot.consolidation.jobs import Job, encode_job
 from llm_bot.events.identity import thread_id_of, user_id_of
 from llm_bot.events.models import InternalEventV2
+from llm_bot.explanation.store import explanation_for
 from llm_bot.lifecycle.erasure import forget_user
 from llm_bot_tools.devstack.worker_harness import Bus, WorkerProcess, running_worker, wait_until
 from llm_bot_tools.local.openai_server import LocalModelServer
@@ -134,7 +136,8 @@ async def answered_session(
 async def test_a_closed_dm_session_becomes_private_facts_of_the_users_own_words_dated_by_them(
     bus: Bus, model_server: LocalModelServer
 ) -> None:
-    async with running_worker(bus.settings(**WORKER_SETTINGS)):
+    # Every memory and recalled turn counts (the test embeddings are not calibrated).
+    async with running_worker(bus.settings(**WORKER_SETTINGS, MEMORY_SIMILARITY_THRESHOLD="-1")):
         reply = extraction(
             [
                 {"text": "Moved to Bergen on 2026-11-09.", "sources": [1]},
@@ -146,6 +149,10 @@ async def test_a_closed_dm_session_becomes_private_facts_of_the_users_own_words_
         )
         thread = await answered_session(bus, model_server, reply)
         await wait_until(lambda: len(summaries_of(bus, "ada")) == 1, 30, "the job's writes")
+        egress = bus.tap(bus.egress_topic)
+        question = dm_event("Where did I move, and what is my sister called?", bus)
+        bus.publish_event(question)
+        await egress.take(1, timeout_s=30)
 
     turns = rows(
         bus,
@@ -177,6 +184,18 @@ async def test_a_closed_dm_session_becomes_private_facts_of_the_users_own_words_
     assert rows(bus, "SELECT consolidated_seq FROM conversation_threads") == [
         {"consolidated_seq": 4}
     ]
+    # The next answer's explanation names the job and the source turns of what it derived.
+    job = f"consolidation job consolidate:{thread}:0-4"
+    async with await AsyncConnection.connect(database_url(bus), autocommit=True) as connection:
+        explanation = await explanation_for(connection, question.correlation_id)
+    assert explanation is not None
+    origins = {part.label: part.origin for part in explanation.parts}
+    assert origins[f"Memory {move['key']} (version 1)"].startswith(f"{job} from turns {thread}#1,")
+    assert origins[f"Memory {sister['key']} (version 1)"].startswith(
+        f"{job} from turns {thread}#3,"
+    )
+    summary = origins[f"Session summary {thread} up to #4"]
+    assert summary == f"{job}, summarising turns {thread}#1 to #4"
 
 
 FACTS = extraction(

@@ -27,6 +27,9 @@ def test_a_valid_memory_is_normalised() -> None:
         ("x" * 8193, None, None, "about 2049 tokens, over the limit of 2048"),
         ("ok", {f"k{i}": "v" for i in range(6)}, None, "6 keys, at most 5"),
         ("ok", {"createdAt": "now"}, None, "'createdAt' is reserved"),
+        # A model's metadata cannot pass for a consolidation job's (an explanation shows it).
+        ("ok", {"derivedFrom": "dm:ada"}, None, "'derivedFrom' is reserved"),
+        ("ok", {"sourceTurns": "1,2"}, None, "'sourceTurns' is reserved"),
         ("ok", {"k" * 51: "v"}, None, "1 to 50 characters"),
         ("ok", {"k": "v" * 201}, None, "over 200 characters"),
         ("ok", {"k": {"nested": "no"}}, None, "flat metadata only"),
