@@ -243,7 +243,7 @@ def score(results: Sequence[Shown]) -> ContextScore:
         in_recall=share(lambda r: r.in_recall),
         in_window=share(lambda r: r.in_window),
         in_memories=share(lambda r: r.in_memories),
-        summaries_shown=round(statistics.mean(r.summaries for r in results), 3),
+        summaries_shown=round(statistics.fmean(r.summaries for r in results), 3),
         summary_share=round(sum(r.summary_tokens for r in results) / (recall_tokens or 1), 3),
     )
 
