@@ -54,6 +54,9 @@ def test_derived_items_are_measured_beside_the_same_corpus_and_counted_by_what_t
         | {"text": "Kim planned the Kyoto honeymoon for April: everything booked."},
         {"kind": "fact", "thread_id": "chat:home", "sources": ["t3u"]}
         | {"text": "Kim owns a red bicycle."},
+        # The same window again: consolidation's statement skips it, and the count says so.
+        {"kind": "summary", "thread_id": "chat:trip", "sources": ["t1u", "t1a"]}
+        | {"text": "Kim's hotel is next to the temple."},
     ]
     derived.write_text("".join(json.dumps(i | {"user_id": "kim"}) + "\n" for i in items))
     argv = ["eval", "retrieval", "--corpus", str(corpus), "--queries", str(queries)]

@@ -49,7 +49,8 @@ class DerivedItem:
 
 @dataclass(frozen=True)
 class Loaded:
-    """What was written: facts and summaries."""
+    """What was written: facts, and summaries (one over a window the file already summarised
+    is skipped, as consolidation's statement skips it, and not counted)."""
 
     facts: int
     summaries: int
@@ -121,7 +122,7 @@ async def write_derived(
         for item, scope in zip(items, map(_visibility, spans), strict=True)
         if item.kind == "fact"
     ]
-    facts = iter(keys)
+    facts, summaries = iter(keys), 0
     async with store.connection() as connection:
         for item, span, vector in zip(items, spans, vectors, strict=True):
             job = Job(item.thread_id, span[0].seq - 1, span[-1].seq)
@@ -143,7 +144,7 @@ async def write_derived(
                     span[-1].at,
                 )
                 continue
-            await connection.execute(
+            written = await connection.execute(
                 turns.INSERT_SUMMARY,
                 {
                     "thread_id": item.thread_id,
@@ -157,7 +158,8 @@ async def write_derived(
                     "visibility": _visibility(span),
                 },
             )
-    return Loaded(len(keys), len(items) - len(keys))
+            summaries += written.rowcount
+    return Loaded(len(keys), summaries)
 
 
 async def _sources(store: MemoryStore, ids: dict[tuple[str, int], str]) -> dict[str, _Source]:
