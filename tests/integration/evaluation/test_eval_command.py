@@ -119,6 +119,9 @@ def test_evidence_in_the_threads_window_counts_as_given(
         "evidence_in_context": 1.0,
         "in_recall": 0.0,
         "in_window": 1.0,
+        "in_memories": 0.0,
+        "summaries_shown": 0.0,
+        "summary_share": 0.0,
     }
     assert older["in_window"] == 0.0
     assert (

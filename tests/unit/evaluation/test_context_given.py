@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from llm_bot.llm.messages import ChatMessage
 from llm_bot.memory.context import ContextLimits, attributed, select_recalled
 from llm_bot.memory.recall import RecalledTurn
+from llm_bot.memory.search import MemoryHit
 from llm_bot_tools.evaluation.context import (
     Shown,
     StoredTurn,
@@ -58,6 +59,31 @@ def test_a_recalled_turn_counts_for_itself_not_for_the_same_words_said_again() -
     assert (result.in_context, result.recall_tokens) == (0, 0)
 
 
+def test_a_shown_fact_gives_the_turns_it_cites_and_a_shown_summary_gives_none() -> None:
+    """A derived fact names its sources (consolidation's metadata), so the turns it stands for
+    are in the prompt; a summary is counted with its tokens, never as the turns it covers."""
+    cited = turn("chat:old", 3, "user", "I drive an old Volvo")
+    covered = turn("chat:old", 1, "user", "We booked the trip to Kyoto")
+    summary = turn("chat:old", -4, "summary", "Kim booked a trip to Kyoto")
+    section, turns = given(summary)
+    fact = MemoryHit(
+        "car",
+        "Kim drives an old Volvo",
+        {"derivedFrom": "chat:old", "window": "2-3", "sourceTurns": "3", "observedAt": "x"},
+        AT,
+        AT,
+        0.5,
+        0.5,
+    )
+    saved = MemoryHit("tea", "Kim likes tea", {}, AT, AT, 0.5, 0.5)
+    result = shown(
+        section, turns, {"recallTokens": 20}, [cited, covered], "chat:new", [fact, saved]
+    )
+    assert (result.in_context, result.in_memories, result.in_recall) == (1, 1, 0)
+    assert result.summaries == 1
+    assert 0 < result.summary_tokens <= 20
+
+
 def test_the_latest_thread_is_the_one_with_the_users_last_turn() -> None:
     corpus = [
         CorpusTurn("a1", "kim", "chat:a", "user", "x", AT + timedelta(days=2)),
@@ -79,7 +105,15 @@ def test_the_report_splits_by_category_and_conversation_with_the_spread() -> Non
     results = [
         Shown(evidence=2, in_context=1, in_recall=1, in_window=0, recall_tokens=100),
         Shown(evidence=1, in_context=1, in_recall=0, in_window=1, recall_tokens=0),
-        Shown(evidence=1, in_context=0, in_recall=0, in_window=0, recall_tokens=50),
+        Shown(
+            evidence=1,
+            in_context=0,
+            in_recall=0,
+            in_window=0,
+            recall_tokens=50,
+            summaries=2,
+            summary_tokens=30,
+        ),
     ]
     limits = ContextLimits(8000, 1000, 15, 1200, 0.2, timedelta(hours=6), private_in_public=False)
     report = context_report(queries, results, limits, not_in_corpus=1)
@@ -92,3 +126,5 @@ def test_the_report_splits_by_category_and_conversation_with_the_spread() -> Non
     assert report.recall_tokens_p50 == 50
     assert report.recall_budget_tokens == 1200
     assert report.evidence_not_in_corpus == 1
+    assert report.overall.summaries_shown == round(2 / 3, 3)
+    assert report.overall.summary_share == 0.2  # 30 of the 150 recall tokens

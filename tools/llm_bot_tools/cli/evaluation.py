@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,10 +17,14 @@ from llm_bot_tools.cli.measurements import database_for_measurements, number_lis
 
 if TYPE_CHECKING:  # the evaluation pulls in memory, the database and the embedder: load when run
     from llm_bot.memory.search import SearchMode
+    from llm_bot.memory.store import MemoryStore
     from llm_bot_tools.evaluation.context import ContextReport
+    from llm_bot_tools.evaluation.derived import Loaded
     from llm_bot_tools.evaluation.retrieval import ModeReport
 
 MODES: tuple[SearchMode, ...] = ("dense", "lexical", "hybrid")
+# One measurement of the queries: each mode's report, and what the model is given.
+Measured = tuple[list["ModeReport"], "ContextReport"]
 
 
 def add_eval_commands(commands: Any, parser_class: type[argparse.ArgumentParser]) -> None:
@@ -45,8 +50,24 @@ def add_eval_commands(commands: Any, parser_class: type[argparse.ArgumentParser]
         help="also assemble the context at each of these MEMORY_RECALL_BUDGET values (tokens)"
         " and report evidence in context against the budget (with --plot: NAME-budgets.png)",
     )
+    retrieval.add_argument(
+        "--derived",
+        type=Path,
+        help="a JSONL file of derived facts and session summaries (docs/eval-retrieval.md):"
+        " the queries run without them, then again with them written beside the corpus",
+    )
     retrieval.add_argument("--json", action="store_true", help="print JSON")
     retrieval.set_defaults(handler=run_retrieval_eval)
+
+    standin = kinds.add_parser(
+        "standin-summaries",
+        help="write extractive stand-in session summaries of a corpus, for --derived",
+    )
+    standin.add_argument("--corpus", type=Path, default=Path("eval/corpus.jsonl"))
+    standin.add_argument(
+        "--out", type=Path, default=Path(".llm-bot/standin-summaries.jsonl"), help="JSONL to write"
+    )
+    standin.set_defaults(handler=run_standin_summaries)
 
 
 def run_calibrate(args: argparse.Namespace, settings: Settings) -> int:
@@ -85,6 +106,7 @@ def run_retrieval_eval(args: argparse.Namespace, settings: Settings) -> int:
     from llm_bot.db.migrate import migrate
     from llm_bot.memory.wiring import open_memory_store
     from llm_bot_tools.evaluation.context import evaluate_context, plot_budgets
+    from llm_bot_tools.evaluation.derived import load_derived, write_derived
     from llm_bot_tools.evaluation.retrieval import (
         evaluate_mode,
         load_corpus,
@@ -100,34 +122,42 @@ def run_retrieval_eval(args: argparse.Namespace, settings: Settings) -> int:
     try:
         corpus, queries = load_corpus(args.corpus), load_queries(args.queries)
         pairs_of(corpus)
+        derived = load_derived(args.derived, corpus) if args.derived else None
     except (OSError, ValueError) as error:
         raise UsageError(f"cannot read the evaluation set: {error}") from None
 
-    async def run(url: str) -> tuple[list[ModeReport], ContextReport]:
+    async def measured(
+        store: MemoryStore, ids: dict[tuple[str, int], str], settings: Settings
+    ) -> Measured:
+        reports = []
+        for mode in MODES:
+            progress(f"running {len(queries)} queries, mode {mode}")
+            reports.append(await evaluate_mode(store, queries, ids, mode, args.k))
+        progress(f"assembling the worker's context for {len(queries)} queries")
+        return reports, await evaluate_context(store, corpus, queries, ids, settings, progress)
+
+    async def run(url: str) -> tuple[Measured, tuple[Loaded, Measured] | None]:
         async with scratch_schema(url, "eval_retrieval") as scratch:
             await asyncio.to_thread(migrate, scratch)
             scratch_settings = settings.model_copy(update={"database_url": SecretStr(scratch)})
             async with open_memory_store(scratch_settings) as store:
                 ids = await load_through_commit(store, corpus, progress, scratch_settings)
-                reports = []
-                for mode in MODES:
-                    progress(f"running {len(queries)} queries, mode {mode}")
-                    reports.append(await evaluate_mode(store, queries, ids, mode, args.k))
-                progress(f"assembling the worker's context for {len(queries)} queries")
-                given = await evaluate_context(
-                    store, corpus, queries, ids, scratch_settings, progress
-                )
+                without = await measured(store, ids, scratch_settings)
                 for budget in args.recall_budgets:
                     progress(f"assembling the context at a recall budget of {budget} tokens")
                     at_budget = scratch_settings.model_copy(update={"recall_budget": budget})
                     budgets.append(
                         await evaluate_context(store, corpus, queries, ids, at_budget, progress)
                     )
-                return reports, given
+                if derived is None:
+                    return without, None
+                progress(f"writing {len(derived)} derived items beside the corpus")
+                loaded = await write_derived(store, derived, ids)
+                return without, (loaded, await measured(store, ids, scratch_settings))
 
     budgets: list[ContextReport] = []
     with database_for_measurements(settings) as url:
-        reports, given = asyncio.run(run(url))
+        (reports, given), with_derived = asyncio.run(run(url))
     if args.plot:
         plot_reports(reports, args.plot, given)
         if budgets:
@@ -138,6 +168,13 @@ def run_retrieval_eval(args: argparse.Namespace, settings: Settings) -> int:
             "context": given.as_dict(),
             "budgets": [b.as_dict() for b in budgets],
         }
+        if with_derived:
+            loaded, (derived_reports, derived_given) = with_derived
+            result["derived"] = {
+                "loaded": asdict(loaded),
+                "modes": [r.as_dict() for r in derived_reports],
+                "context": derived_given.as_dict(),
+            }
         print(json.dumps(result, indent=2))
         return 0
     print(f"mode     recall@{args.k}  MRR    p50 ms  p95 ms")
@@ -151,6 +188,8 @@ def run_retrieval_eval(args: argparse.Namespace, settings: Settings) -> int:
     print("threshold  precision  recall  f1   (hybrid hits)")
     for row in hybrid.table:
         print(f"{row.threshold:9.2f}  {row.precision:9.3f}  {row.recall:6.3f}  {row.f1:5.3f}")
+    if with_derived:
+        print_derived((reports, given), *with_derived)
     return 0
 
 
@@ -221,3 +260,68 @@ def print_given(given: ContextReport, hybrid: ModeReport) -> None:
         f" {spread.min:.3f}-{spread.max:.3f}, {hybrid.mode} R@{k}"
         f" {recall_spread.min:.3f}-{recall_spread.max:.3f}"
     )
+
+
+def run_standin_summaries(args: argparse.Namespace, settings: Settings) -> int:
+    from llm_bot_tools.evaluation.retrieval import load_corpus
+    from llm_bot_tools.evaluation.standin import standin_summaries
+
+    try:
+        corpus = load_corpus(args.corpus)
+    except (OSError, ValueError) as error:
+        raise UsageError(f"cannot read the corpus: {error}") from None
+    items = standin_summaries(corpus)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text("".join(json.dumps(item) + "\n" for item in items), encoding="utf-8")
+    print(f"{len(items)} stand-in summaries: {args.out}")
+    return 0
+
+
+def print_derived(without: Measured, loaded: Loaded, with_derived: Measured) -> None:
+    """The measures without and with the derived items, side by side (without -> with)."""
+    (before, given), (after, derived_given) = without, with_derived
+    k, depths = before[0].k, list(before[0].recall_at_depth)
+    print(f"with {loaded.facts} derived facts and {loaded.summaries} summaries (without -> with):")
+    print(
+        f"mode     recall@{k}       MRR           "
+        + "".join(f"recall@{d:<2d}      " for d in depths)
+        + f"summaries in {k}"
+    )
+    for b, a in zip(before, after, strict=True):
+        at_depths = "".join(
+            f"{_pair(b.recall_at_depth[d].recall, a.recall_at_depth[d].recall)}  " for d in depths
+        )
+        recall_at_k, mrr = _pair(b.recall_at_k, a.recall_at_k), _pair(b.mrr, a.mrr)
+        print(f"{b.mode:7s}  {recall_at_k}  {mrr}  {at_depths}{a.summaries_at_k:.2f}")
+    hybrid_before, hybrid_after = before[-1], after[-1]
+    print(f"group            queries  hybrid R@{k}    in context     in memories  summaries shown")
+    before_at_k = {"all": hybrid_before.recall_at_k}
+    before_at_k |= {name: c.recall_at_k for name, c in hybrid_before.by_category.items()}
+    before_at_k |= {name: c.recall_at_k for name, c in hybrid_before.by_conversation.items()}
+    after_at_k = {"all": hybrid_after.recall_at_k}
+    after_at_k |= {name: c.recall_at_k for name, c in hybrid_after.by_category.items()}
+    after_at_k |= {name: c.recall_at_k for name, c in hybrid_after.by_conversation.items()}
+    rows = [("all", given.overall, derived_given.overall)]
+    rows += [(name, s, derived_given.by_category[name]) for name, s in given.by_category.items()]
+    rows += [
+        (name, s, derived_given.by_conversation[name]) for name, s in given.by_conversation.items()
+    ]
+    for name, score_before, score_after in rows:
+        print(
+            f"{name:15s}  {score_before.queries:7d}  {_pair(before_at_k[name], after_at_k[name])}"
+            f"  {_pair(score_before.evidence_in_context, score_after.evidence_in_context)}"
+            f"  {score_after.in_memories:11.3f}  {score_after.summaries_shown:6.2f}"
+            f" ({score_after.summary_share:.0%} of recall tokens)"
+        )
+    spread, derived_spread = given.conversation_spread, derived_given.conversation_spread
+    print(
+        f"spread over {len(given.by_conversation)} conversations: in context"
+        f" {spread.min:.3f}-{spread.max:.3f} -> {derived_spread.min:.3f}-{derived_spread.max:.3f},"
+        f" hybrid R@{k} {hybrid_before.conversation_spread.min:.3f}"
+        f"-{hybrid_before.conversation_spread.max:.3f}"
+        f" -> {hybrid_after.conversation_spread.min:.3f}-{hybrid_after.conversation_spread.max:.3f}"
+    )
+
+
+def _pair(before: float, after: float) -> str:
+    return f"{before:.3f} -> {after:.3f}"

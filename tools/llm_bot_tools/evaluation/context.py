@@ -6,9 +6,11 @@ settings, as the user who owns the conversation, asking in their most recent thr
 after its last turn (so that thread's current session is the window). An evidence turn counts
 when it is in the prompt: among the turns the recall section gives (the context's ``recalled``,
 each shown as a line of that section) or as a message of the window (a turn of the thread asked
-in, its words as the window shows them). Reported: the share of a query's
-evidence so placed, overall, per category and per conversation (a corpus user), and the recall
-section's size in tokens.
+in, its words as the window shows them), or cited by a memory of the memories section (a derived
+fact's ``derivedFrom`` thread and ``sourceTurns``, as consolidation writes them). A session
+summary shown in the recall section gives no turn: it is counted, with its tokens, so its share
+of the recall budget is visible. Reported: the share of a query's evidence so placed, overall,
+per category and per conversation (a corpus user), and the recall section's size in tokens.
 """
 
 from __future__ import annotations
@@ -22,9 +24,16 @@ from typing import Any
 
 from llm_bot.events.identity import is_shared_thread
 from llm_bot.llm.messages import ChatMessage
-from llm_bot.memory.context import ContextLimits, PostgresMemoryRetriever, attributed
+from llm_bot.memory.context import (
+    ContextLimits,
+    PostgresMemoryRetriever,
+    attributed,
+    recall_line,
+)
 from llm_bot.memory.recall import RecalledTurn
+from llm_bot.memory.search import MemoryHit
 from llm_bot.memory.store import MemoryStore
+from llm_bot.memory.validation import approx_tokens
 from llm_bot.settings import Settings
 from llm_bot_tools.evaluation.retrieval import CorpusTurn, EvalQuery, Spread
 
@@ -52,6 +61,9 @@ class Shown:
     in_recall: int
     in_window: int
     recall_tokens: int
+    in_memories: int = 0  # cited by a fact of the memories section
+    summaries: int = 0  # session summaries in the recall section
+    summary_tokens: int = 0  # their lines' tokens
 
 
 @dataclass(frozen=True)
@@ -60,6 +72,9 @@ class ContextScore:
     evidence_in_context: float  # mean share of a query's evidence turns in the prompt
     in_recall: float  # ... in the recall section
     in_window: float  # ... in the thread's window
+    in_memories: float  # ... cited by a fact of the memories section
+    summaries_shown: float  # mean summaries in the recall section
+    summary_share: float  # their share of the recall section's tokens
 
 
 @dataclass(frozen=True)
@@ -97,12 +112,14 @@ def shown(
     stats: dict[str, int],
     evidence: Sequence[StoredTurn | None],
     thread_id: str,
+    memories: Sequence[MemoryHit] = (),
 ) -> Shown:
     """Which of ``evidence`` the assembled context holds, asked in ``thread_id``: the
-    ``recalled`` turns and the window's ``messages``; ``None`` is an evidence id the corpus
-    lacks, never given (as recall@k counts it)."""
-    given = {(turn.thread_id, turn.seq) for turn in recalled}
+    ``recalled`` turns, the window's ``messages`` and the turns the shown ``memories`` cite;
+    ``None`` is an evidence id the corpus lacks, never given (as recall@k counts it)."""
+    given = {(turn.thread_id, turn.seq) for turn in recalled if turn.role != "summary"}
     window = {message.content for message in messages if message.role != "system"}
+    cited = {cite for memory in memories for cite in _cited(memory)}
     in_recall = [turn is not None and (turn.thread_id, turn.seq) in given for turn in evidence]
     windowed = [
         turn is not None
@@ -110,13 +127,26 @@ def shown(
         and bool({turn.content, attributed(turn.user_id, turn.content)} & window)
         for turn in evidence
     ]
+    in_memories = [turn is not None and (turn.thread_id, turn.seq) in cited for turn in evidence]
+    summaries = [turn for turn in recalled if turn.role == "summary"]
     return Shown(
         evidence=len(evidence),
-        in_context=sum(r or w for r, w in zip(in_recall, windowed, strict=True)),
+        in_context=sum(map(any, zip(in_recall, windowed, in_memories, strict=True))),
         in_recall=sum(in_recall),
         in_window=sum(windowed),
         recall_tokens=stats.get("recallTokens", 0),
+        in_memories=sum(in_memories),
+        summaries=len(summaries),
+        summary_tokens=sum(approx_tokens(recall_line(turn)) for turn in summaries),
     )
+
+
+def _cited(memory: MemoryHit) -> list[tuple[str, int]]:
+    """The turns a derived memory names as its sources (none for one the user saved)."""
+    thread, seqs = memory.metadata.get("derivedFrom"), memory.metadata.get("sourceTurns")
+    if not thread or not seqs:
+        return []
+    return [(thread, int(seq)) for seq in seqs.split(",")]
 
 
 async def stored_turns(
@@ -126,6 +156,7 @@ async def stored_turns(
     async with store.connection() as connection:
         cursor = await connection.execute(
             "SELECT thread_id, seq, user_id, role, content, created_at FROM conversation_turns"
+            " WHERE role <> 'summary'"
         )
         rows = await cursor.fetchall()
     return {ids[(row["thread_id"], row["seq"])]: StoredTurn(**row) for row in rows}
@@ -156,7 +187,14 @@ async def evaluate_context(
         evidence = [turns.get(turn_id) for turn_id in sorted(query.relevant)]
         not_in_corpus += evidence.count(None)
         results.append(
-            shown(context.messages, context.recalled, context.stats, evidence, thread_id)
+            shown(
+                context.messages,
+                context.recalled,
+                context.stats,
+                evidence,
+                thread_id,
+                context.memories,
+            )
         )
         if done % 100 == 0 or done == len(queries):
             progress(f"assembled the context of {done}/{len(queries)} queries")
@@ -198,11 +236,15 @@ def score(results: Sequence[Shown]) -> ContextScore:
     def share(count: Callable[[Shown], int]) -> float:
         return round(statistics.mean(count(r) / r.evidence for r in results), 3)
 
+    recall_tokens = sum(r.recall_tokens for r in results)
     return ContextScore(
         queries=len(results),
         evidence_in_context=share(lambda r: r.in_context),
         in_recall=share(lambda r: r.in_recall),
         in_window=share(lambda r: r.in_window),
+        in_memories=share(lambda r: r.in_memories),
+        summaries_shown=round(statistics.fmean(r.summaries for r in results), 3),
+        summary_share=round(sum(r.summary_tokens for r in results) / (recall_tokens or 1), 3),
     )
 
 

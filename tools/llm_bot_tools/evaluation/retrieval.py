@@ -7,7 +7,9 @@ each mode (dense, lexical, hybrid). Reported: recall@k, MRR, latency, recall at 
 ``DEPTHS`` context assembly asks for, the same per category
 of question (a query's own ``category``, else one inferred by the rules of
 :mod:`~llm_bot_tools.evaluation.categories`), and the similarity of relevant vs irrelevant hits with
-a precision/recall table per threshold for calibration.
+a precision/recall table per threshold for calibration. Recall@k counts turns: a session
+summary among the hits (:mod:`~llm_bot_tools.evaluation.derived`) takes a slot and is no
+evidence turn itself; how many slots summaries took is reported.
 """
 
 from __future__ import annotations
@@ -114,6 +116,7 @@ class ModeReport:
     by_conversation: dict[str, ConversationReport]  # a conversation is a corpus user
     conversation_spread: Spread  # of recall@k
     recall_at_depth: dict[int, DepthReport]  # recall at each of DEPTHS
+    summaries_at_k: float  # mean summaries among a query's k hits: slots no evidence turn holds
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -238,6 +241,7 @@ async def evaluate_mode(
     recalls, reciprocal_ranks, timings = [], [], []
     deep: dict[int, list[float]] = {depth: [] for depth in DEPTHS}
     scored: list[tuple[float, bool]] = []
+    summaries = 0
     for query in queries:
         vector = (await store.embedder.embed([query.query]))[0]
         async with store.connection() as connection:
@@ -245,10 +249,13 @@ async def evaluate_mode(
             hits = await _recalled(connection, query, vector, mode, k)
             timings.append((time.perf_counter() - began) * 1000)
             deepest = await _recalled(connection, query, vector, mode, max(DEPTHS))
-        found = [ids[(hit.thread_id, hit.seq)] for hit in hits]
+        found = [ids.get((hit.thread_id, hit.seq)) for hit in hits]  # None: a summary
+        summaries += sum(hit.role == "summary" for hit in hits)
         recalls.append(_share(query, found))
         for depth in DEPTHS:
-            deep[depth].append(_share(query, [ids[(h.thread_id, h.seq)] for h in deepest[:depth]]))
+            deep[depth].append(
+                _share(query, [ids.get((h.thread_id, h.seq)) for h in deepest[:depth]])
+            )
         first = next((rank for rank, hit_id in enumerate(found, 1) if hit_id in query.relevant), 0)
         reciprocal_ranks.append(1 / first if first else 0.0)
         scored += [
@@ -272,6 +279,7 @@ async def evaluate_mode(
         by_conversation=by_conversation,
         conversation_spread=Spread.of(c.recall_at_k for c in by_conversation.values()),
         recall_at_depth={depth: _at_depth(queries, deep[depth]) for depth in DEPTHS},
+        summaries_at_k=round(summaries / len(queries), 3),
     )
 
 
@@ -295,8 +303,9 @@ async def _recalled(
     )
 
 
-def _share(query: EvalQuery, found: Sequence[str]) -> float:
-    """The share of the query's evidence among ``found``."""
+def _share(query: EvalQuery, found: Sequence[str | None]) -> float:
+    """The share of the query's evidence among ``found`` (a summary, ``None``, is no
+    evidence turn)."""
     return len(query.relevant & set(found)) / len(query.relevant)
 
 
