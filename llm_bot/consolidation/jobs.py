@@ -15,8 +15,8 @@ from typing import TypeGuard
 from llm_bot.errors import DeadLetterError
 from llm_bot.events.identity import direct_user_of
 from llm_bot.events.inbound import EventKey
+from llm_bot.memory.derived import JOB_STEP, job_id
 
-STEP = "consolidate"
 # Ids of threads and users are bounded where events come in (llm_bot.events.limits); a job
 # naming a longer one was not written by the sweep.
 MAX_ID_CHARS = 1000
@@ -43,17 +43,11 @@ class Job:
     def key(self) -> EventKey:
         """The job's row in the processed-events ledger."""
         user = direct_user_of(self.thread_id) or self.thread_id
-        return EventKey(user, job_id(self.thread_id, self.window), STEP)
+        return EventKey(user, job_id(self.thread_id, self.window), JOB_STEP)
 
     @property
     def is_dm(self) -> bool:
         return direct_user_of(self.thread_id) is not None
-
-
-def job_id(thread_id: str, window: str) -> str:
-    """A job's id: its correlation id in the processed-events ledger, and how an explanation
-    names the job that derived a memory or a summary."""
-    return f"{STEP}:{thread_id}:{window}"
 
 
 def encode_job(job: Job) -> bytes:

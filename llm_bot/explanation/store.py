@@ -28,7 +28,6 @@ from typing import Any, Literal
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row, tuple_row
 
-from llm_bot.consolidation.jobs import job_id
 from llm_bot.db import processed_events
 from llm_bot.explanation.record import (
     MemorySource,
@@ -39,6 +38,7 @@ from llm_bot.explanation.record import (
     text_hash,
 )
 from llm_bot.memory import memories, notes_store, turns, versions
+from llm_bot.memory.derived import job_id
 from llm_bot.platform_tools import ledger
 
 # Erasure's and export's rows (:mod:`llm_bot.lifecycle.erasure`): a user's explanations, a
@@ -309,7 +309,7 @@ async def _memory_parts(
 
 def _memory_origin(written_at: datetime, metadata: Mapping[str, Any]) -> str:
     """Where a memory came from: the consolidation job that derived it from its source turns
-    (metadata only consolidation writes, :data:`llm_bot.memory.validation.RESERVED_METADATA_KEYS`),
+    (metadata only consolidation writes, :data:`llm_bot.memory.derived.DERIVED_METADATA_KEYS`),
     else the memories table (a model's tool call, an import)."""
     written = f"written {written_at.isoformat()}"
     thread, window = metadata.get("derivedFrom"), metadata.get("window")

@@ -14,18 +14,18 @@ import re
 from collections.abc import Mapping
 from typing import Any, TypeGuard
 
+from llm_bot.memory.derived import DERIVED_METADATA_KEYS
+
 CHARS_PER_TOKEN = 4
 MAX_METADATA_KEYS = 5
 MAX_METADATA_KEY_CHARS = 50
 MAX_METADATA_VALUE_CHARS = 200
 MAX_KEY_CHARS = 64
 SAFE_KEY = re.compile(rf"[A-Za-z0-9_-]{{1,{MAX_KEY_CHARS}}}")
-# The last four are what memory consolidation writes of a derived memory's origin
-# (:mod:`llm_bot.consolidation.derive`), which an explanation shows as the job and its source
-# turns: no model's metadata may pass for them.
-RESERVED_METADATA_KEYS = frozenset(
-    {"id", "userId", "createdAt", "updatedAt", "embedding"}
-    | {"derivedFrom", "window", "sourceTurns", "observedAt"}
+# Besides the row's own fields, what memory consolidation writes of a derived memory's origin,
+# which an explanation shows as the job and its source turns: no model's metadata may pass for it.
+RESERVED_METADATA_KEYS = (
+    frozenset({"id", "userId", "createdAt", "updatedAt", "embedding"}) | DERIVED_METADATA_KEYS
 )
 
 

@@ -39,8 +39,8 @@ from uuid import uuid4
 import psycopg
 
 from llm_bot.consolidation.extraction import TURNS_HEADER
-from llm_bot.consolidation.jobs import STEP
 from llm_bot.db.migrate import migrate
+from llm_bot.memory.derived import JOB_STEP
 from llm_bot_tools.bench.deadlocks import deadlocks
 from llm_bot_tools.bench.load import (
     Arrivals,
@@ -408,7 +408,7 @@ def consolidation_jobs(url: str) -> int:
     """The consolidation jobs done, as the processed-events ledger records them."""
     with psycopg.connect(url, autocommit=True) as connection:
         row = connection.execute(
-            "SELECT count(*) FROM processed_events WHERE step_key = %s AND published", (STEP,)
+            "SELECT count(*) FROM processed_events WHERE step_key = %s AND published", (JOB_STEP,)
         ).fetchone()
     return 0 if row is None else int(row[0])
 
