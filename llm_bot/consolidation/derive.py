@@ -36,6 +36,7 @@ from llm_bot.db.vectors import vector_param
 from llm_bot.llm.client import ModelClient
 from llm_bot.llm.messages import TokenUsage
 from llm_bot.memory import turns
+from llm_bot.memory.derived import derived_metadata
 from llm_bot.memory.run_writes import Visibility
 from llm_bot.memory.store import MemoryStore, put_memory
 
@@ -137,12 +138,7 @@ class Consolidator:
             if not set(fact.sources) <= alive[fact.user_id]:
                 gone += 1
                 continue
-            metadata = {
-                "derivedFrom": job.thread_id,
-                "window": job.window,
-                "sourceTurns": ",".join(str(seq) for seq in fact.sources),
-                "observedAt": fact.observed_at.isoformat(),
-            }
+            metadata = derived_metadata(job.thread_id, job.window, fact.sources, fact.observed_at)
             await put_memory(
                 connection,
                 fact.user_id,
@@ -160,7 +156,7 @@ class Consolidator:
             private = any(turn.visibility == "dm" for turn in window)
             for user_id in speakers:
                 if alive[user_id]:
-                    await _insert_summary(
+                    await insert_summary(
                         connection,
                         job,
                         user_id,
@@ -195,7 +191,7 @@ async def _lock_sources(connection: AsyncConnection[Any], job: Job, user_id: str
         return {int(seq) for (seq,) in await cursor.fetchall()}
 
 
-async def _insert_summary(
+async def insert_summary(
     connection: AsyncConnection[Any],
     job: Job,
     user_id: str,
@@ -203,8 +199,10 @@ async def _insert_summary(
     vector: list[float] | None,
     at: datetime,
     visibility: str,
-) -> None:
-    await connection.execute(
+) -> bool:
+    """The window's summary as a recall key of ``user_id``'s; False when the window already
+    has one (a summary is written once)."""
+    written = await connection.execute(
         turns.INSERT_SUMMARY,
         {
             "thread_id": job.thread_id,
@@ -218,3 +216,4 @@ async def _insert_summary(
             "visibility": visibility,
         },
     )
+    return written.rowcount == 1

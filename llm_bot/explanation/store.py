@@ -38,7 +38,7 @@ from llm_bot.explanation.record import (
     text_hash,
 )
 from llm_bot.memory import memories, notes_store, turns, versions
-from llm_bot.memory.derived import job_id
+from llm_bot.memory.derived import derived_from, job_id, summary_window
 from llm_bot.platform_tools import ledger
 
 # Erasure's and export's rows (:mod:`llm_bot.lifecycle.erasure`): a user's explanations, a
@@ -309,15 +309,14 @@ async def _memory_parts(
 
 def _memory_origin(written_at: datetime, metadata: Mapping[str, Any]) -> str:
     """Where a memory came from: the consolidation job that derived it from its source turns
-    (metadata only consolidation writes, :data:`llm_bot.memory.derived.DERIVED_METADATA_KEYS`),
+    (metadata only consolidation writes, :func:`llm_bot.memory.derived.derived_from`),
     else the memories table (a model's tool call, an import)."""
     written = f"written {written_at.isoformat()}"
-    thread, window = metadata.get("derivedFrom"), metadata.get("window")
-    if not isinstance(thread, str) or not isinstance(window, str):
+    origin = derived_from(metadata)
+    if origin is None:
         return f"memories, {written}"
-    sources = str(metadata.get("sourceTurns", "")).split(",")
-    turns_cited = ", ".join(f"{thread}#{seq}" for seq in sources if seq)
-    return f"consolidation job {job_id(thread, window)} from turns {turns_cited}, {written}"
+    cited = ", ".join(f"{origin.thread_id}#{seq}" for seq in origin.source_seqs)
+    return f"consolidation job {origin.job} from turns {cited}, {written}"
 
 
 async def _turn_texts(
@@ -346,13 +345,12 @@ def _turn_part(
     text = found[1] if found else None
     label, origin = f"{kind} {turn.thread_id}#{turn.seq}", "conversation_turns"
     if turn.seq < 0:
-        last = -turn.seq
-        label = f"Session summary {turn.thread_id} up to #{last}"
+        label = f"Session summary {turn.thread_id} up to #{-turn.seq}"
         if found is not None:
-            window = f"{found[0]}-{last}"
+            after, last = summary_window(turn.seq, found[0])
             origin = (
-                f"consolidation job {job_id(turn.thread_id, window)}, summarising turns"
-                f" {turn.thread_id}#{found[0] + 1} to #{last}"
+                f"consolidation job {job_id(turn.thread_id, f'{after}-{last}')}, summarising"
+                f" turns {turn.thread_id}#{after + 1} to #{last}"
             )
     return Part("memory", label, origin, why, "erased" if text is None else "shown", text)
 

@@ -49,6 +49,7 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from llm_bot.memory.dates import DATE_BONUS, date_window
+from llm_bot.memory.derived import summary_window
 from llm_bot.memory.fusion import fused, ranks, summaries_covering, with_neighbours
 from llm_bot.memory.search import SearchMode, fused_candidates, query_text
 from llm_bot.memory.turns import recall_sql
@@ -160,7 +161,11 @@ async def recall(
     by_key = {(row["thread_id"], row["seq"]): row for row in rows}
     own_dense = {key: float(row["similarity"]) for key, row in by_key.items()}
     own_lexical = {key: float(row["keyword_score"]) for key, row in by_key.items()}
-    spans = {key: (int(row["pair_index"]), -key[1]) for key, row in by_key.items() if key[1] < 0}
+    spans = {
+        key: summary_window(key[1], int(row["pair_index"]))
+        for key, row in by_key.items()
+        if key[1] < 0
+    }
     covering = summaries_covering(spans, by_key)
     dense = with_neighbours(own_dense, covering)
     lexical = with_neighbours(own_lexical, covering)

@@ -21,7 +21,7 @@ AT = datetime(2026, 10, 1, 10, 0, tzinfo=UTC)
 
 
 def turn(thread: str, seq: int, role: str, content: str, minutes: int = 0) -> StoredTurn:
-    return StoredTurn(thread, seq, "kim", role, content, AT + timedelta(minutes=minutes))
+    return StoredTurn(thread, seq, "kim", role, content, AT + timedelta(minutes=minutes), "public")
 
 
 def given(*turns: StoredTurn) -> tuple[list[ChatMessage], list[RecalledTurn]]:

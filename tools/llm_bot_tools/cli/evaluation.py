@@ -295,12 +295,7 @@ def print_derived(without: Measured, loaded: Loaded, with_derived: Measured) -> 
         print(f"{b.mode:7s}  {recall_at_k}  {mrr}  {at_depths}{a.summaries_at_k:.2f}")
     hybrid_before, hybrid_after = before[-1], after[-1]
     print(f"group            queries  hybrid R@{k}    in context     in memories  summaries shown")
-    before_at_k = {"all": hybrid_before.recall_at_k}
-    before_at_k |= {name: c.recall_at_k for name, c in hybrid_before.by_category.items()}
-    before_at_k |= {name: c.recall_at_k for name, c in hybrid_before.by_conversation.items()}
-    after_at_k = {"all": hybrid_after.recall_at_k}
-    after_at_k |= {name: c.recall_at_k for name, c in hybrid_after.by_category.items()}
-    after_at_k |= {name: c.recall_at_k for name, c in hybrid_after.by_conversation.items()}
+    before_at_k, after_at_k = _recall_by_group(hybrid_before), _recall_by_group(hybrid_after)
     rows = [("all", given.overall, derived_given.overall)]
     rows += [(name, s, derived_given.by_category[name]) for name, s in given.by_category.items()]
     rows += [
@@ -321,6 +316,14 @@ def print_derived(without: Measured, loaded: Loaded, with_derived: Measured) -> 
         f"-{hybrid_before.conversation_spread.max:.3f}"
         f" -> {hybrid_after.conversation_spread.min:.3f}-{hybrid_after.conversation_spread.max:.3f}"
     )
+
+
+def _recall_by_group(report: ModeReport) -> dict[str, float]:
+    """recall@k overall (``all``), per category and per conversation."""
+    by_group = {"all": report.recall_at_k}
+    by_group |= {name: group.recall_at_k for name, group in report.by_category.items()}
+    by_group |= {name: group.recall_at_k for name, group in report.by_conversation.items()}
+    return by_group
 
 
 def _pair(before: float, after: float) -> str:

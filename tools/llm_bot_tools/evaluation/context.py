@@ -30,6 +30,7 @@ from llm_bot.memory.context import (
     attributed,
     recall_line,
 )
+from llm_bot.memory.derived import derived_from
 from llm_bot.memory.recall import RecalledTurn
 from llm_bot.memory.search import MemoryHit
 from llm_bot.memory.store import MemoryStore
@@ -50,6 +51,7 @@ class StoredTurn:
     role: str
     content: str
     created_at: datetime
+    visibility: str
 
 
 @dataclass(frozen=True)
@@ -143,10 +145,8 @@ def shown(
 
 def _cited(memory: MemoryHit) -> list[tuple[str, int]]:
     """The turns a derived memory names as its sources (none for one the user saved)."""
-    thread, seqs = memory.metadata.get("derivedFrom"), memory.metadata.get("sourceTurns")
-    if not thread or not seqs:
-        return []
-    return [(thread, int(seq)) for seq in seqs.split(",")]
+    origin = derived_from(memory.metadata)
+    return [] if origin is None else [(origin.thread_id, seq) for seq in origin.source_seqs]
 
 
 async def stored_turns(
@@ -155,7 +155,8 @@ async def stored_turns(
     """Every stored turn by its corpus id."""
     async with store.connection() as connection:
         cursor = await connection.execute(
-            "SELECT thread_id, seq, user_id, role, content, created_at FROM conversation_turns"
+            "SELECT thread_id, seq, user_id, role, content, created_at, visibility"
+            " FROM conversation_turns"
             " WHERE role <> 'summary'"
         )
         rows = await cursor.fetchall()

@@ -6,12 +6,12 @@ an optional ``key``) is written the way consolidation writes what a model derive
 (:mod:`llm_bot.consolidation.derive`), so that ``llm-bot eval retrieval --derived`` measures
 recall with them against recall without them on the same stored corpus:
 
-- a summary is a ``conversation_turns`` row stored by consolidation's own statement
-  (:data:`llm_bot.memory.turns.INSERT_SUMMARY`) over the window its sources span (from the seq
-  before the first source to the last source's), at the time of its last source turn, with the
-  sources' visibility and an embedding from the store's embedder;
+- a summary is a ``conversation_turns`` row stored by consolidation's own write
+  (:func:`llm_bot.consolidation.derive.insert_summary`) over the window its sources span (from
+  the seq before the first source to the last source's), at the time of its last source turn,
+  with the sources' visibility and an embedding from the store's embedder;
 - a fact is a memory written by :func:`llm_bot.memory.store.put_memory` with consolidation's
-  metadata (``derivedFrom``, ``window``, ``sourceTurns``, ``observedAt``), observed at its last
+  metadata (:func:`llm_bot.memory.derived.derived_metadata`), observed at its last
   source's time, under its ``key`` or where consolidation's key resolution puts it.
 
 No model runs here: what the items say is whatever the file says (hand-written, or the
@@ -23,15 +23,15 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from llm_bot.consolidation.derive import insert_summary
 from llm_bot.consolidation.jobs import Job
-from llm_bot.db.vectors import vector_param
-from llm_bot.memory import turns
+from llm_bot.memory.derived import derived_metadata
 from llm_bot.memory.run_writes import Visibility
 from llm_bot.memory.store import MemoryStore, put_memory
+from llm_bot_tools.evaluation.context import StoredTurn, stored_turns
 from llm_bot_tools.evaluation.retrieval import CorpusTurn
 
 EMBED_BATCH = 64
@@ -98,18 +98,11 @@ def _item(row: Any, by_id: dict[str, CorpusTurn]) -> DerivedItem:
     return DerivedItem(kind, user_id, thread_id, tuple(map(str, sources)), text, key)
 
 
-@dataclass(frozen=True)
-class _Source:
-    seq: int
-    at: datetime
-    visibility: Visibility
-
-
 async def write_derived(
     store: MemoryStore, items: Sequence[DerivedItem], ids: dict[tuple[str, int], str]
 ) -> Loaded:
     """Write ``items`` beside the corpus stored as ``ids`` maps it (the module's docstring)."""
-    stored = await _sources(store, ids)
+    stored = await stored_turns(store, ids)
     spans = [sorted((stored[s] for s in item.sources), key=lambda s: s.seq) for item in items]
     vectors: list[list[float]] = []
     for start in range(0, len(items), EMBED_BATCH):
@@ -127,12 +120,9 @@ async def write_derived(
         for item, span, vector in zip(items, spans, vectors, strict=True):
             job = Job(item.thread_id, span[0].seq - 1, span[-1].seq)
             if item.kind == "fact":
-                metadata = {
-                    "derivedFrom": item.thread_id,
-                    "window": job.window,
-                    "sourceTurns": ",".join(str(source.seq) for source in span),
-                    "observedAt": span[-1].at.isoformat(),
-                }
+                metadata = derived_metadata(
+                    item.thread_id, job.window, (source.seq for source in span), span[-1].created_at
+                )
                 await put_memory(
                     connection,
                     item.user_id,
@@ -141,43 +131,21 @@ async def write_derived(
                     metadata,
                     _visibility(span),
                     vector,
-                    span[-1].at,
+                    span[-1].created_at,
                 )
                 continue
-            written = await connection.execute(
-                turns.INSERT_SUMMARY,
-                {
-                    "thread_id": item.thread_id,
-                    "to_seq": job.to_seq,
-                    "from_seq": job.from_seq,
-                    "user": item.user_id,
-                    "content": item.text,
-                    "at": span[-1].at,
-                    "source": job.key.source,
-                    "vector": vector_param(vector),
-                    "visibility": _visibility(span),
-                },
+            summaries += await insert_summary(
+                connection,
+                job,
+                item.user_id,
+                item.text,
+                vector,
+                span[-1].created_at,
+                _visibility(span),
             )
-            summaries += written.rowcount
     return Loaded(len(keys), summaries)
 
 
-async def _sources(store: MemoryStore, ids: dict[tuple[str, int], str]) -> dict[str, _Source]:
-    """Every stored corpus turn's seq, time and visibility by its corpus id."""
-    async with store.connection() as connection:
-        cursor = await connection.execute(
-            "SELECT thread_id, seq, created_at, visibility FROM conversation_turns"
-            " WHERE role <> 'summary'"
-        )
-        rows = await cursor.fetchall()
-    return {
-        ids[(row["thread_id"], row["seq"])]: _Source(
-            row["seq"], row["created_at"], row["visibility"]
-        )
-        for row in rows
-    }
-
-
-def _visibility(sources: Sequence[_Source]) -> Visibility:
+def _visibility(sources: Sequence[StoredTurn]) -> Visibility:
     """Private when any source is (consolidation's rule for a window)."""
     return "dm" if any(source.visibility == "dm" for source in sources) else "public"
