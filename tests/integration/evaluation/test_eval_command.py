@@ -58,7 +58,7 @@ def test_all_three_modes_run_per_category_and_hybrid_beats_each_side_where_it_is
     assert hybrid["recall_at_k"] + hybrid["mrr"] > lexical["recall_at_k"] + lexical["mrr"]
     assert plot.stat().st_size > 10_000
     given = result["context"]
-    assert given["recall_budget_tokens"] == 1200  # the worker's defaults
+    assert given["recall_budget_tokens"] == 1500  # the worker's defaults
     assert given["context_pairs"] == 15
     assert given["overall"]["queries"] == len(queries)
     for score in [given["overall"], *given["by_category"].values()]:
