@@ -59,8 +59,8 @@ from llm_bot.telemetry.traces import memory_search
 # all of a user's turns up to that depth, a bounded cost beyond it.
 LEXICAL_WINDOW = 10_000
 # Each side's pool: the turns asked for (the window excluded), at least MIN_POOL. Deeper pools
-# find nothing more: on LoCoMo's development half the recall section at its default budget (40
-# turns asked for) holds the same evidence from pools of 40, 80 and 160 a side, and recall@10
+# find nothing more: on LoCoMo's development half the recall section at 1,200 tokens (40 turns
+# asked for) holds the same evidence from pools of 40, 80 and 160 a side, and recall@10
 # the same from 40, 80 and 160 (docs/eval-retrieval.md), while each pooled turn brings its
 # neighbours into the statement. The depth ``llm-bot maintain`` marks users deep from is never
 # above recall's, as it reads MIN_POOL.
