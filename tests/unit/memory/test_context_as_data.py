@@ -79,7 +79,7 @@ def test_memories_and_recalled_messages_are_one_line_each() -> None:
     assert recall.role == "user", "the user's own words, with no more say than theirs"
     assert recall.content.splitlines()[1:] == [
         "Sunday 2026-03-01:",
-        f"09:30 user: {json.dumps(RECALLED)}",
+        f"user: {json.dumps(RECALLED)}",
     ]
 
 

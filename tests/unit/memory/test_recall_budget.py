@@ -30,9 +30,9 @@ def test_candidates_are_taken_best_first_until_the_budget_and_shown_oldest_first
     assert selection.text.splitlines() == [
         RECALL_HEADER,
         "Monday 2026-03-02:",
-        f'09:33 user: "{"a" * 40}"',
+        f'user: "{"a" * 40}"',
         "Tuesday 2026-03-03:",
-        f'09:31 user: "{"b" * 40}"',
+        f'user: "{"b" * 40}"',
     ]
 
 
@@ -55,10 +55,10 @@ def test_a_conversations_turns_of_one_day_stay_under_one_day_line() -> None:
     lines = select_recalled(turns, 10_000).text.splitlines()
     assert lines[1:] == [
         "Monday 2026-03-02:",
-        '09:31 user: "a1"',
-        '09:33 user: "a3"',
+        'user: "a1"',
+        'user: "a3"',
         "Monday 2026-03-02:",  # the other conversation of that day
-        '09:32 user: "b2"',
+        'user: "b2"',
     ]
 
 
