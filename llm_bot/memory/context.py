@@ -532,9 +532,9 @@ def day_line(moment: datetime) -> str:
 
 def recall_line(turn: RecalledTurn) -> str:
     """One recalled message: who spoke, its words as a JSON string. No time of day: the day line
-    above it dates it, the order places it, and a clock time in UTC is not the user's; its
-    characters are a seventh of a typical line, room the budget gives to evidence instead
-    (docs/eval-retrieval.md, "How the recall section is filled")."""
+    above it dates it, the order places it, and a clock time in UTC is not the user's; its six
+    characters a line are room the budget gives to evidence instead (docs/eval-retrieval.md,
+    "How the recall section is filled")."""
     return f"{turn.role}: {quoted(turn.content)}"
 
 
