@@ -333,6 +333,7 @@ class PostgresMemoryRetriever:
                 limit=recall_candidates(self._limits.recall_budget_tokens),
                 threshold=self._limits.threshold,
                 include_private=include_private,
+                asked_at=self._clock(),
             )
 
 

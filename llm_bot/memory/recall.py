@@ -6,8 +6,10 @@ embedding, and the best turns by BM25 over their full-text vectors, each side ``
 then the turns around those (``NEIGHBOUR_REACH`` either side in the thread) and, for a
 session's summary among them, the turns it covers nearest the question.
 Python fuses the two scores of every candidate (:mod:`llm_bot.memory.fusion`) and prefers
-turns written in a month or year the question names (:mod:`llm_bot.memory.dates`). Words and
-dates are read from the question's beginning (:func:`llm_bot.memory.search.query_text`). Messages
+turns written in a month or year the question names, or on the days its relative dates name
+("yesterday", "last week", "two months ago") from when it was asked
+(:mod:`llm_bot.memory.dates`). Words and dates are read from the question's beginning
+(:func:`llm_bot.memory.search.query_text`). Messages
 already in the window are excluded; the ones shown to the model are put back in time order by
 context assembly, so it reads them as the conversation they were.
 
@@ -138,9 +140,12 @@ async def recall(
     mode: SearchMode = "hybrid",
     include_private: bool = True,
     depth: Depth = Depth(),
+    asked_at: datetime | None = None,
 ) -> Recall:
     """The ``limit`` most relevant turns above ``threshold`` (their own similarity), outside
-    ``exclude``, best first (context assembly puts the ones it keeps back in time order)."""
+    ``exclude``, best first (context assembly puts the ones it keeps back in time order).
+    ``asked_at``, the question's time, places its relative dates ("yesterday", "two weeks
+    ago"); without it only the months and years it names are read."""
     pool = max(limit, MIN_POOL) + len(exclude)
     scope = {
         "user": user_id,
@@ -172,7 +177,7 @@ async def recall(
     scores = fused(dense, lexical, use_dense=mode != "lexical", use_lexical=mode != "dense")
     dense_ranks = ranks(own_dense) if mode != "lexical" else {}
     lexical_ranks = ranks(own_lexical, scored=lambda score: score > 0) if mode != "dense" else {}
-    window = date_window(query_text(text))
+    window = date_window(query_text(text), asked_at)
     if window is not None:
         for key, row in by_key.items():
             scores[key] += DATE_BONUS if window.holds(row["created_at"]) else 0.0

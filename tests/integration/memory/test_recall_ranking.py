@@ -142,6 +142,37 @@ async def test_a_month_named_in_the_question_prefers_turns_written_then(
         assert [turn.created_at.month for turn in found] == [month]
 
 
+async def test_a_relative_date_prefers_turns_of_then_counted_from_when_it_was_asked(
+    connection: Connection,
+) -> None:
+    """The same words told twice, a week apart: "last week" and "yesterday" each find the one
+    of their day, as counted from the question's own time, and nothing is preferred without it."""
+    asked = datetime(2026, 10, 15, 9, tzinfo=UTC)  # a Thursday
+    for days in (1, 8):
+        at = asked - timedelta(days=days)
+        await add(connection, f"d{days}", [("ana", "my locker code is the old one")], at=at)
+    await add(connection, "noise", [("ana", f"unrelated turn {n}") for n in range(6)])
+
+    async def days_back(question: str, asked_at: datetime | None) -> list[tuple[int, float]]:
+        """How many days before ``asked`` each of the two best turns was told, and its score."""
+        found = await recall_turns(
+            connection,
+            "ana",
+            question,
+            [1.0, 0.0, 0.0],
+            exclude=(),
+            limit=2,
+            threshold=-1.0,
+            asked_at=asked_at,
+        )
+        return [((asked - turn.created_at).days, turn.fused_score) for turn in found]
+
+    assert (await days_back("what locker code did I give you last week?", asked))[0][0] == 7
+    assert (await days_back("what locker code did I give you yesterday?", asked))[0][0] == 0
+    (_, one), (_, other) = await days_back("what locker code did I give you yesterday?", None)
+    assert one == other  # without the time of asking, no day is preferred
+
+
 async def test_each_turn_says_its_session_and_how_each_side_ranked_it(
     connection: Connection,
 ) -> None:

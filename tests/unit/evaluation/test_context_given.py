@@ -12,10 +12,9 @@ from llm_bot_tools.evaluation.context import (
     Shown,
     StoredTurn,
     context_report,
-    latest_threads,
     shown,
 )
-from llm_bot_tools.evaluation.retrieval import CorpusTurn, EvalQuery
+from llm_bot_tools.evaluation.retrieval import CorpusTurn, EvalQuery, latest_threads
 
 AT = datetime(2026, 10, 1, 10, 0, tzinfo=UTC)
 

@@ -108,7 +108,9 @@ def run_retrieval_eval(args: argparse.Namespace, settings: Settings) -> int:
     from llm_bot_tools.evaluation.context import evaluate_context, plot_budgets
     from llm_bot_tools.evaluation.derived import load_derived, write_derived
     from llm_bot_tools.evaluation.retrieval import (
+        ASKED_AFTER,
         evaluate_mode,
+        latest_threads,
         load_corpus,
         load_queries,
         load_through_commit,
@@ -125,6 +127,7 @@ def run_retrieval_eval(args: argparse.Namespace, settings: Settings) -> int:
         derived = load_derived(args.derived, corpus) if args.derived else None
     except (OSError, ValueError) as error:
         raise UsageError(f"cannot read the evaluation set: {error}") from None
+    asked = {user: at + ASKED_AFTER for user, (_, at) in latest_threads(corpus).items()}
 
     async def measured(
         store: MemoryStore, ids: dict[tuple[str, int], str], settings: Settings
@@ -132,7 +135,7 @@ def run_retrieval_eval(args: argparse.Namespace, settings: Settings) -> int:
         reports = []
         for mode in MODES:
             progress(f"running {len(queries)} queries, mode {mode}")
-            reports.append(await evaluate_mode(store, queries, ids, mode, args.k))
+            reports.append(await evaluate_mode(store, queries, ids, mode, args.k, asked))
         progress(f"assembling the worker's context for {len(queries)} queries")
         return reports, await evaluate_context(store, corpus, queries, ids, settings, progress)
 

@@ -16,9 +16,9 @@ per category and per conversation (a corpus user), and the recall section's size
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +36,13 @@ from llm_bot.memory.search import MemoryHit
 from llm_bot.memory.store import MemoryStore
 from llm_bot.memory.validation import approx_tokens
 from llm_bot.settings import Settings
-from llm_bot_tools.evaluation.retrieval import CorpusTurn, EvalQuery, Spread
-
-ASKED_AFTER = timedelta(minutes=1)  # the question follows the thread's last turn
+from llm_bot_tools.evaluation.retrieval import (
+    ASKED_AFTER,
+    CorpusTurn,
+    EvalQuery,
+    Spread,
+    latest_threads,
+)
 
 
 @dataclass(frozen=True)
@@ -96,16 +100,6 @@ class ContextReport:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def latest_threads(corpus: Iterable[CorpusTurn]) -> dict[str, tuple[str, datetime]]:
-    """Each user's most recent thread and the time of its last turn."""
-    latest: dict[str, CorpusTurn] = {}
-    for turn in corpus:
-        seen = latest.get(turn.user_id)
-        if seen is None or (turn.at, turn.id) > (seen.at, seen.id):
-            latest[turn.user_id] = turn
-    return {user: (turn.thread_id, turn.at) for user, turn in latest.items()}
 
 
 def shown(

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import statistics
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -41,6 +41,7 @@ NEVER_IDLE = timedelta(days=36_500)
 # for when it fills the recall section's token budget, so the share of the evidence a budget
 # could hold at best.
 DEPTHS = (20, 40)
+ASKED_AFTER = timedelta(minutes=1)  # a question follows its user's last turn
 
 
 @dataclass(frozen=True)
@@ -196,6 +197,17 @@ def pairs_of(corpus: Sequence[CorpusTurn]) -> list[tuple[CorpusTurn, CorpusTurn]
     return pairs
 
 
+def latest_threads(corpus: Iterable[CorpusTurn]) -> dict[str, tuple[str, datetime]]:
+    """Each user's most recent thread and the time of its last turn: every query of a user is
+    asked ``ASKED_AFTER`` later, in that thread (its relative dates are read from then)."""
+    latest: dict[str, CorpusTurn] = {}
+    for turn in corpus:
+        seen = latest.get(turn.user_id)
+        if seen is None or (turn.at, turn.id) > (seen.at, seen.id):
+            latest[turn.user_id] = turn
+    return {user: (turn.thread_id, turn.at) for user, turn in latest.items()}
+
+
 async def load_through_commit(
     store: MemoryStore,
     corpus: Sequence[CorpusTurn],
@@ -237,7 +249,10 @@ async def evaluate_mode(
     ids: dict[tuple[str, int], str],
     mode: SearchMode,
     k: int,
+    asked: Mapping[str, datetime],
 ) -> ModeReport:
+    """recall@k, MRR and latency of ``mode``, each query asked at its user's time in
+    ``asked`` (:func:`latest_threads`)."""
     recalls, reciprocal_ranks, timings = [], [], []
     deep: dict[int, list[float]] = {depth: [] for depth in DEPTHS}
     scored: list[tuple[float, bool]] = []
@@ -246,9 +261,10 @@ async def evaluate_mode(
         vector = (await store.embedder.embed([query.query]))[0]
         async with store.connection() as connection:
             began = time.perf_counter()
-            hits = await _recalled(connection, query, vector, mode, k)
+            at = asked[query.user_id]
+            hits = await _recalled(connection, query, vector, mode, k, at)
             timings.append((time.perf_counter() - began) * 1000)
-            deepest = await _recalled(connection, query, vector, mode, max(DEPTHS))
+            deepest = await _recalled(connection, query, vector, mode, max(DEPTHS), at)
         found = [ids.get((hit.thread_id, hit.seq)) for hit in hits]  # None: a summary
         summaries += sum(hit.role == "summary" for hit in hits)
         recalls.append(_share(query, found))
@@ -289,6 +305,7 @@ async def _recalled(
     vector: list[float],
     mode: SearchMode,
     limit: int,
+    asked_at: datetime,
 ) -> list[RecalledTurn]:
     """The query's ``limit`` best turns, every one whatever its similarity."""
     return await recall_turns(
@@ -300,6 +317,7 @@ async def _recalled(
         limit=limit,
         threshold=-1.0,
         mode=mode,
+        asked_at=asked_at,
     )
 
 
