@@ -11,13 +11,14 @@ Absolute names: a month (English, capitalised "May" only where it is plainly the
 May", "last May", "May 2023"), a year (1900-2099). "Last May" is any May: in a history of one
 year it is the same month.
 
-Relative names are resolved against the time the question was asked (the event's, passed in:
-recall reads no clock of its own), each into a span of days around what it names, as people say
-them loosely: "today", "this morning", "tonight"; "yesterday", "last night"; a weekday ("on
-Monday", "last Friday": the latest one before the day of asking); "this/last week, weekend,
-month, year" (calendar weeks from Monday); "N days/weeks/months/years ago" (N a number, "a",
-"a couple of", "a few", or one to twelve in words), a day either side for days, three for
-weeks, half a month for months and half a year for years. Without the time of asking, only the
+Relative names are resolved against the time the question is asked, passed in (context
+assembly passes its clock's time as it answers; recall reads no clock of its own), each into a
+span of days around what it names, as people say them loosely: "today", "this morning",
+"tonight"; "yesterday", "last night"; a weekday ("on Monday", "last Friday": the latest one
+before the day of asking); "this/last week, weekend, month, year" (calendar weeks from
+Monday); "N days/weeks/months/years ago" (N a number, "a", "a couple of", "a few", or one to
+twelve in words), a day either side for days, three for weeks, half a month for months and
+half a year for years. Without the time of asking, only the
 absolute names count.
 
 The question is user text, so hostile: the work is linear in its length (whether "May" is the
@@ -58,9 +59,10 @@ _AGO = re.compile(
     r"\s+(day|week|month|year)s?\s+ago\b",
     re.IGNORECASE,
 )
-# Days either side of "N units ago", by unit: how loosely people count back.
-_AGO_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
-_AGO_SLACK = {"day": 1, "week": 3, "month": 15, "year": 182}
+DAY = timedelta(days=1)
+# "N units ago" by unit: the days a unit counts back, and the days either side of where it lands
+# (how loosely people count back).
+_AGO_DAYS_AND_SLACK = {"day": (1, 1), "week": (7, 3), "month": (30, 15), "year": (365, 182)}
 
 Span = tuple[datetime, datetime]  # from, until (excluded)
 
@@ -98,37 +100,34 @@ def date_window(text: str, asked_at: datetime | None = None) -> DateWindow | Non
 def relative_spans(text: str, asked_at: datetime) -> tuple[Span, ...]:
     """The spans of days the relative names of ``text`` cover, asked at ``asked_at``."""
     today = asked_at.replace(hour=0, minute=0, second=0, microsecond=0)
-    day = timedelta(days=1)
     spans: list[Span] = []
     if _TODAY.search(text):
-        spans.append((today, today + day))
+        spans.append((today, today + DAY))
     if _YESTERDAY.search(text):
-        spans.append((today - day, today))
+        spans.append((today - DAY, today))
     for name in {match.lower() for match in _WEEKDAY.findall(text)}:
         back = (today.weekday() - WEEKDAYS.index(name) - 1) % 7 + 1
-        spans.append((today - back * day, today - (back - 1) * day))
+        spans.append((today - back * DAY, today - (back - 1) * DAY))
     for which, unit in {(w.lower(), u.lower()) for w, u in _THIS_OR_LAST.findall(text)}:
         spans.append(_calendar_span(today, unit, last=which != "this"))
     for count, unit in _AGO.findall(text):
-        unit = unit.lower()
-        middle = today - _count(count) * _AGO_DAYS[unit] * day
-        slack = _AGO_SLACK[unit] * day
-        spans.append((middle - slack, middle + slack + day))
+        days, slack = _AGO_DAYS_AND_SLACK[unit.lower()]
+        middle = today - _count(count) * days * DAY
+        spans.append((middle - slack * DAY, middle + (slack + 1) * DAY))
     return tuple(spans)
 
 
 def _calendar_span(today: datetime, unit: str, *, last: bool) -> Span:
     """This or the last calendar week (from Monday), weekend, month or year of ``today``."""
-    day = timedelta(days=1)
     if unit in ("week", "weekend"):
-        monday = today - today.weekday() * day - (7 * day if last else timedelta())
-        start = monday + 5 * day if unit == "weekend" else monday
-        return start, monday + 7 * day
+        monday = today - (today.weekday() + (7 if last else 0)) * DAY
+        start = monday + 5 * DAY if unit == "weekend" else monday
+        return start, monday + 7 * DAY
     if unit == "month":
         first = today.replace(day=1)
         if last:
-            first = (first - day).replace(day=1)
-        return first, (first + 32 * day).replace(day=1)
+            first = (first - DAY).replace(day=1)
+        return first, (first + 32 * DAY).replace(day=1)
     year = today.year - 1 if last else today.year
     return today.replace(year=year, month=1, day=1), today.replace(year=year + 1, month=1, day=1)
 

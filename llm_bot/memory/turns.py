@@ -390,6 +390,13 @@ USERS_BETWEEN = (
     " GROUP BY user_id ORDER BY user_id LIMIT %(limit)s"
 )
 
+# Every turn of every user but session summaries (``llm-bot eval``'s scratch schema: the corpus
+# read back as it was stored, to map each stored turn to its corpus id).
+STORED_TURNS = (
+    "SELECT thread_id, seq, user_id, role, content, created_at, visibility, source_event"
+    " FROM conversation_turns WHERE role <> 'summary'"
+)
+
 
 def thread_row(thread_id: str) -> dict[str, str]:
     """The parameters that name a thread's row in these statements: its id and its tenant (a

@@ -130,14 +130,25 @@ def test_evidence_in_the_threads_window_counts_as_given(
     assert given["by_conversation"]["kim"]["queries"] == 2
 
 
-def test_a_broken_corpus_is_a_one_line_error(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("option", "line", "problem"),
+    [
+        ("--corpus", '{"id": "t1", "user_id": "u"}', "{path}:1: missing thread_id, role, text, at"),
+        (
+            "--queries",
+            '{"id": "q9", "user_id": "nobody", "query": "hi?", "relevant": ["x"]}',
+            "query q9: user 'nobody' has no turn in the corpus",
+        ),
+    ],
+)
+def test_a_broken_evaluation_set_is_a_one_line_error(
+    option: str, line: str, problem: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    corpus = tmp_path / "corpus.jsonl"
-    corpus.write_text('{"id": "t1", "user_id": "u"}\n')
-    assert main(["eval", "retrieval", "--corpus", str(corpus)]) == 2
+    path = tmp_path / "set.jsonl"
+    path.write_text(line + "\n")
+    assert main(["eval", "retrieval", option, str(path)]) == 2
     error = capsys.readouterr().err.strip()
-    expected = f"cannot read the evaluation set: {corpus}:1: missing thread_id, role, text, at"
+    expected = f"cannot read the evaluation set: {problem.format(path=path)}"
     assert error == f"llm-bot: error: {expected}"
 
 

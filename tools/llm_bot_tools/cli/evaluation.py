@@ -108,9 +108,8 @@ def run_retrieval_eval(args: argparse.Namespace, settings: Settings) -> int:
     from llm_bot_tools.evaluation.context import evaluate_context, plot_budgets
     from llm_bot_tools.evaluation.derived import load_derived, write_derived
     from llm_bot_tools.evaluation.retrieval import (
-        ASKED_AFTER,
+        asking_times,
         evaluate_mode,
-        latest_threads,
         load_corpus,
         load_queries,
         load_through_commit,
@@ -125,9 +124,9 @@ def run_retrieval_eval(args: argparse.Namespace, settings: Settings) -> int:
         corpus, queries = load_corpus(args.corpus), load_queries(args.queries)
         pairs_of(corpus)
         derived = load_derived(args.derived, corpus) if args.derived else None
+        asked = asking_times(corpus, queries)
     except (OSError, ValueError) as error:
         raise UsageError(f"cannot read the evaluation set: {error}") from None
-    asked = {user: at + ASKED_AFTER for user, (_, at) in latest_threads(corpus).items()}
 
     async def measured(
         store: MemoryStore, ids: dict[tuple[str, int], str], settings: Settings

@@ -24,6 +24,7 @@ from typing import Any
 
 from llm_bot.events.identity import is_shared_thread
 from llm_bot.llm.messages import ChatMessage
+from llm_bot.memory import turns
 from llm_bot.memory.context import (
     ContextLimits,
     PostgresMemoryRetriever,
@@ -148,13 +149,20 @@ async def stored_turns(
 ) -> dict[str, StoredTurn]:
     """Every stored turn by its corpus id."""
     async with store.connection() as connection:
-        cursor = await connection.execute(
-            "SELECT thread_id, seq, user_id, role, content, created_at, visibility"
-            " FROM conversation_turns"
-            " WHERE role <> 'summary'"
-        )
+        cursor = await connection.execute(turns.STORED_TURNS)
         rows = await cursor.fetchall()
-    return {ids[(row["thread_id"], row["seq"])]: StoredTurn(**row) for row in rows}
+    return {
+        ids[(row["thread_id"], row["seq"])]: StoredTurn(
+            row["thread_id"],
+            row["seq"],
+            row["user_id"],
+            row["role"],
+            row["content"],
+            row["created_at"],
+            row["visibility"],
+        )
+        for row in rows
+    }
 
 
 async def evaluate_context(

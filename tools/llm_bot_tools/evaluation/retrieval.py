@@ -29,6 +29,7 @@ from llm_bot.memory.commit import MemoryCommit, Pair
 from llm_bot.memory.recall import RecalledTurn, recall_turns
 from llm_bot.memory.search import SearchMode
 from llm_bot.memory.store import MemoryStore
+from llm_bot.memory.turns import STORED_TURNS
 from llm_bot.settings import Settings
 from llm_bot_tools.evaluation.calibration import ThresholdRow, threshold_table
 from llm_bot_tools.evaluation.categories import inferred_category
@@ -208,6 +209,16 @@ def latest_threads(corpus: Iterable[CorpusTurn]) -> dict[str, tuple[str, datetim
     return {user: (turn.thread_id, turn.at) for user, turn in latest.items()}
 
 
+def asking_times(corpus: Iterable[CorpusTurn], queries: Iterable[EvalQuery]) -> dict[str, datetime]:
+    """When each user's queries are asked: ``ASKED_AFTER`` their last turn. ValueError for a
+    query whose user has no turn in the corpus (nothing to ask in, nothing to recall)."""
+    asked = {user: at + ASKED_AFTER for user, (_, at) in latest_threads(corpus).items()}
+    for query in queries:
+        if query.user_id not in asked:
+            raise ValueError(f"query {query.id}: user {query.user_id!r} has no turn in the corpus")
+    return asked
+
+
 async def load_through_commit(
     store: MemoryStore,
     corpus: Sequence[CorpusTurn],
@@ -231,9 +242,7 @@ async def load_through_commit(
             progress(f"loaded {done}/{len(pairs)} pairs")
     reply_of = {user.id: assistant.id for user, assistant in pairs}
     async with store.connection() as connection:
-        cursor = await connection.execute(
-            "SELECT thread_id, seq, role, source_event FROM conversation_turns"
-        )
+        cursor = await connection.execute(STORED_TURNS)
         rows = await cursor.fetchall()
     return {
         (row["thread_id"], row["seq"]): (
