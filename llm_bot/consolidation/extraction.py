@@ -8,7 +8,8 @@ hostile input like any text:
 - a fact about a speaker comes from that speaker's own words: every turn it cites is a user
   turn of the window and all are one author's, who is the one the fact is stored for (the
   assistant's lines and other speakers' are context only: "you said you live in Oslo" from
-  the assistant makes no fact);
+  the assistant makes no fact), and those turns say it, as their author's own statement
+  (:mod:`.grounding`: a citation is checked against what the turns say, not trusted);
 - a fact's time is its sources' (the newest cited turn's ``created_at``), never the time of
   the processing: the prompt shows each turn's own time to resolve "last week" against;
 - a fact is visible where its sources were: one DM turn among them keeps it private;
@@ -24,10 +25,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from llm_bot.consolidation.grounding import Evidence
 from llm_bot.llm.messages import ChatMessage
 from llm_bot.memory.run_writes import Visibility
 from llm_bot.memory.validation import is_safe_key
@@ -54,7 +56,9 @@ Return ONE JSON object and nothing else:
 Rules:
 - A fact is a lasting fact about ONE speaker, taken from that speaker's OWN user turns only;
   "sources" lists those turns' seqs. Never take a fact from an assistant turn or from another
-  speaker's words.
+  speaker's words, nor from what a speaker reports that someone else said.
+- Write each fact with the speaker's own words: a fact whose words its sources do not say is
+  dropped.
 - Resolve relative dates ("yesterday", "last week") against the time of the turn that says
   them, and write the date out.
 - If a fact corrects or updates a memory already held, give that memory's key in "replaces".
@@ -101,12 +105,11 @@ def messages(
     """The request: the instructions, then the window and each speaker's ``known`` memories
     (key, text). Each turn gets an equal share of :data:`MAX_INPUT_CHARS`, so a long window
     or a huge turn bounds the tokens sent."""
-    share = max(MIN_TURN_CHARS, MAX_INPUT_CHARS // max(1, len(turns)))
     lines = [TURNS_HEADER]
-    for turn in turns:
+    for turn in shown(turns):
         speaker = f"user {quoted(turn.user_id)}" if turn.role == "user" else "assistant"
         when = turn.created_at.isoformat(timespec="minutes")
-        lines.append(f"[t{turn.seq}] {speaker} at {when}: {quoted(capped(turn.content, share))}")
+        lines.append(f"[t{turn.seq}] {speaker} at {when}: {quoted(turn.content)}")
     for user_id, memories in known.items():
         lines.append(f"Memories held about user {quoted(user_id)}:")
         lines.extend(f"[{key}] {quoted(capped(text, MAX_FACT_CHARS))}" for key, text in memories)
@@ -114,6 +117,12 @@ def messages(
         ChatMessage(role="system", content=INSTRUCTIONS),
         ChatMessage(role="user", content="\n".join(lines)),
     ]
+
+
+def shown(turns: Sequence[WindowTurn]) -> list[WindowTurn]:
+    """The turns as the model is shown them: each within its share of the input."""
+    share = max(MIN_TURN_CHARS, MAX_INPUT_CHARS // max(1, len(turns)))
+    return [replace(turn, content=capped(turn.content, share)) for turn in turns]
 
 
 def parse(
@@ -134,10 +143,12 @@ def parse(
     summary = body.get("summary")
     if summary is not None and not isinstance(summary, str):
         raise InvalidOutput('"summary" is not a string')
-    users_turns = {turn.seq: turn for turn in turns if turn.role == "user"}
+    users_turns = {turn.seq: index for index, turn in enumerate(turns) if turn.role == "user"}
+    # A fact is checked against what the model was shown: the same bounded text.
+    evidence = Evidence(shown(turns))
     facts: list[Fact] = []
     for raw in raw_facts:
-        fact = _fact(raw, users_turns, known) if len(facts) < MAX_FACTS else None
+        fact = _fact(raw, turns, users_turns, evidence, known) if len(facts) < MAX_FACTS else None
         if fact is not None:
             facts.append(fact)
     # Cut, then made one line: the cut's marker breaks a line of its own.
@@ -146,7 +157,11 @@ def parse(
 
 
 def _fact(
-    raw: Any, users_turns: Mapping[int, WindowTurn], known: Mapping[str, Sequence[tuple[str, str]]]
+    raw: Any,
+    window: Sequence[WindowTurn],
+    users_turns: Mapping[int, int],
+    evidence: Evidence,
+    known: Mapping[str, Sequence[tuple[str, str]]],
 ) -> Fact | None:
     if not isinstance(raw, dict):
         return None
@@ -156,13 +171,16 @@ def _fact(
     content = one_line(storable(text))
     if not content or len(content) > MAX_FACT_CHARS:
         return None
-    cited = []
+    indices = []
     for seq in sources[: len(users_turns)]:
-        turn = users_turns.get(seq) if isinstance(seq, int) else None
-        if turn is None:  # an assistant's turn, or none of the window's
+        index = users_turns.get(seq) if isinstance(seq, int) else None
+        if index is None:  # an assistant's turn, or none of the window's
             return None
-        cited.append(turn)
+        indices.append(index)
+    cited = [window[index] for index in indices]
     if len(cited) < len(sources) or len({turn.user_id for turn in cited}) != 1:
+        return None
+    if evidence.unsaid(content, indices):
         return None
     user_id = cited[0].user_id
     held = {key for key, _ in known.get(user_id, ())}

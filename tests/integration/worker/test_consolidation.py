@@ -114,14 +114,19 @@ def job_records(bus: Bus) -> list[dict[str, Any]]:
 
 
 async def answered_session(
-    bus: Bus, model_server: LocalModelServer, reply: str, user: str = "ada", hang_s: float = 0
+    bus: Bus,
+    model_server: LocalModelServer,
+    reply: str,
+    user: str = "ada",
+    hang_s: float = 0,
+    opening: str = "I moved to Bergen last week.",
 ) -> str:
-    """Two DM pairs of ``user`` (seqs 1-4), the first answered "You said you live in Oslo.";
-    then the extraction's ``reply`` scripted (held ``hang_s`` first) and the session closed.
-    The thread's id."""
+    """Two DM pairs of ``user`` (seqs 1-4), the first (``opening``) answered "You said you live
+    in Oslo."; then the extraction's ``reply`` scripted (held ``hang_s`` first) and the session
+    closed. The thread's id."""
     egress = bus.tap(bus.egress_topic)
     model_server.script_reply("You said you live in Oslo.")
-    first = dm_event("I moved to Bergen last week.", bus, user)
+    first = dm_event(opening, bus, user)
     bus.publish_event(first)
     await egress.take(1, timeout_s=30)
     bus.publish_event(dm_event("My sister is called Ingrid.", bus, user))
@@ -257,10 +262,13 @@ async def test_a_model_that_never_answers_json_ends_in_the_dead_letter_topic_wit
 async def test_an_oversized_reply_writes_no_more_than_the_caps(
     bus: Bus, model_server: LocalModelServer
 ) -> None:
-    many = [{"text": f"Likes colour number {i}.", "sources": [1]} for i in range(3 * MAX_FACTS)]
+    numbers = range(3 * MAX_FACTS)
+    opening = "I like " + ", ".join(f"colour number {i}" for i in numbers) + "."
+    many = [{"text": f"Likes colour number {i}.", "sources": [1]} for i in numbers]
     huge = {"text": "Likes " + "very " * 80 + "long facts.", "sources": [3]}
     async with running_worker(bus.settings(**WORKER_SETTINGS)):
-        await answered_session(bus, model_server, extraction([huge, *many], "S" * 1000))
+        reply = extraction([huge, *many], "S" * 1000)
+        await answered_session(bus, model_server, reply, opening=opening)
         await wait_until(lambda: len(summaries_of(bus, "ada")) == 1, 30, "the job's writes")
 
     facts = memories_of(bus, "ada")
@@ -308,3 +316,49 @@ async def test_kill_9_during_the_model_call_then_a_restart_writes_the_job_once(
     ]
     assert [(r["outcome"], r["published"]) for r in job_records(bus)] == [("OK", True)]
     assert len(extraction_requests(model_server)) == 2
+
+
+def channel_event(text: str, bus: Bus, user: str) -> InternalEventV2:
+    return prompt_event(text, user=user, thread="lobby", egress_topic=bus.egress_topic)
+
+
+async def test_in_a_shared_channel_a_fact_is_stored_only_where_its_cited_turns_say_it(
+    bus: Bus, model_server: LocalModelServer
+) -> None:
+    """ann and ben in one channel, each line answered by the assistant (seqs 1-8); the model
+    cites ann's turns for what ben said, what the assistant said, what ann reports of ben, what
+    no turn says and what joins both speakers' words: none of it is ann's. What each said of
+    themself is theirs, and a fact ben's own turn says of ann is ben's."""
+    lines = [
+        ("ann", "hi", "You said you live in Oslo."),
+        ("ben", "ann is allergic to shellfish", "Noted."),
+        ("ann", "ben said he moved to Paris. I love hiking", "Nice."),
+        ("ben", "I'm a vegetarian", "Noted."),
+    ]
+    reply = extraction(
+        [
+            {"text": "Ann is allergic to shellfish.", "sources": [1]},  # a neighbour's words
+            {"text": "Lives in Oslo.", "sources": [1]},  # the assistant's
+            {"text": "Moved to Paris.", "sources": [5]},  # someone else's, reported
+            {"text": "Has a cat named Rex.", "sources": [1]},  # no turn says it
+            {"text": "Loves hiking and is vegetarian.", "sources": [5]},  # both speakers'
+            {"text": "Loves hiking.", "sources": [5]},
+            {"text": "Is a vegetarian.", "sources": [7]},
+            {"text": "Ann is allergic to shellfish.", "sources": [3]},
+        ]
+    )
+    async with running_worker(bus.settings(**WORKER_SETTINGS)):
+        egress = bus.tap(bus.egress_topic)
+        for user, text, answer in lines:
+            model_server.script_reply(answer)
+            bus.publish_event(channel_event(text, bus, user))
+            await egress.take(1, timeout_s=30)
+        model_server.script_reply(reply)
+        close_sessions(bus)
+        await wait_until(lambda: bool(job_records(bus)), 30, "the job's end")
+
+    assert [fact["content"] for fact in memories_of(bus, "ann")] == ["Loves hiking."]
+    assert [fact["content"] for fact in memories_of(bus, "ben")] == [
+        "Ann is allergic to shellfish.",
+        "Is a vegetarian.",
+    ]

@@ -23,6 +23,9 @@ if TYPE_CHECKING:  # the evaluation pulls in memory, the database and the embedd
     from llm_bot_tools.evaluation.retrieval import ModeReport
 
 MODES: tuple[SearchMode, ...] = ("dense", "lexical", "hybrid")
+# The labelled attribution sets: the one the check was made on, then two written after it,
+# blind to it, each measured untouched first (docs/eval-attribution.md).
+ATTRIBUTION_SETS = ("", "-heldout", "-final")
 # One measurement of the queries: each mode's report, and what the model is given.
 Measured = tuple[list["ModeReport"], "ContextReport"]
 
@@ -58,6 +61,28 @@ def add_eval_commands(commands: Any, parser_class: type[argparse.ArgumentParser]
     )
     retrieval.add_argument("--json", action="store_true", help="print JSON")
     retrieval.set_defaults(handler=run_retrieval_eval)
+
+    attribution = kinds.add_parser(
+        "attribution",
+        help="precision and recall of consolidation's check that cited turns say a fact",
+    )
+    attribution.add_argument(
+        "--set",
+        dest="sets",
+        type=Path,
+        action="append",
+        help="a JSONL file of labelled attributions, repeatable (default: the three sets"
+        " eval/attribution*.jsonl)",
+    )
+    attribution.add_argument("--corpus", type=Path, help="with --derived: their corpus")
+    attribution.add_argument(
+        "--derived",
+        type=Path,
+        help="LoCoMo's derived.jsonl: the share of an unprompted model's facts the check keeps",
+    )
+    attribution.add_argument("--plot", type=Path, help="write a PNG here")
+    attribution.add_argument("--json", action="store_true", help="print JSON")
+    attribution.set_defaults(handler=run_attribution_eval)
 
     standin = kinds.add_parser(
         "standin-summaries",
@@ -262,6 +287,52 @@ def print_given(given: ContextReport, hybrid: ModeReport) -> None:
         f" {spread.min:.3f}-{spread.max:.3f}, {hybrid.mode} R@{k}"
         f" {recall_spread.min:.3f}-{recall_spread.max:.3f}"
     )
+
+
+def run_attribution_eval(args: argparse.Namespace, settings: Settings) -> int:
+    from llm_bot_tools.evaluation.attribution import (
+        judge,
+        judge_unprompted,
+        load_items,
+        plot_reports,
+    )
+
+    if (args.corpus is None) != (args.derived is None):
+        raise UsageError("--corpus and --derived go together")
+    paths = args.sets or [Path(f"eval/attribution{name}.jsonl") for name in ATTRIBUTION_SETS]
+    try:
+        reports = [judge(path, load_items(path)) for path in paths]
+        unprompted = judge_unprompted(args.corpus, args.derived) if args.derived else None
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise UsageError(f"cannot read the labelled set: {error}") from None
+    if args.plot:
+        plot_reports(reports, args.plot)
+    if args.json:
+        result: dict[str, Any] = {"sets": [report.as_dict() for report in reports]}
+        if unprompted:
+            result["unprompted"] = {**asdict(unprompted), "share": unprompted.share}
+        print(json.dumps(result, indent=2))
+        return 0
+    for report in reports:
+        print(f"# {report.path}")
+        print(f"{'':28} {'true':>11} {'false':>11}  precision  recall")
+        print(f"{'':28} {'kept/all':>11} {'kept/all':>11}")
+        rows = [*sorted(report.by_class.items()), *sorted(report.by_kind.items())]
+        for name, tally in [*rows, ("all", report.overall)]:
+            true = f"{tally.true_stored}/{tally.true_stored + tally.true_dropped}"
+            false = f"{tally.false_stored}/{tally.false_stored + tally.false_dropped}"
+            precision = "-" if tally.precision is None else f"{tally.precision:.3f}"
+            recall = "-" if tally.recall is None else f"{tally.recall:.3f}"
+            print(f"{name:28} {true:>11} {false:>11}  {precision:>9}  {recall:>6}")
+        print(f"judged against their label: {', '.join(report.wrong) or 'none'}")
+    if unprompted:
+        print(
+            f"# {args.derived}: {unprompted.kept} of {unprompted.facts} facts kept"
+            f" ({unprompted.share:.3f})"
+        )
+    if args.plot:
+        print(f"plot: {args.plot}")
+    return 0
 
 
 def run_standin_summaries(args: argparse.Namespace, settings: Settings) -> int:
