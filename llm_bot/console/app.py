@@ -22,7 +22,7 @@ from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
-from starlette.routing import Mount, Route
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -74,10 +74,17 @@ def templates() -> Environment:
 
 
 def console_app(console: Console) -> ASGIApp:
-    pages = templates()
+    app = Starlette(routes=pages(console))
+    return secured(authorised(app, console), SECURITY_HEADERS)
+
+
+def pages(console: Console) -> list[BaseRoute]:
+    """The console's routes, each page reading through ``console``: apart from
+    :func:`console_app` so that a test walks every route the app serves."""
+    environment = templates()
 
     def render(name: str, operator: Operator, **values: Any) -> HTMLResponse:
-        html = pages.get_template(name).render(operator=operator.name, modes=MODES, **values)
+        html = environment.get_template(name).render(operator=operator.name, modes=MODES, **values)
         return HTMLResponse(html)
 
     async def viewed(request: Request, page: str) -> str:
@@ -145,15 +152,13 @@ def console_app(console: Console) -> ASGIApp:
             explanation=explanation,
         )
 
-    routes = [
+    return [
         Route("/", find),
         Route("/user", user),
         Route("/recall", recall_page),
         Route("/event", event),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    app = Starlette(routes=routes)
-    return secured(authorised(app, console), SECURITY_HEADERS)
 
 
 def authorised(app: ASGIApp, console: Console) -> ASGIApp:
