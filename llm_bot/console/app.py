@@ -5,8 +5,10 @@ resource (``default-src 'none'``; the stylesheet and images from this origin onl
 here only; no page may frame it), ``X-Content-Type-Options: nosniff`` and ``Referrer-Policy:
 no-referrer`` (a user id in a query must not leave in a Referer). A request no authenticator
 accepts is answered 401 before any route runs, with ``WWW-Authenticate: Basic`` when a token
-is configured, so a browser asks for it. A page that shows a user's data records the view
-(:mod:`llm_bot.db.console_views`) before it reads anything.
+is configured, so a browser asks for it. A query string is then checked before any route runs
+(:mod:`llm_bot.console.inputs`): one holding a value no statement should get (NUL, bytes that
+are not UTF-8, an id longer than any) is answered 400. A page that shows a user's data records
+the view (:mod:`llm_bot.db.console_views`) before it reads anything.
 """
 
 from __future__ import annotations
@@ -22,16 +24,18 @@ from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
-from starlette.routing import Mount, Route
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from llm_bot.console import display
 from llm_bot.console.auth import Authenticator, Operator, authenticated
+from llm_bot.console.inputs import checked
 from llm_bot.console.reads import MODES, try_recall, user_data, users_starting
 from llm_bot.db.console_views import record_view
 from llm_bot.explanation.store import explanation_for
 from llm_bot.memory.context import ContextLimits, PostgresMemoryRetriever
+from llm_bot.memory.search import QUERY_MAX_CHARS
 from llm_bot.memory.store import MemoryStore
 
 HERE = Path(__file__).parent
@@ -44,7 +48,6 @@ SECURITY_HEADERS = {
     "referrer-policy": "no-referrer",
     "cache-control": "no-store",
 }
-MAX_QUERY_CHARS = 8_000  # a recall query, as the embedder reads at most
 
 
 @dataclass(frozen=True)
@@ -74,10 +77,17 @@ def templates() -> Environment:
 
 
 def console_app(console: Console) -> ASGIApp:
-    pages = templates()
+    app = Starlette(routes=pages(console))
+    return secured(authorised(checked(app), console), SECURITY_HEADERS)
+
+
+def pages(console: Console) -> list[BaseRoute]:
+    """The console's routes, each page reading through ``console``: apart from
+    :func:`console_app` so that a test walks every route the app serves."""
+    environment = templates()
 
     def render(name: str, operator: Operator, **values: Any) -> HTMLResponse:
-        html = pages.get_template(name).render(operator=operator.name, modes=MODES, **values)
+        html = environment.get_template(name).render(operator=operator.name, modes=MODES, **values)
         return HTMLResponse(html)
 
     async def viewed(request: Request, page: str) -> str:
@@ -104,7 +114,7 @@ def console_app(console: Console) -> ASGIApp:
         user_id = await viewed(request, "recall")
         if not user_id:
             return PlainTextResponse("which user? (?id=...)", status_code=400)
-        query = request.query_params.get("q", "")[:MAX_QUERY_CHARS]
+        query = request.query_params.get("q", "")[:QUERY_MAX_CHARS]
         thread = request.query_params.get("thread", "")
         private = request.query_params.get("scope", "dm") == "dm"
         trial = None
@@ -145,15 +155,13 @@ def console_app(console: Console) -> ASGIApp:
             explanation=explanation,
         )
 
-    routes = [
+    return [
         Route("/", find),
         Route("/user", user),
         Route("/recall", recall_page),
         Route("/event", event),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    app = Starlette(routes=routes)
-    return secured(authorised(app, console), SECURITY_HEADERS)
 
 
 def authorised(app: ASGIApp, console: Console) -> ASGIApp:
