@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
+import psycopg
 import pytest
 
 from llm_bot.cli import main
+from llm_bot.db.migrate import migrate
+from llm_bot.memory.wiring import open_memory_store
+from llm_bot.settings import Settings
+from llm_bot_tools.evaluation.retrieval import load_corpus, load_through_commit
+
+from ...from_settings import settings_for
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[3]
@@ -88,30 +97,7 @@ def test_evidence_in_the_threads_window_counts_as_given(
     from an older thread can only come through recall."""
     monkeypatch.setenv("DATABASE_URL", fresh_database_url)
     monkeypatch.setenv("MEMORY_EMBEDDING_PROVIDER", "local")
-    said = [
-        ("old", "My sister Ines lives in Lisbon", "Nice, Lisbon is lovely."),
-        ("new", "I bought a red bicycle today", "Enjoy the rides!"),
-        ("new", "The weather is grey", "Sorry to hear that."),
-    ]
-    turns = []
-    for number, (thread, user_text, reply) in enumerate(said):
-        for offset, (role, text) in enumerate((("user", user_text), ("assistant", reply))):
-            at = f"2026-10-0{number + 1}T10:0{offset}:00+00:00"
-            turns.append(
-                {"id": f"{thread}-{number}-{role}", "user_id": "kim", "thread_id": f"chat:{thread}"}
-                | {"role": role, "text": text, "at": at}
-            )
-    corpus, queries = tmp_path / "corpus.jsonl", tmp_path / "queries.jsonl"
-    corpus.write_text("".join(json.dumps(turn) + "\n" for turn in turns))
-    asked = [
-        {"id": "q1", "query": "What colour is my bicycle?", "relevant": ["new-1-user"]},
-        {"id": "q2", "query": "Where does my sister live?", "relevant": ["old-0-user"]},
-    ]
-    queries.write_text(
-        "".join(json.dumps(q | {"user_id": "kim", "category": q["id"]}) + "\n" for q in asked)
-    )
-    argv = ["eval", "retrieval", "--corpus", str(corpus), "--queries", str(queries), "--json"]
-    assert main(argv) == 0
+    assert main(kims_evaluation(tmp_path)) == 0
     given = json.loads(capsys.readouterr().out)["context"]
     window, older = given["by_category"]["q1"], given["by_category"]["q2"]
     assert window == {
@@ -128,6 +114,89 @@ def test_evidence_in_the_threads_window_counts_as_given(
         older["evidence_in_context"] == older["in_recall"] == 1.0
     )  # two older turns, both within the recall budget
     assert given["by_conversation"]["kim"]["queries"] == 2
+
+
+def kims_evaluation(folder: Path) -> list[str]:
+    """The command evaluating a small set of Kim's, written to ``folder``: three pairs in two
+    threads, one question answered in the latest thread, one in the older."""
+    said = [
+        ("old", "My sister Ines lives in Lisbon", "Nice, Lisbon is lovely."),
+        ("new", "I bought a red bicycle today", "Enjoy the rides!"),
+        ("new", "The weather is grey", "Sorry to hear that."),
+    ]
+    turns = []
+    for number, (thread, user_text, reply) in enumerate(said):
+        for offset, (role, text) in enumerate((("user", user_text), ("assistant", reply))):
+            at = f"2026-10-0{number + 1}T10:0{offset}:00+00:00"
+            turns.append(
+                {"id": f"{thread}-{number}-{role}", "user_id": "kim", "thread_id": f"chat:{thread}"}
+                | {"role": role, "text": text, "at": at}
+            )
+    corpus, queries = folder / "corpus.jsonl", folder / "queries.jsonl"
+    corpus.write_text("".join(json.dumps(turn) + "\n" for turn in turns))
+    asked = [
+        {"id": "q1", "query": "What colour is my bicycle?", "relevant": ["new-1-user"]},
+        {"id": "q2", "query": "Where does my sister live?", "relevant": ["old-0-user"]},
+    ]
+    queries.write_text(
+        "".join(json.dumps(q | {"user_id": "kim", "category": q["id"]}) + "\n" for q in asked)
+    )
+    return ["eval", "retrieval", "--corpus", str(corpus), "--queries", str(queries), "--json"]
+
+
+def test_the_conversation_of_the_dev_demo_in_public_is_neither_read_nor_touched(
+    fresh_database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    """After `llm-bot dev` the database's ``public`` holds the demo's conversation beside the
+    vector extension. The evaluation measures there what it measures on an empty database,
+    and leaves those rows as they were."""
+    monkeypatch.setenv("DATABASE_URL", fresh_database_url)
+    monkeypatch.setenv("MEMORY_EMBEDDING_PROVIDER", "local")
+    argv = kims_evaluation(tmp_path)
+    assert main(argv) == 0
+    on_an_empty_database = json.loads(capsys.readouterr().out)
+    migrate(fresh_database_url)
+    demo = tmp_path / "demo.jsonl"
+    demo.write_text(
+        "".join(
+            json.dumps(
+                {"id": f"demo-{role}", "user_id": "ada", "thread_id": "cli:lobby", "role": role}
+                | {"text": text, "at": f"2026-10-01T10:0{minute}:00+00:00"}
+            )
+            + "\n"
+            for minute, (role, text) in enumerate(
+                (("user", "Hi, I am Ada. I love sailing"), ("assistant", "Hi Ada!"))
+            )
+        )
+    )
+    asyncio.run(_write_through_commit(settings_for(fresh_database_url), demo))
+    before = _public_turns(fresh_database_url)
+    assert [role for _, _, role, _ in before] == ["user", "assistant"]
+    assert main(argv) == 0
+    beside_the_demo = json.loads(capsys.readouterr().out)
+    assert _without_latencies(beside_the_demo) == _without_latencies(on_an_empty_database)
+    assert _public_turns(fresh_database_url) == before
+
+
+async def _write_through_commit(settings: Settings, corpus: Path) -> None:
+    async with open_memory_store(settings) as store:
+        await load_through_commit(store, load_corpus(corpus), lambda _: None, settings)
+
+
+def _public_turns(database_url: str) -> list[tuple[Any, ...]]:
+    with psycopg.connect(database_url) as connection:
+        return connection.execute(
+            "SELECT thread_id, seq, role, content FROM public.conversation_turns ORDER BY 1, 2"
+        ).fetchall()
+
+
+def _without_latencies(result: dict[str, Any]) -> dict[str, Any]:
+    """The measures but the time each query took, which differs from run to run."""
+    modes = [{k: v for k, v in m.items() if k not in ("p50_ms", "p95_ms")} for m in result["modes"]]
+    return result | {"modes": modes}
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,9 @@ from llm_bot.settings import Settings
 
 @contextlib.contextmanager
 def database_for_measurements(settings: Settings) -> Iterator[str]:
-    """``DATABASE_URL``, or an embedded Postgres under ``.llm-bot/`` when it is unset."""
+    """``DATABASE_URL``, or an embedded Postgres under ``.llm-bot/`` when it is unset. A
+    measurement's scratch schema goes in a database beside it on the same server when its
+    vector extension shares a schema with tables (:mod:`llm_bot_tools.local.scratch_schemas`)."""
     if settings.database_url is not None:
         yield settings.database_url.get_secret_value()
         return
