@@ -4,10 +4,11 @@ memory already holds, the model's derivation, and its writes.
 The writes run in the caller's transaction, the one that records the job in the processed-events
 ledger, so they commit once or not at all. Before writing for a speaker the job locks that
 speaker's turns of the window (:data:`llm_bot.memory.turns.LOCK_SOURCES`): a fact whose sources
-were erased meanwhile is not written (:mod:`llm_bot.lifecycle.erasure` says why the order
-holds). Facts go through the memories' versioning (:func:`llm_bot.memory.store.put_memory`):
-one that replaces a memory keeps the text it supersedes as a version, valid until the fact's
-own time, which is its sources' time, not the job's.
+were erased meanwhile is not written, nor the summary once any turn of the window is gone
+(:mod:`llm_bot.lifecycle.erasure` says why the order holds). Facts go through the memories'
+versioning (:func:`llm_bot.memory.store.put_memory`): one that replaces a memory keeps the
+text it supersedes as a version, valid until the fact's own time, which is its sources' time,
+not the job's.
 """
 
 from __future__ import annotations
@@ -151,7 +152,10 @@ class Consolidator:
             )
             written += 1
         summaries = 0
-        if derived.summary is not None:
+        # The summary holds every speaker's words: written only while all the window's turns
+        # are there (one erased meanwhile would leave their words in the others' rows).
+        whole = set().union(*alive.values()) >= {turn.seq for turn in window}
+        if derived.summary is not None and whole:
             last_at = max(turn.created_at for turn in window)
             private = any(turn.visibility == "dm" for turn in window)
             for user_id in speakers:

@@ -7,6 +7,10 @@ answers' explanations, the operator console's record of who viewed them) and the
 user's direct-message threads (:data:`llm_bot.memory.turns.THREADS_OF_USER`). A shared thread's
 row is the room's, so it stays, with the other speakers' turns.
 
+Whatever was derived from the deleted turns goes in the same transaction, in whichever user's
+rows it lies (:mod:`llm_bot.lifecycle.provenance`): a shared window's summary in another
+speaker's rows, facts that cite a turn.
+
 A table added later must be added to :data:`USER_ROWS`, with its rows from the table's owner
 (tests/unit/test_table_owners.py): the erasure test scans every column of
 every table in the schema, from the catalog, and fails when a user's data survives anywhere.
@@ -23,6 +27,7 @@ from psycopg import AsyncConnection
 
 from llm_bot.db import console_views, processed_events
 from llm_bot.explanation import store as explanations
+from llm_bot.lifecycle.provenance import added, forget_derived
 from llm_bot.memory import memories, notes_store, turns, versions
 from llm_bot.platform_tools import ledger
 
@@ -50,6 +55,7 @@ THREAD_ROWS: tuple[tuple[str, str], ...] = (
     ("channel_turns", turns.CHANNEL_TURNS_OF_THREAD),
     ("conversation_threads", turns.THREAD_ROW),
     ("memories", memories.DERIVED_OF_THREAD),
+    ("memory_versions", versions.DERIVED_OF_THREAD),
     ("tool_calls", ledger.ROWS_OF_THREAD),
     ("answer_explanations", explanations.ROWS_OF_THREAD),
     ("processed_events", processed_events.ROWS_OF_THREAD),
@@ -91,9 +97,17 @@ async def forget_thread(connection: AsyncConnection[Any], thread_id: str) -> Rec
 async def _delete_all(
     connection: AsyncConnection[Any], rows: tuple[tuple[str, str], ...], params: dict[str, str]
 ) -> dict[str, int]:
+    """Each of ``rows`` deleted, in order, in one transaction; the turns' deletion names what it
+    took, and what was derived from those turns goes right after it."""
     deleted: dict[str, int] = {}
     async with connection.transaction():
         for table, rows_of in rows:
-            cursor = await connection.execute(f"DELETE {rows_of}", params)
-            deleted[table] = cursor.rowcount
+            if table == "conversation_turns":
+                cursor = await connection.execute(f"DELETE {rows_of}{turns.TAKEN}", params)
+                taken = [(user, thread, int(seq)) for user, thread, seq in await cursor.fetchall()]
+                added(deleted, {table: cursor.rowcount})
+                added(deleted, await forget_derived(connection, taken))
+            else:
+                cursor = await connection.execute(f"DELETE {rows_of}", params)
+                added(deleted, {table: cursor.rowcount})
     return deleted

@@ -14,6 +14,10 @@ time) checks its condition again on the row as it is when deleted. Times compare
 given by the caller, so tests move the clock; a row under a live claim is never touched
 whatever ``now`` says (its lease is compared with the real time too).
 
+Turns that go take what was derived from them (:mod:`llm_bot.lifecycle.provenance`): each batch
+of expired or capped turns, and the summaries and facts made from them, in one transaction;
+their rows are reported as ``derived``.
+
 Each statement is its table's owner's, written as Citus runs it on distributed tables
 (docs/citus.md, "Statements Citus sends whole").
 """
@@ -21,7 +25,7 @@ Each statement is its table's owner's, written as Citus runs it on distributed t
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -32,6 +36,7 @@ from psycopg.rows import tuple_row
 from llm_bot.clock import utc_now
 from llm_bot.db.processed_events import EXPIRED_EVENTS
 from llm_bot.explanation import store as explanations
+from llm_bot.lifecycle.provenance import forget_derived
 from llm_bot.memory import memories, turns
 from llm_bot.memory.versions import EXPIRED_VERSIONS
 from llm_bot.platform_tools.ledger import EXPIRED_CALLS
@@ -103,8 +108,8 @@ async def _apply(
     if policy.history_days:
         cutoff = now - timedelta(days=policy.history_days)
         params = {**batch, "cutoff": cutoff}
-        deleted["turns_expired"] = await _sweep(
-            connection, "turns_expired", turns.EXPIRED_TURNS, params, progress
+        deleted["turns_expired"] = await _sweep_sources(
+            connection, "turns_expired", turns.EXPIRED_TURNS, params, progress, deleted
         )
         deleted["channel_turns_expired"] = await _sweep(
             connection, "channel_turns_expired", turns.EXPIRED_CHANNEL_TURNS, params, progress
@@ -114,8 +119,8 @@ async def _apply(
         )
     if policy.history_turns_per_thread:
         params = {**batch, "cap": policy.history_turns_per_thread}
-        deleted["turns_beyond_cap"] = await _sweep(
-            connection, "turns_beyond_cap", turns.TURNS_BEYOND_CAP, params, progress
+        deleted["turns_beyond_cap"] = await _sweep_sources(
+            connection, "turns_beyond_cap", turns.TURNS_BEYOND_CAP, params, progress, deleted
         )
     if policy.memories_per_user:
         deleted["memories_beyond_cap"] = await _cap_memories(connection, policy, progress)
@@ -144,22 +149,50 @@ async def _cap_memories(
     return total
 
 
+async def _sweep_sources(
+    connection: AsyncConnection[Any],
+    rule: str,
+    statement: str,
+    params: dict[str, Any],
+    progress: Progress,
+    deleted: dict[str, int],
+) -> int:
+    """:func:`_sweep` over turns: each batch and what was derived from it in one transaction,
+    the derived rows counted in ``deleted["derived"]``."""
+
+    async def batch() -> int:
+        async with connection.transaction():
+            cursor = await connection.execute(statement, params)
+            taken = [(user, thread, int(seq)) for user, thread, seq in await cursor.fetchall()]
+            derived = await forget_derived(connection, taken)
+        deleted["derived"] = deleted.get("derived", 0) + sum(derived.values())
+        return len(taken)
+
+    return await _sweep(connection, rule, statement, params, progress, batch)
+
+
 async def _sweep(
     connection: AsyncConnection[Any],
     rule: str,
     statement: str,
     params: dict[str, Any],
     progress: Progress | None = None,
+    batch: Callable[[], Awaitable[int]] | None = None,
 ) -> int:
-    """Run ``statement`` (one batch, one transaction) until a batch comes back short."""
+    """Run ``statement`` (one batch, one transaction; or ``batch``, which runs it) until a batch
+    comes back short."""
+
+    async def one() -> int:
+        return (await connection.execute(statement, params)).rowcount
+
     total, last_report = 0, time.monotonic()
     while True:
-        cursor = await connection.execute(statement, params)
-        total += cursor.rowcount
+        rowcount = await (batch or one)()
+        total += rowcount
         if progress and time.monotonic() - last_report >= PROGRESS_EVERY_S:
             progress(f"{rule}: {total} deleted so far")
             last_report = time.monotonic()
-        if cursor.rowcount < params["batch"]:
+        if rowcount < params["batch"]:
             break
     if progress:
         progress(f"{rule}: {total} deleted")

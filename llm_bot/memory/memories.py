@@ -162,6 +162,18 @@ MISSING_VECTORS = (
 
 # A user's rows, as erasure deletes and export reads them (:mod:`llm_bot.lifecycle.erasure`).
 ROWS_OF_USER = "FROM memories WHERE user_id = %(user)s"
+# The memories consolidation derived from any of the taken turns (users, threads and seqs side
+# by side; :mod:`llm_bot.lifecycle.provenance`): a fact goes when a turn it cites goes. The
+# turns are a result of their own (materialized), which Citus joins with each user's shard.
+DERIVED_FROM_TURNS = """
+WITH taken AS MATERIALIZED (
+    SELECT DISTINCT user_id, thread_id, seq::text AS seq
+      FROM unnest(%(users)s::text[], %(threads)s::text[], %(seqs)s::bigint[])
+        AS taken(user_id, thread_id, seq))
+DELETE FROM memories m USING taken
+ WHERE m.user_id = taken.user_id AND m.metadata->>'derivedFrom' = taken.thread_id
+   AND taken.seq = ANY(string_to_array(m.metadata->>'sourceTurns', ','))
+"""
 # The memories consolidation derived from a thread's turns (:mod:`llm_bot.consolidation` names
 # the thread in their metadata), which go when the thread is forgotten, as its turns do.
 DERIVED_OF_THREAD = "FROM memories WHERE metadata->>'derivedFrom' = %(thread)s"

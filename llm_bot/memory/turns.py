@@ -28,6 +28,10 @@ SELECT append_pair(%(tenant)s, %(thread_id)s, %(user_id)s, %(at)s, %(idle)s, %(s
                    %(assistant_vector)s::vector, %(visibility)s, %(indexed)s, %(window_turns)s)
 """
 
+# What a deletion of turns took (:mod:`llm_bot.lifecycle.provenance`): erasure's and
+# retention's name the turns they deleted, so that what was derived from them goes with them.
+TAKEN = " RETURNING user_id, thread_id, seq"
+
 # The newest turns of the thread's current session (newest first), unless it idled, from the
 # tenant's shard: a DM's from its user's turns, a shared channel's from its copy of its newest
 # turns (channel_turns). A query a caller may also compose with others into one statement
@@ -231,12 +235,14 @@ WHERE t.embedding IS NOT NULL AND {_visible("t.visibility")}
 """
 
 
-# Retention's (:mod:`llm_bot.lifecycle.retention`), each one batch: turns past the history's age.
+# Retention's (:mod:`llm_bot.lifecycle.retention`), each one batch, naming the turns it took (as
+# :data:`TAKEN`): turns past the history's age.
 EXPIRED_TURNS = """
 DELETE FROM conversation_turns t USING (
     SELECT user_id, thread_id, seq FROM conversation_turns WHERE created_at < %(cutoff)s
      LIMIT %(batch)s) old
  WHERE t.user_id = old.user_id AND t.thread_id = old.thread_id AND t.seq = old.seq
+RETURNING t.user_id, t.thread_id, t.seq
 """
 
 # The copies of a shared channel's newest turns (its window) expire with the turns.
@@ -260,6 +266,7 @@ DELETE FROM conversation_turns t USING (
        AND u.seq BETWEEN -th.last_dropped AND th.last_dropped
      LIMIT %(batch)s) old
  WHERE t.user_id = old.user_id AND t.thread_id = old.thread_id AND t.seq = old.seq
+RETURNING t.user_id, t.thread_id, t.seq
 """
 
 # A thread row whose turns are all gone; a new message starts it again. Every turn of a thread
@@ -357,6 +364,24 @@ INSERT INTO conversation_turns (thread_id, seq, user_id, session_id, pair_index,
 VALUES (%(thread_id)s, -%(to_seq)s, %(user)s, 0, %(from_seq)s, 'summary', %(content)s, %(at)s,
         %(source)s, %(vector)s::vector, %(visibility)s, false)
 ON CONFLICT DO NOTHING
+"""
+
+# The session summaries, in any speaker's rows, whose window covered one of the taken turns
+# (a summary's seq is minus the last seq it covers, its pair_index the seq before the first):
+# a shared window's summary holds every speaker's words, so it goes when any of them goes. The
+# turns are a result of their own (materialized), so Citus joins every shard's summaries with
+# it, through the summaries' index by thread (migration 0023).
+SUMMARIES_OVER = """
+WITH taken AS MATERIALIZED (
+    SELECT DISTINCT thread_id, seq FROM unnest(%(threads)s::text[], %(seqs)s::bigint[])
+        AS taken(thread_id, seq)),
+covering AS MATERIALIZED (
+    SELECT DISTINCT s.user_id, s.thread_id, s.seq FROM taken
+      JOIN conversation_turns s ON s.thread_id = taken.thread_id AND s.role = 'summary'
+       AND s.seq <= -taken.seq AND s.pair_index < taken.seq)
+DELETE FROM conversation_turns t USING covering
+ WHERE t.user_id = covering.user_id AND t.thread_id = covering.thread_id
+   AND t.seq = covering.seq
 """
 
 # Erasure's and export's rows (:mod:`llm_bot.lifecycle.erasure`): a user's turns, their copies in

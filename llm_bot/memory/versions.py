@@ -48,6 +48,19 @@ DELETE FROM memory_versions mv USING (
 
 # A user's rows, as erasure deletes and export reads them (:mod:`llm_bot.lifecycle.erasure`).
 ROWS_OF_USER = "FROM memory_versions WHERE user_id = %(user)s"
+# The earlier texts consolidation derived from a thread (forget-thread), and from any of the
+# taken turns (:mod:`llm_bot.lifecycle.provenance`), as :mod:`llm_bot.memory.memories` finds
+# the current ones: a retired derived text still holds its sources' words.
+DERIVED_OF_THREAD = "FROM memory_versions WHERE metadata->>'derivedFrom' = %(thread)s"
+DERIVED_FROM_TURNS = """
+WITH taken AS MATERIALIZED (
+    SELECT DISTINCT user_id, thread_id, seq::text AS seq
+      FROM unnest(%(users)s::text[], %(threads)s::text[], %(seqs)s::bigint[])
+        AS taken(user_id, thread_id, seq))
+DELETE FROM memory_versions v USING taken
+ WHERE v.user_id = taken.user_id AND v.metadata->>'derivedFrom' = taken.thread_id
+   AND taken.seq = ANY(string_to_array(v.metadata->>'sourceTurns', ','))
+"""
 # The user's most recently retired earlier texts, newest first (the operator console shows
 # them by memory; a fact rewritten daily for years must not make its page unbounded).
 VERSIONS_OF_USER = (

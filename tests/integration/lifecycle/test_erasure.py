@@ -137,6 +137,36 @@ async def test_forget_user_takes_exactly_their_rows(fresh_database_url: str, gon
     }
 
 
+def summarise(url: str, window: tuple[int, int], users: list[str]) -> None:
+    """A summary of the shared room's turns ``(after, last]`` in each of ``users``' rows, as
+    consolidation writes a shared window's (llm_bot/consolidation/derive.py)."""
+    after, last = window
+    with psycopg.connect(url) as db:
+        for user in users:
+            db.execute(
+                "INSERT INTO conversation_turns (thread_id, seq, user_id, session_id,"
+                " pair_index, role, content, created_at, source_event)"
+                " VALUES (%s, %s, %s, 0, %s, 'summary', 'everyone said hi', now(), %s)",
+                (SHARED, -last, user, after, f"consolidate:{SHARED}:{after}-{last}"),
+            )
+
+
+async def test_forget_user_takes_the_summaries_of_windows_they_spoke_in_from_every_speaker(
+    fresh_database_url: str,
+) -> None:
+    fill(fresh_database_url)  # in the room, each user's turn is seq 10 * their index
+    summarise(fresh_database_url, (5, 25), ["cli:x", "a"])  # cli:x's turn 10, a's turn 20
+    summarise(fresh_database_url, (25, 35), ["a.b"])  # a.b's turn 30
+    async with await AsyncConnection.connect(fresh_database_url, autocommit=True) as db:
+        receipt = await forget_user(db, "a")
+    assert receipt.deleted["conversation_turns"] == 3 + 2  # a's turns, both copies of (5, 25]
+    with psycopg.connect(fresh_database_url) as db:
+        summaries = db.execute(
+            "SELECT user_id, seq FROM conversation_turns WHERE role = 'summary'"
+        ).fetchall()
+    assert summaries == [("a.b", -35)]
+
+
 def derive(url: str, user: str, thread: str) -> None:
     """What consolidation derives from ``thread`` for ``user``: a memory naming the thread and a
     session summary among the thread's turns (llm_bot/consolidation)."""
@@ -144,6 +174,11 @@ def derive(url: str, user: str, thread: str) -> None:
         db.execute(
             "INSERT INTO memories (user_id, key, content, metadata, created_at, updated_at)"
             " VALUES (%s, %s, 'derived', %s, now(), now())",
+            (user, f"derived-{len(thread)}", Jsonb({"derivedFrom": thread})),
+        )
+        db.execute(  # the text it replaced, derived from the thread too
+            "INSERT INTO memory_versions (user_id, key, version, content, metadata, valid_from,"
+            " valid_to) VALUES (%s, %s, 1, 'derived before', %s, now(), now())",
             (user, f"derived-{len(thread)}", Jsonb({"derivedFrom": thread})),
         )
         db.execute(
@@ -166,6 +201,7 @@ async def test_forget_thread_takes_every_speakers_turns_there_only(fresh_databas
         "channel_turns": everyone,
         "conversation_threads": 1,
         "memories": 1,  # the one derived from it
+        "memory_versions": 1,  # and its earlier text
         "tool_calls": 2 * everyone,
         "processed_events": everyone,
         "answer_explanations": everyone,

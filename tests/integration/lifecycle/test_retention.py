@@ -83,8 +83,8 @@ def fill(url: str, copies: int) -> None:
                     db.execute(
                         "INSERT INTO conversation_turns (thread_id, seq, user_id, session_id,"
                         " pair_index, role, content, created_at, source_event)"
-                        " VALUES (%s, %s, 'u', 1, 1, %s, 'hi', %s, %s)",
-                        turn,
+                        " VALUES (%s, %s, %s, 1, 1, %s, 'hi', %s, %s)",
+                        (thread, seq, f"u{n}", *turn[2:]),
                     )
                     if seq > turns - 4:
                         db.execute(
@@ -94,13 +94,30 @@ def fill(url: str, copies: int) -> None:
                             turn,
                         )
             # The long room's session summaries (llm_bot/consolidation): of turns 1-10, which
-            # go beyond the cap with turn 10, and of turns 21-30, which stay with turn 30.
-            for last in (10, 30):
+            # go beyond the cap with turn 10; of turns 15-25, which go with turns 15-20; and of
+            # turns 21-30, which stay with turn 30.
+            for first, last in ((1, 10), (15, 25), (21, 30)):
                 db.execute(
                     "INSERT INTO conversation_turns (thread_id, seq, user_id, session_id,"
                     " pair_index, role, content, created_at, source_event)"
-                    " VALUES (%s, %s, 'u', 0, %s, 'summary', 'a summary', %s, %s)",
-                    (f"long{n}", -last, last - 10, NOW, f"summary:long{n}:{last}"),
+                    " VALUES (%s, %s, %s, 0, %s, 'summary', 'a summary', %s, %s)",
+                    (f"long{n}", -last, f"u{n}", first - 1, NOW, f"summary:long{n}:{last}"),
+                )
+            # Facts derived from an expiring turn (with the text one replaced) and from a kept one.
+            for thread, seqs in ((f"old{n}", "1,3"), (f"long{n}", "25")):
+                metadata = json.dumps(
+                    {"derivedFrom": thread, "window": "0-30", "sourceTurns": seqs}
+                )
+                key = f"derived-{thread.rstrip('0123456789')}"
+                db.execute(
+                    "INSERT INTO memories (user_id, key, content, metadata, created_at, updated_at)"
+                    " VALUES (%s, %s, 'a fact', %s, %s, %s)",
+                    (f"u{n}", key, metadata, NOW, NOW),
+                )
+                db.execute(
+                    "INSERT INTO memory_versions (user_id, key, version, content, metadata,"
+                    " valid_from, valid_to) VALUES (%s, %s, 1, 'a fact before', %s, %s, %s)",
+                    (f"u{n}", key, metadata, NOW, NOW),
                 )
             db.execute(
                 "INSERT INTO conversation_threads (tenant, thread_id, last_seq, session_id,"
@@ -153,8 +170,8 @@ EXPECTED_SURVIVORS = {
     "threads": {"long"},
     "turns": {f"long:{seq}" for seq in (*range(21, 31), -30)},
     "window": {f"long:{seq}" for seq in range(27, 31)},
-    "memories": {"age2", "age3", "age4"},
-    "versions": {"age4"},
+    "memories": {"age2", "age3", "age4", "derived-long"},
+    "versions": {"age4", "derived-long"},
     "explanations": {"published-recent"},
 }
 
@@ -164,9 +181,18 @@ async def run_maintain(url: str, policy: RetentionPolicy = POLICY) -> dict[str, 
         return await maintain(connection, policy, NOW, lambda line: None)
 
 
+def _beyond_cap_and_derived(deleted: dict[str, int]) -> int:
+    """The turns beyond the cap (20 and a summary per long room) and what was derived from
+    those and the expired turns (a summary of turns on both sides of the cap, a fact and its
+    earlier text), taken out of ``deleted``: a summary whose window a batch took goes as derived
+    or in a later batch of the cap, as the batches fall."""
+    return deleted.pop("turns_beyond_cap") + deleted.pop("derived")
+
+
 async def test_expired_rows_go_and_recent_rows_stay(fresh_database_url: str) -> None:
     fill(fresh_database_url, copies=2)
     deleted = await run_maintain(fresh_database_url)
+    assert _beyond_cap_and_derived(deleted) == 2 * (21 + 3)
     assert deleted == {
         "processed_events": 2 * 2,
         "tool_calls": 2 * 3,
@@ -174,7 +200,6 @@ async def test_expired_rows_go_and_recent_rows_stay(fresh_database_url: str) -> 
         "turns_expired": 2 * 4,
         "channel_turns_expired": 2 * 4,
         "threads_empty": 2 * 2,
-        "turns_beyond_cap": 2 * 21,  # and a summary each
         "memories_beyond_cap": 2 * 2,
         "memory_versions": 2 * 2,
     }
@@ -189,6 +214,7 @@ async def test_two_runs_at_once_split_the_work(fresh_database_url: str) -> None:
         run_maintain(fresh_database_url), run_maintain(fresh_database_url)
     )
     together = {rule: first[rule] + second[rule] for rule in first}
+    assert _beyond_cap_and_derived(together) == copies * (21 + 3)
     assert together == {
         "processed_events": copies * 2,
         "tool_calls": copies * 3,
@@ -196,7 +222,6 @@ async def test_two_runs_at_once_split_the_work(fresh_database_url: str) -> None:
         "turns_expired": copies * 4,
         "channel_turns_expired": copies * 4,
         "threads_empty": copies * 2,
-        "turns_beyond_cap": copies * 21,
         "memories_beyond_cap": copies * 2,
         "memory_versions": copies * 2,
     }

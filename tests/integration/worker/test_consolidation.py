@@ -26,6 +26,8 @@ from llm_bot_tools.devstack.worker_harness import Bus, WorkerProcess, running_wo
 from llm_bot_tools.local.openai_server import LocalModelServer
 from llm_bot_tools.local.prompt_events import prompt_event
 
+from ...support.scan import occurrences
+
 pytestmark = pytest.mark.integration
 
 SHIFT = timedelta(days=10)
@@ -361,4 +363,39 @@ async def test_in_a_shared_channel_a_fact_is_stored_only_where_its_cited_turns_s
     assert [fact["content"] for fact in memories_of(bus, "ben")] == [
         "Ann is allergic to shellfish.",
         "Is a vegetarian.",
+    ]
+
+
+async def test_a_forgotten_speaker_leaves_no_words_in_a_shared_summary_and_the_other_keeps_theirs(
+    bus: Bus, model_server: LocalModelServer
+) -> None:
+    """A shared session of ann and ben is consolidated: each has a fact, and each a copy of the
+    window's summary, which holds both their words. Forgetting ann leaves none of her words in
+    any column of any table (ben's copy of the summary went with her); ben's fact stays."""
+    lines = [("ann", "my cat is called Quixotl"), ("ben", "I am a vegetarian since Zembla")]
+    reply = extraction(
+        [
+            {"text": "Has a cat called Quixotl.", "sources": [1]},
+            {"text": "Is a vegetarian since Zembla.", "sources": [3]},
+        ],
+        summary="ann's cat Quixotl; ben, vegetarian since Zembla.",
+    )
+    async with running_worker(bus.settings(**WORKER_SETTINGS)):
+        egress = bus.tap(bus.egress_topic)
+        for user, text in lines:
+            model_server.script_reply("Noted.")
+            bus.publish_event(channel_event(text, bus, user))
+            await egress.take(1, timeout_s=30)
+        model_server.script_reply(reply)
+        close_sessions(bus)
+        await wait_until(lambda: len(summaries_of(bus, "ben")) == 1, 30, "the job's writes")
+    [summary] = summaries_of(bus, "ben")
+    assert "Quixotl" in summary["content"]
+
+    async with await psycopg.AsyncConnection.connect(database_url(bus)) as connection:
+        await forget_user(connection, "ann")
+
+    assert occurrences(database_url(bus), ["quixotl"]) == {"quixotl": 0}
+    assert [fact["content"] for fact in memories_of(bus, "ben")] == [
+        "Is a vegetarian since Zembla."
     ]
