@@ -13,7 +13,8 @@ hostile input like any text:
 - a fact's time is its sources' (the newest cited turn's ``created_at``), never the time of
   the processing: the prompt shows each turn's own time to resolve "last week" against;
 - a fact is visible where its sources were: one DM turn among them keeps it private;
-- bounds: the reply's size, the facts per job (:data:`MAX_FACTS`), a fact's and the summary's
+- bounds: the reply's size, the facts per job (:data:`MAX_FACTS`, of the first
+  :data:`MAX_PROPOSED` proposed), a fact's and the summary's
   length; every text is made one line (:func:`llm_bot.text.one_line`) and storable, so
   nothing it holds can pass for a line of a prompt that quotes it later.
 
@@ -36,6 +37,9 @@ from llm_bot.memory.validation import is_safe_key
 from llm_bot.text import capped, one_line, quoted, storable
 
 MAX_FACTS = 10
+# The proposed facts read, each checked against its sources (:mod:`.grounding`): beyond them a
+# reply is dropped unread, so a reply of hundreds of tiny facts costs no more than these.
+MAX_PROPOSED = 3 * MAX_FACTS
 MAX_FACT_CHARS = 300
 MAX_SUMMARY_CHARS = 600
 # Tokens as characters / 4 (llm_bot.memory.validation): the window shown, and the reply read.
@@ -147,7 +151,7 @@ def parse(
     # A fact is checked against what the model was shown: the same bounded text.
     evidence = Evidence(shown(turns))
     facts: list[Fact] = []
-    for raw in raw_facts:
+    for raw in raw_facts[:MAX_PROPOSED]:
         fact = _fact(raw, turns, users_turns, evidence, known) if len(facts) < MAX_FACTS else None
         if fact is not None:
             facts.append(fact)

@@ -10,17 +10,19 @@ for the author of its cited turns only when all of these hold:
   them by, and the parts of a date, since a fact writes out the date a turn said as "yesterday".
 - **Its content is theirs**: at least :data:`MIN_COVERAGE` of the fact's content words (those
   left once function words are out, compared by their Snowball stems, as Postgres' English
-  full-text search compares them) are in the cited turns, and none of the rest is a word another
-  speaker or the assistant used in the window: a word only someone else said is their words.
+  full-text search compares them) are stated in the cited turns (a question's words are not);
+  none of the rest is a word only the assistant used, and a word a neighbour also used is in
+  the sentence that says the fact: what only someone else said is their words.
 - **It is said, by them, of them**: the sentence of the cited turns that holds most of the
-  fact's words is a statement (not a question, not a hypothesis: "if", "wish"), is nobody else's
-  reported words (no "ben said", "according to", "my mom thinks": a report counts only when its
-  reporter is the speaker), is not mostly inside quotation marks, and its subject, read back
-  from the first word it shares with the fact, is the speaker: "I", "my", "we", the speaker's
-  id, or no subject at all ("moved to Bergen!"); a name, "he", "she", "my friend" or any other
-  word that could be another subject makes the fact someone else's, unless the fact names it
-  too ("has a brother, Tom, who lives in Oslo"). A negation there ("not", "never") the fact does
-  not carry makes it a different fact.
+  fact's words is not governed, before the fact's words, by "if", "wish", "maybe", "thinking
+  about" or "used to" (unless the fact keeps that), by a report whose reporter is not the
+  speaker ("ben said", "according to", "my mom thinks"), or by a negation the fact drops; it
+  does not say in the past what the fact says of the present ("played", "plays"), is not
+  mostly inside quotation marks, and its subject, read back from the first word it shares
+  with the fact, is the speaker ("I", "my", "we", the speaker's id) or none ("moved to
+  Bergen!"); a name, a pronoun, another speaker's id, someone of the speaker's life ("my
+  friend") or a word an auxiliary follows ("tom is") makes it someone else's, unless the fact
+  names them too ("has a brother, Tom, who lives in Oslo").
 
 The rule is lexical: the model is told to write a fact in the speaker's own words, and a fact
 that paraphrases them far (or reads them in another language than the fact's) is dropped, not
@@ -29,7 +31,8 @@ on a labelled set of true and false attributions (``llm-bot eval attribution``,
 docs/eval-attribution.md).
 
 Everything here is linear in the texts' length (one pass of a regex without nested
-quantifiers per text, set lookups), since the texts are hostile.
+quantifiers per text, stems from the C Snowball stemmer, set lookups; each turn read once per
+window, :class:`Evidence`), since the texts are hostile.
 """
 
 from __future__ import annotations
@@ -211,6 +214,11 @@ class Evidence:
     def __init__(self, window: Sequence[Turn]) -> None:
         self._window = window
         self._said = [_sentences(turn.content) for turn in window]
+        words = [[word for sentence in said for word in sentence] for said in self._said]
+        # Per turn: the stems and words a fact's names and numbers may be (asked or not), and
+        # the stems it states (what a question asks is not said).
+        self._known = [_said_stems(ws) | {word.lower for word in ws} for ws in words]
+        self._stated = [_said_stems([word for word in ws if not word.asked]) for ws in words]
         self._elsewhere: dict[str, tuple[set[str], set[str]]] = {}
 
     def unsaid(self, text: str, cited: Sequence[int]) -> str | None:
@@ -224,8 +232,7 @@ class Evidence:
         fact = [w for sentence in _sentences(_ISO_DATE.sub(" ", text)) for w in sentence]
         dated = bool(_ISO_DATE.search(text)) or any(word.lower in _DATE_WORDS for word in fact)
         said = [sentence for index in cited for sentence in self._said[index]]
-        said_words = [word for sentence in said for word in sentence]
-        if not _specifics_said(fact, own, dated, said_words):
+        if not _specifics_said(fact, own, dated, set().union(*(self._known[i] for i in cited))):
             return UNSAID_SPECIFICS
         content = {
             word.stem
@@ -235,8 +242,7 @@ class Evidence:
             and not _date_part(word, dated)
             and not _unit(fact, index)
         }
-        # What a question asks is not said: its words count for no part of the fact.
-        shared = content & _said_stems([word for word in said_words if not word.asked])
+        shared = content & set().union(*(self._stated[index] for index in cited))
         if not shared or len(shared) < MIN_COVERAGE * len(content):
             return UNSAID_CONTENT
         best = max(_count(sentence, shared) for sentence in said)
@@ -272,11 +278,10 @@ def _count(sentence: Sequence[_Word], stems: set[str]) -> int:
 
 
 def _specifics_said(
-    fact: Sequence[_Word], own: frozenset[str], dated: bool, said: Sequence[_Word]
+    fact: Sequence[_Word], own: frozenset[str], dated: bool, known: set[str]
 ) -> bool:
-    """Every name and number of the fact is in the cited turns, but the speaker's own and a
-    date's parts."""
-    known = _said_stems(said) | {word.lower for word in said}
+    """Every name and number of the fact is ``known`` (the cited turns' words and stems), but
+    the speaker's own and a date's parts."""
     for word in fact:
         is_name = not word.initial and word.text[:1].isupper() and word.lower != "i"
         is_number = word.lower.isdigit() or any(c.isdigit() for c in word.text)
