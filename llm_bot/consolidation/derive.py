@@ -3,7 +3,7 @@ memory already holds, the model's derivation, and its writes.
 
 The writes run in the caller's transaction, the one that records the job in the processed-events
 ledger, so they commit once or not at all. Before writing for a speaker the job locks that
-speaker's turns of the window (:data:`llm_bot.memory.turns.LOCK_SOURCES`): a fact whose sources
+speaker's turns of the window (:func:`llm_bot.memory.turns.lock_sources`): a fact whose sources
 were erased meanwhile is not written, nor the summary once any turn of the window is gone
 (:mod:`llm_bot.lifecycle.erasure` says why the order holds). Facts go through the memories'
 versioning (:func:`llm_bot.memory.store.put_memory`): one that replaces a memory keeps the
@@ -21,7 +21,6 @@ from datetime import datetime
 from typing import Any
 
 from psycopg import AsyncConnection
-from psycopg.rows import dict_row, tuple_row
 
 from llm_bot.consolidation.extraction import (
     KNOWN_MEMORIES,
@@ -33,7 +32,6 @@ from llm_bot.consolidation.extraction import (
 )
 from llm_bot.consolidation.jobs import Job
 from llm_bot.db.embedding_space import EmbeddingSpace
-from llm_bot.db.vectors import vector_param
 from llm_bot.llm.client import ModelClient
 from llm_bot.llm.messages import TokenUsage
 from llm_bot.memory import turns
@@ -61,14 +59,8 @@ class Consolidator:
 
     async def window(self, job: Job) -> list[WindowTurn]:
         """The window's turns, oldest first (none when the thread or its users were erased)."""
-        sql = turns.DM_WINDOW_TURNS if job.is_dm else turns.CHANNEL_WINDOW_TURNS
-        params = {**turns.thread_row(job.thread_id), "from_seq": job.from_seq, "to_seq": job.to_seq}
-        async with (
-            self._store.connection() as connection,
-            connection.cursor(row_factory=dict_row) as cursor,
-        ):
-            await cursor.execute(sql, params)
-            rows = await cursor.fetchall()
+        async with self._store.connection() as connection:
+            rows = await turns.window_turns(connection, job.thread_id, job.from_seq, job.to_seq)
         return [WindowTurn(**row) for row in rows if row["role"] != "summary"]
 
     async def known(self, job: Job, speakers: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
@@ -131,7 +123,9 @@ class Consolidator:
         speakers = sorted({turn.user_id for turn in window if turn.role == "user"})
         alive: dict[str, set[int]] = {}
         for user_id in speakers:
-            alive[user_id] = await _lock_sources(connection, job, user_id)
+            alive[user_id] = await turns.lock_sources(
+                connection, user_id, job.thread_id, job.from_seq, job.to_seq
+            )
         written = gone = 0
         for fact, key, vector in zip(
             derived.facts, planned.keys, planned.fact_vectors, strict=True
@@ -183,18 +177,6 @@ class Planned:
     summary_vector: list[float] | None
 
 
-async def _lock_sources(connection: AsyncConnection[Any], job: Job, user_id: str) -> set[int]:
-    params = {
-        "user": user_id,
-        "thread_id": job.thread_id,
-        "from_seq": job.from_seq,
-        "to_seq": job.to_seq,
-    }
-    async with connection.cursor(row_factory=tuple_row) as cursor:
-        await cursor.execute(turns.LOCK_SOURCES, params)
-        return {int(seq) for (seq,) in await cursor.fetchall()}
-
-
 async def insert_summary(
     connection: AsyncConnection[Any],
     job: Job,
@@ -206,18 +188,17 @@ async def insert_summary(
 ) -> bool:
     """The window's summary as a recall key of ``user_id``'s; False when the window already
     has one (a summary is written once)."""
-    written = await connection.execute(
-        turns.INSERT_SUMMARY,
-        {
-            "thread_id": job.thread_id,
-            "to_seq": job.to_seq,
-            "from_seq": job.from_seq,
-            "user": user_id,
-            "content": summary,
-            "at": at,
-            "source": job.key.source,
-            "vector": vector_param(vector),
-            "visibility": visibility,
-        },
+    return await turns.insert_summary(
+        connection,
+        turns.Summary(
+            job.thread_id,
+            job.from_seq,
+            job.to_seq,
+            user_id,
+            summary,
+            at,
+            job.key.source,
+            vector,
+            visibility,
+        ),
     )
-    return written.rowcount == 1

@@ -12,8 +12,9 @@ import json
 from dataclasses import dataclass
 from typing import TypeGuard
 
+from llm_bot.db.processed_events import thread_key
 from llm_bot.errors import DeadLetterError
-from llm_bot.events.identity import direct_user_of
+from llm_bot.events.identity import is_shared_thread
 from llm_bot.events.inbound import EventKey
 from llm_bot.memory.derived import JOB_STEP, job_id
 
@@ -21,6 +22,8 @@ from llm_bot.memory.derived import JOB_STEP, job_id
 # naming a longer one was not written by the sweep.
 MAX_ID_CHARS = 1000
 MAX_JOB_BYTES = 4 * MAX_ID_CHARS
+# The type attribute of a job on its topic.
+JOB_TYPE = "llmbot.consolidate.v1"
 
 
 class InvalidJob(DeadLetterError):
@@ -41,13 +44,12 @@ class Job:
 
     @property
     def key(self) -> EventKey:
-        """The job's row in the processed-events ledger."""
-        user = direct_user_of(self.thread_id) or self.thread_id
-        return EventKey(user, job_id(self.thread_id, self.window), JOB_STEP)
+        """The job's row in the processed-events ledger, where its thread's row is."""
+        return thread_key(self.thread_id, job_id(self.thread_id, self.window), JOB_STEP)
 
     @property
     def is_dm(self) -> bool:
-        return direct_user_of(self.thread_id) is not None
+        return not is_shared_thread(self.thread_id)
 
 
 def encode_job(job: Job) -> bytes:

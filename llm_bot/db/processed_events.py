@@ -49,6 +49,7 @@ from psycopg.types.json import Jsonb
 from llm_bot.clock import utc_now
 from llm_bot.db.embedding_space import SPACE_LOCK_ID, EmbeddingSpace, space_of
 from llm_bot.db.group_commit import LockKey, UserRows, Work
+from llm_bot.db.placements import tenant_of_thread
 from llm_bot.errors import RetryLaterError
 from llm_bot.events.inbound import EventKey
 from llm_bot.events.models import Outcome
@@ -108,6 +109,12 @@ class Held:
 
     published: bool
     lease_left_s: float
+
+
+def thread_key(thread_id: str, correlation_id: str, step: str) -> EventKey:
+    """The record of work done for a whole thread (a consolidation job), in the thread row's
+    tenant's rows: a DM's user's, a shared channel's own."""
+    return EventKey(tenant_of_thread(thread_id), correlation_id, step)
 
 
 def row_key(key: EventKey) -> UserRows:

@@ -29,13 +29,32 @@ class Mark(Enum):
 
 
 @dataclass(frozen=True)
+class Attempt:
+    """Which attempt a message's handling is, of how many are accepted: the one place an
+    attempt is compared with its limit, for an event (its step's ``maxAttempts`` or the
+    setting) and a consolidation job (the setting) alike."""
+
+    number: int
+    last: int
+
+    @property
+    def is_last(self) -> bool:
+        """No attempt follows this one: a failure now is final."""
+        return self.number >= self.last
+
+    @property
+    def beyond_last(self) -> bool:
+        """Attempts past the last began and never finished: another would never end either."""
+        return self.number > self.last
+
+
+@dataclass(frozen=True)
 class Answered:
-    """The event was answered on its ``attempt``-th attempt; ``last_attempt`` is the last one
-    accepted. The numbers matter to an answer alone: whether a failed step may be retried."""
+    """The event was answered on ``attempt``. The attempt matters to an answer alone: whether
+    a failed step may be retried."""
 
     answer: Answer
-    attempt: int
-    last_attempt: int
+    attempt: Attempt
 
 
 HandlingResult = Answered | Exception | Mark
@@ -52,8 +71,8 @@ def decide(outcome: HandlingResult) -> Decision:
             return Decision.DEAD_LETTER
         case Exception():
             return Decision.NACK
-        case Answered(answer=answer, attempt=attempt, last_attempt=last):
+        case Answered(answer=answer, attempt=attempt):
             error = answer.error
-            if error is not None and error.retryable and attempt < last:
+            if error is not None and error.retryable and not attempt.is_last:
                 return Decision.NACK
             return Decision.FORWARD

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
+from collections.abc import Iterator
+from contextlib import AsyncExitStack, contextmanager
 from typing import Any
 
 from opentelemetry.trace import SpanKind
@@ -51,12 +51,12 @@ from llm_bot.telemetry.traces import (
 from llm_bot.transport.ack import (
     MAX_ATTRIBUTE_BYTES,
     Delivery,
-    Settling,
     clipped,
     dead_letter_attributes,
     settle,
 )
-from llm_bot.transport.decision import Answered, Decision
+from llm_bot.transport.decision import Answered, Attempt, Decision
+from llm_bot.transport.ledgered import Ledgered
 from llm_bot.transport.progress import ProgressFeedback, ProgressWatch, add_operation_context
 from llm_bot.transport.publisher import EventPublisher
 from llm_bot.transport.stats import WorkerStats
@@ -103,11 +103,10 @@ class EventHandler:
     ) -> None:
         self._settings = settings
         self._answerer = answerer
-        self._pool = pool
         self._group = group
         self._publisher = publisher
         self._stats = stats
-        self._leases = leases
+        self._ledgered = Ledgered(group.commit, pool.connection, leases)
         self._marks = GatheredMarks(group)
         self._progress = ProgressFeedback(
             publisher,
@@ -146,7 +145,7 @@ class EventHandler:
                 self._stats.duplicates += 1
                 counted["outcome"] = "duplicate"
                 return
-            await scopes.enter_async_context(self._holding(claimed, settling))
+            await scopes.enter_async_context(self._ledgered.holding(claimed, settling))
             if claimed.stored is not None:
                 self._stats.republished += 1
                 await self._publish(claimed.key, claimed.stored)
@@ -154,7 +153,7 @@ class EventHandler:
                 return
             # Our count of claims: processing began that often and never finished (a delivery
             # to a worker that died before claiming it is not one: Pub/Sub counts those too).
-            if claimed.attempt > inbound.last_attempt:
+            if Attempt(claimed.attempt, inbound.last_attempt).beyond_last:
                 abandoned = claimed.attempt - 1
                 raise AttemptsExhausted(f"gave up after {abandoned} attempts that did not finish")
             add_operation_context(event)
@@ -164,7 +163,9 @@ class EventHandler:
             answer = await self._answerer.answer(inbound, context=context)
             progress.stop()  # the answer exists: no "thinking" from now on
             # Pub/Sub counts deliveries only on a subscription with a dead-letter policy.
-            answered = Answered(answer, max(attempt, claimed.attempt), inbound.last_attempt)
+            answered = Answered(
+                answer, Attempt(max(attempt, claimed.attempt), inbound.last_attempt)
+            )
             if settling.report(answered) is not Decision.FORWARD:
                 return  # handed back for a later attempt: counted as failed
             await self._forward(claimed, answer, inbound, progress)
@@ -193,29 +194,12 @@ class EventHandler:
         key = inbound.key
         deadline_s = inbound.deadline_s or 0.0
         with metrics.timed(metrics.stage_duration, {"stage": "claim"}):
-            return await processed_events.claim_or_wait(
-                self._group.commit,
+            return await self._ledgered.claim(
                 key,
                 lease_s=settings.claim_lease_s,
                 wait_s=deadline_s + settings.claim_lease_s,
                 marks=self._marks.of(key.user_id),
             )
-
-    @asynccontextmanager
-    async def _holding(
-        self, claim: processed_events.Claim, settling: Settling
-    ) -> AsyncIterator[None]:
-        """The claim's lease, kept while the event is handled and given up at once when the
-        handling fails or hands the event back (cancelled too: shutdown hands it back), so a
-        redelivery need not wait the lease out."""
-        with self._leases.holding(claim):
-            try:
-                yield
-            except BaseException:
-                await self._release(claim)
-                raise
-            if settling.decision is Decision.NACK:
-                await self._release(claim)
 
     async def _forward(
         self,
@@ -268,13 +252,6 @@ class EventHandler:
         # Acking need not wait for the mark: unmarked (a crash may lose it), the row only makes
         # a *new* copy of the event publish the stored output again, and that copy is identical.
         self._marks.of(key.user_id).add(key)
-
-    async def _release(self, claim: processed_events.Claim) -> None:
-        try:
-            async with self._pool.connection() as connection:
-                await processed_events.release(connection, claim)
-        except Exception as error:  # the lease expires by itself
-            logger.warning("could not release a claim: %s", error)
 
     async def _dead_letter(self, delivery: Delivery, error: DeadLetterError) -> None:
         await publish_dead_letter(self._publisher, self._settings, delivery, error)

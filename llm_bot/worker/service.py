@@ -24,6 +24,8 @@ from psycopg_pool import AsyncConnectionPool
 from llm_bot.answer.unit import Answerer
 from llm_bot.consolidation.derive import Consolidator
 from llm_bot.consolidation.extraction import MAX_OUTPUT_TOKENS
+from llm_bot.consolidation.sweep import Sweeper
+from llm_bot.consolidation.unit import JobUnit
 from llm_bot.db.group_commit import GroupCommitter
 from llm_bot.db.leases import LeaseKeeper
 from llm_bot.db.migrate import migrate
@@ -38,7 +40,7 @@ from llm_bot.settings import Settings
 from llm_bot.telemetry.loop_lag import watch_loop_lag
 from llm_bot.telemetry.metrics import CountsCollector
 from llm_bot.transport.clients import subscriber_client
-from llm_bot.transport.consolidation import ConsolidationHandler, Sweeper
+from llm_bot.transport.consolidation import ConsolidationHandler
 from llm_bot.transport.handler import EventHandler
 from llm_bot.transport.publisher import EventPublisher, Publisher
 from llm_bot.transport.stats import WorkerStats
@@ -267,20 +269,21 @@ async def open_consolidation(
     stats: WorkerStats,
     resources: contextlib.AsyncExitStack,
 ) -> StreamingSubscriber:
-    """The consolidation jobs' subscription and the sweep that publishes them
-    (:mod:`llm_bot.transport.consolidation`), on a model client, a database pool and flow
+    """The consolidation jobs' subscription (:mod:`llm_bot.transport.consolidation`) and the
+    sweep that publishes them (:mod:`llm_bot.consolidation.sweep`), on a model client, a
+    database pool and flow
     control of their own, each closed by ``resources``."""
     model = ModelClient.from_settings(
         settings, model=settings.consolidation_model, max_tokens=MAX_OUTPUT_TOKENS
     )
     resources.push_async_callback(model.close)
     store = await resources.enter_async_context(open_memory_store(settings))
-    sweeper = Sweeper(store, publisher, settings)
+    sweeper = Sweeper(store, publisher.publish, settings)
     sweeping = asyncio.create_task(sweeper.run(), name="consolidation-sweep")
     resources.push_async_callback(cancel_and_wait, sweeping)
     handler = ConsolidationHandler(
         settings=settings,
-        consolidator=Consolidator(store, model),
+        unit=JobUnit(Consolidator(store, model)),
         store=store,
         publisher=publisher,
         stats=stats,

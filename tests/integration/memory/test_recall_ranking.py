@@ -213,20 +213,18 @@ async def test_a_recalled_summary_brings_the_turns_it_covers_nearest_the_questio
         (vector_param([1.0, 0.0, 0.0]),),
     )
     await add(connection, "dm:ana", [("ana", "a later session, other words")], first_seq=7)
-    await connection.execute(
-        turns.INSERT_SUMMARY,
-        {
-            "thread_id": "dm:ana",
-            "to_seq": 6,
-            "from_seq": 0,
-            "user": "ana",
-            "content": "Ana planned her Hemsedal ski trip",
-            "at": START + timedelta(minutes=6),
-            "source": "consolidate:dm:ana:0-6",
-            "vector": vector_param(FAR),
-            "visibility": "public",
-        },
+    summary = turns.Summary(
+        "dm:ana",
+        0,
+        6,
+        "ana",
+        "Ana planned her Hemsedal ski trip",
+        START + timedelta(minutes=6),
+        "consolidate:dm:ana:0-6",
+        FAR,
+        "public",
     )
+    await turns.insert_summary(connection, summary)
     found = await recalled(connection, "ana", "What about the Hemsedal ski trip?")
     assert found[0] == "Ana planned her Hemsedal ski trip"
     assert sorted(found[1:]) == [f"we talked about thing {n}" for n in (0, 1, 4)]

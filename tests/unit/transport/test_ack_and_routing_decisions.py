@@ -25,7 +25,7 @@ from llm_bot.transport.ack import (
     retry_delay_s,
     settle,
 )
-from llm_bot.transport.decision import Answered, Decision
+from llm_bot.transport.decision import Answered, Attempt, Decision
 from llm_bot.transport.handler import output_of
 from llm_bot.transport.publisher import PublishFailed
 from llm_bot.transport.stats import WorkerStats
@@ -76,7 +76,9 @@ async def test_a_retryable_step_failure_is_handed_back_until_the_last_attempt(
     event = event_with_slip({"id": "llm-bot", "status": "PENDING"})
     error = StepError(code="LLM_UNAVAILABLE", message="down", retryable=True)
     async with settle(delivery, _unused_dead_letter, WorkerStats()) as settling:
-        decision = settling.report(Answered(Answer("ERROR", event, error=error), attempt, LAST))
+        decision = settling.report(
+            Answered(Answer("ERROR", event, error=error), Attempt(attempt, LAST))
+        )
     assert decision is (Decision.NACK if attempt < LAST else Decision.FORWARD)
     assert delivery.settled == settled
 

@@ -21,7 +21,7 @@ from llm_bot.events.routing import RoutingError
 from llm_bot.graph.nodes.build_candidate import EmptyReply
 from llm_bot.llm import errors as model_errors
 from llm_bot.transport.consolidation import ConsolidationFailed
-from llm_bot.transport.decision import Answered, Decision, HandlingResult, Mark, decide
+from llm_bot.transport.decision import Answered, Attempt, Decision, HandlingResult, Mark, decide
 from llm_bot.transport.handler import AttemptsExhausted
 from llm_bot.transport.publisher import PublishFailed, PublishRejected
 from llm_bot_tools.local.prompt_events import prompt_event
@@ -111,7 +111,7 @@ def test_the_decision_table(row: Row, limit: int) -> None:
 
 def on_attempt(outcome: Answer | Exception | Mark, attempt: int, limit: int) -> HandlingResult:
     """What happened on ``attempt``: only an answer carries the attempt's number."""
-    return Answered(outcome, attempt, limit) if isinstance(outcome, Answer) else outcome
+    return Answered(outcome, Attempt(attempt, limit)) if isinstance(outcome, Answer) else outcome
 
 
 def test_every_step_failure_class_is_in_the_table() -> None:
