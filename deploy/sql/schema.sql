@@ -682,7 +682,7 @@ CREATE FUNCTION relation_rows(relation oid) RETURNS real LANGUAGE sql STABLE PAR
 INSERT INTO schema_migrations (version, name) VALUES (19, '0019_tenant_keys.sql') ON CONFLICT DO NOTHING;
 
 -- ==== 0020_answer_explanations.sql ====
--- Why each answer is what it is (llm_bot/explanation/store.py): one row per answered event,
+-- Why each answer is what it is (llm_bot/explanation/table.py): one row per answered event,
 -- written in the transaction that stores the event's output. The record holds ids, ranks,
 -- scores and hashes of what reached the model and counts of what was left out, never a copy of
 -- anyone's words: the words are read from their own rows when the explanation is shown, so

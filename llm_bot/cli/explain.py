@@ -28,7 +28,8 @@ def add_explain_command(commands: Any) -> None:
 def command_explain(args: argparse.Namespace, settings: Settings) -> int:
     from psycopg import AsyncConnection
 
-    from llm_bot.explanation.store import explanation_for, render_text
+    from llm_bot.explanation.reader import explanation_for
+    from llm_bot.explanation.render import render_text
 
     database_url = require_database_url(settings)
 

@@ -206,7 +206,7 @@ RECENT_OF_USER = (
     "SELECT correlation_id, step_key, thread_id, outcome, published, claimed_at, stored_at"
     f" {ROWS_OF_USER} ORDER BY claimed_at DESC LIMIT %(limit)s"
 )
-# An event's output as published, for its explanation (:mod:`llm_bot.explanation.store`): the
+# An event's output as published, for its explanation (:mod:`llm_bot.explanation.reader`): the
 # words asked and the answer given are read from it, not copied.
 OUTPUT_OF_EVENT = """
 SELECT output_data FROM processed_events

@@ -5,7 +5,7 @@ and hashes of the texts as they were sent.
 A record names sources, it never copies them: a memory by its key and the time its text was
 written (the version current then), a turn by its thread and sequence number, a tool call by
 its index in the event's tool ledger, a section by the hash of its text. Whoever shows the
-record reads the words from their own rows (:mod:`llm_bot.explanation.store`), so a speaker
+record reads the words from their own rows (:mod:`llm_bot.explanation.reader`), so a speaker
 erased since is shown as erased and nobody's words outlive their erasure here. Every list is
 capped (:data:`MAX_ITEMS`, :data:`MAX_TOOLS`): a record stays a few kilobytes whatever the
 event, and what a cap drops is counted under ``over_cap``.
@@ -13,6 +13,8 @@ event, and what a cap drops is counted under ``over_cap``.
 The graph assembles a record where it assembles the prompt (:mod:`llm_bot.graph.nodes`):
 the behaviour decision and the user message's sections in ``ingest_prompt``, the memory
 context's sources in ``retrieve_memories``, the tool calls as they run, the answer at the end.
+Built per answered event, so it imports nothing but the standard library: the answering path
+loads none of the reader's reads.
 """
 
 from __future__ import annotations

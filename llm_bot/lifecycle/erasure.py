@@ -26,7 +26,7 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from llm_bot.db import console_views, processed_events
-from llm_bot.explanation import store as explanations
+from llm_bot.explanation import table as explanations
 from llm_bot.lifecycle.provenance import added, forget_derived
 from llm_bot.memory import memories, notes_store, turns, versions
 from llm_bot.platform_tools import ledger

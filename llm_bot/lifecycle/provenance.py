@@ -12,7 +12,7 @@ whichever user's rows it lies:
   rows of the user whose turn went.
 
 Explanations stay: they hold ids, ranks and hashes of what an answer was given, never the words
-(:mod:`llm_bot.explanation.store`), and show an erased source as erased.
+(:mod:`llm_bot.explanation.reader`), and show an erased source as erased.
 """
 
 from __future__ import annotations

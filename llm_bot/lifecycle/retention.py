@@ -35,7 +35,7 @@ from psycopg.rows import tuple_row
 
 from llm_bot.clock import utc_now
 from llm_bot.db.processed_events import EXPIRED_EVENTS
-from llm_bot.explanation import store as explanations
+from llm_bot.explanation import table as explanations
 from llm_bot.lifecycle.provenance import forget_derived
 from llm_bot.memory import memories, turns
 from llm_bot.memory.versions import EXPIRED_VERSIONS

@@ -1,5 +1,5 @@
 """What memory consolidation (:mod:`llm_bot.consolidation`) leaves on what it derives, written
-and read here so that whoever reads it back (an explanation, :mod:`llm_bot.explanation.store`;
+and read here so that whoever reads it back (an explanation, :mod:`llm_bot.explanation.reader`;
 recall; the evaluation) needs nothing from the layer that writes it: a derived memory's metadata
 (keys no model's metadata may use, :data:`llm_bot.memory.validation.RESERVED_METADATA_KEYS`),
 the form of a job's id, and the window a session summary's row covers."""

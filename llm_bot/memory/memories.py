@@ -189,7 +189,7 @@ SELECT count(*) AS private_memories FROM (
      LIMIT %(candidates)s) AS private
 """
 
-# An explanation's memories as they are now (:mod:`llm_bot.explanation.store`), by key.
+# An explanation's memories as they are now (:mod:`llm_bot.explanation.reader`), by key.
 CURRENT_OF_KEYS = """
 SELECT key, content, metadata, updated_at FROM memories
  WHERE user_id = %(user)s AND key = ANY(%(keys)s)

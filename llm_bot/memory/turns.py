@@ -399,7 +399,7 @@ DELETE FROM conversation_turns t USING covering
 TURNS_OF_USER = "FROM conversation_turns WHERE user_id = %(user)s"
 CHANNEL_TURNS_OF_USER = "FROM channel_turns WHERE user_id = %(user)s"
 
-# An explanation's turns by id (:mod:`llm_bot.explanation.store`), whoever spoke them: a shared
+# An explanation's turns by id (:mod:`llm_bot.explanation.reader`), whoever spoke them: a shared
 # channel's window cites other speakers' turns. An operator's read, so every shard is asked.
 TURNS_BY_ID = """
 SELECT t.thread_id, t.seq, t.pair_index, t.content FROM conversation_turns t

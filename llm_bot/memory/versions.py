@@ -68,7 +68,7 @@ VERSIONS_OF_USER = (
     " ORDER BY valid_to DESC LIMIT %(limit)s"
 )
 
-# An explanation's memories' earlier texts (:mod:`llm_bot.explanation.store`): the one written
+# An explanation's memories' earlier texts (:mod:`llm_bot.explanation.reader`): the one written
 # at a memory's time is the version the answer saw, the count numbers the current one.
 VERSIONS_OF_KEYS = """
 SELECT key, version, content, metadata, valid_from FROM memory_versions

@@ -128,7 +128,7 @@ DELETE FROM tool_calls t USING (
 # Erasure's and export's rows (:mod:`llm_bot.lifecycle.erasure`): a user's calls, and a
 # thread's, found through its event records (a call names its user and event, not its thread).
 ROWS_OF_USER = "FROM tool_calls WHERE user_id = %(user)s"
-# One event's calls as an explanation shows them (:mod:`llm_bot.explanation.store`): how each
+# One event's calls as an explanation shows them (:mod:`llm_bot.explanation.reader`): how each
 # ended, never its arguments or result.
 CALLS_OF_EVENT = """
 SELECT call_index, tool_id, state, is_error FROM tool_calls

@@ -1,7 +1,8 @@
 """The import direction of architecture.yaml's ``packages`` layers, checked on every module:
 a package imports from layers below its own only, so no cycle can form between packages. The
 service (``llm_bot``) and its tools (``llm_bot_tools``) each have their layers; the tools import
-the service, never the reverse."""
+the service, never the reverse. Within a layer's package, an explanation's reader and its
+renderings are imported by the command line and the console alone."""
 
 from __future__ import annotations
 
@@ -13,6 +14,11 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVICE, TOOLS = "llm_bot", "llm_bot_tools"
+# An explanation's reader and its renderings are the operator's: in the service only the
+# command line and the console import them (and they each other), so the answering path, which
+# builds the record (``llm_bot.explanation.record``), loads none of their reads.
+EXPLANATION_READING = {f"{SERVICE}.explanation.{name}" for name in ("reader", "view", "render")}
+READING_PACKAGES = {"cli", "console"}
 # Each package: where it lives, and its layers' key in architecture.yaml.
 PACKAGES = {
     SERVICE: (ROOT / "llm_bot", "layers"),
@@ -26,11 +32,13 @@ def layer_of(key: str) -> dict[str, int]:
 
 
 def imported_modules(path: Path) -> set[str]:
-    """Modules a module imports, at module level or inside functions."""
+    """Modules a module imports, at module level or inside functions; ``from a import b``
+    counts as ``a`` and ``a.b`` (``b`` may be a module)."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.add(node.module)
+            found |= {f"{node.module}.{alias.name}" for alias in node.names}
         elif isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
     return found
@@ -76,4 +84,18 @@ def test_the_service_never_imports_its_tools() -> None:
         for name in imported_modules(path)
         if name == TOOLS or name.startswith(f"{TOOLS}.")
     ]
+    assert found == []
+
+
+def test_only_the_command_line_and_the_console_read_explanations() -> None:
+    root, _ = PACKAGES[SERVICE]
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        if owner_of(path, root) in READING_PACKAGES or module in EXPLANATION_READING:
+            continue
+        found += [
+            f"{path.relative_to(ROOT)} imports {name}"
+            for name in sorted(imported_modules(path) & EXPLANATION_READING)
+        ]
     assert found == []

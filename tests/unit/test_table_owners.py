@@ -37,7 +37,7 @@ OWNERS = {
     "embedding_space": "llm_bot/db/embedding_space.py",
     "schema_migrations": "llm_bot/db/migrate.py",
     "console_views": "llm_bot/db/console_views.py",
-    "answer_explanations": "llm_bot/explanation/store.py",
+    "answer_explanations": "llm_bot/explanation/table.py",
 }
 
 WRITTEN = re.compile(r"\b(?:INSERT INTO|UPDATE|DELETE FROM|TABLE(?: IF (?:NOT )?EXISTS)?)\s+(\w+)")

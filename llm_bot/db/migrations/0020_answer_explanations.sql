@@ -1,4 +1,4 @@
--- Why each answer is what it is (llm_bot/explanation/store.py): one row per answered event,
+-- Why each answer is what it is (llm_bot/explanation/table.py): one row per answered event,
 -- written in the transaction that stores the event's output. The record holds ids, ranks,
 -- scores and hashes of what reached the model and counts of what was left out, never a copy of
 -- anyone's words: the words are read from their own rows when the explanation is shown, so

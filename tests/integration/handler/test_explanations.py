@@ -2,7 +2,8 @@
 naming the memory key with the version it saw and the recalled turns with their scores;
 `llm-bot explain` shows the prompt part by part, labelled, then what was left out; in a shared
 channel a DM memory is only counted; once a speaker is forgotten, another user's explanation
-that cited their words shows them as erased; with LLM_BOT_EXPLANATIONS off nothing is stored."""
+that cited their words shows them as erased, as does a stored output that does not decode; with
+LLM_BOT_EXPLANATIONS off nothing is stored."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ import pytest
 from psycopg import AsyncConnection
 
 from llm_bot.cli import main
-from llm_bot.explanation.store import Explanation, explanation_for, recent_explanations
+from llm_bot.explanation.reader import explanation_for, recent_explanations
+from llm_bot.explanation.view import Explanation
 from llm_bot.memory.wiring import open_memory_store
 
 from ...support.conversation import say, upsert
@@ -171,6 +173,26 @@ async def test_a_forgotten_speakers_words_are_erased_from_another_users_explanat
     assert all(
         user != "bob" and "bob" not in record and marker not in record for user, record in rows
     )
+
+
+async def test_a_stored_output_that_does_not_decode_shows_the_words_and_answer_as_erased(
+    explaining_bus: MemoryBus, fresh_database_url: str
+) -> None:
+    """The words asked and the answer are read from the stored output as every event is read
+    (the codec): bytes that are not UTF-8, or JSON that is no event, show nothing of either."""
+    bus, url = explaining_bus, fresh_database_url
+    async with bus.serving(bus.settings()):
+        asked = await say(bus, "ada", "what should I cook tonight?", thread="inbox", dm=True)
+    for output in (b"\xff", b"[1, 2]"):
+        with psycopg.connect(url, autocommit=True) as db:
+            db.execute(
+                "UPDATE processed_events SET output_data = %s WHERE correlation_id = %s",
+                (output, asked),
+            )
+        explanation = await explained(url, asked)
+        (words,) = labelled(explanation, "Input")
+        assert (words["state"], words["text"]) == ("erased", None), output
+        assert explanation.answer is None
 
 
 async def test_with_explanations_off_none_is_stored(

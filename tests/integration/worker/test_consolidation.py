@@ -20,7 +20,7 @@ from llm_bot.consolidation.extraction import MAX_FACTS
 from llm_bot.consolidation.jobs import Job, encode_job
 from llm_bot.events.identity import thread_id_of, user_id_of
 from llm_bot.events.models import InternalEventV2
-from llm_bot.explanation.store import explanation_for
+from llm_bot.explanation.reader import explanation_for
 from llm_bot.lifecycle.erasure import forget_user
 from llm_bot_tools.devstack.worker_harness import Bus, WorkerProcess, running_worker, wait_until
 from llm_bot_tools.local.openai_server import LocalModelServer

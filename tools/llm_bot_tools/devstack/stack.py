@@ -30,7 +30,8 @@ from prometheus_client import CollectorRegistry
 
 from llm_bot.db.migrate import migrate
 from llm_bot.events.routing import DEFAULT_EGRESS_TOPIC, prefixed
-from llm_bot.explanation.store import explanation_for, render_text
+from llm_bot.explanation.reader import explanation_for
+from llm_bot.explanation.render import render_text
 from llm_bot.settings import Settings, load_settings
 from llm_bot.telemetry.metrics import setup_metrics
 from llm_bot.telemetry.traces import setup_tracing

@@ -1,34 +1,30 @@
-"""The ``answer_explanations`` table and the one way to read an explanation: ``llm-bot explain``
-and the operator console both call :func:`explanation_for` and render its
-:meth:`Explanation.as_json` (the CLI also :func:`render_text`); :func:`recent_explanations`
-lists a user's newest.
+"""The one way to read an explanation: :func:`explanation_for` rebuilds the view
+(:mod:`llm_bot.explanation.view`) of one answered event from its stored record
+(:mod:`llm_bot.explanation.record`, ids, ranks, scores and hashes) and the words read now from
+the rows it cites, each through its table's owner: memories and their versions, turns, notes,
+the event's stored output (decoded as every event is read, :func:`llm_bot.events.codec.decode`),
+its tool ledger. ``llm-bot explain`` and the operator console call it, and only they import it
+(``tests/unit/test_layers.py``): the answering path builds the record and loads none of these
+reads.
 
-Written with the event's output, by the statement that stores it (``store_event_output``,
-migration 0020: the record is one more argument of that call, so an answered event still sends
-six statements; :func:`llm_bot.db.processed_events.store_output` passes it). Read here: the
-record (:mod:`llm_bot.explanation.record`) gives ids, ranks, scores and hashes; the words are
-read now from the rows they cite (memories and their versions, turns, notes, the event's stored
-output, its tool ledger), each through its table's owner. A cited row that is gone (its speaker
-erased, its memory forgotten, retention past it) is shown as erased; one whose text is no longer
-the text that was sent (the hash differs) as changed, without the text it holds now.
-
-Erasure, export and retention take a user's explanations with their other records
-(:data:`ROWS_OF_USER`, :data:`ROWS_OF_THREAD`, :data:`EXPIRED`); another user's explanation
-that cited an erased speaker holds only the turn's id, which then names nothing.
+A cited row that is gone (its speaker erased, its memory forgotten, retention past it) is shown
+as erased; one whose text is no longer the text that was sent (the hash differs) as changed,
+without the text it holds now. :func:`recent_explanations` lists a user's newest.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row, tuple_row
 
 from llm_bot.db import processed_events
+from llm_bot.events import codec
+from llm_bot.events.limits import InvalidEvent
+from llm_bot.explanation import table
 from llm_bot.explanation.record import (
     MemorySource,
     Record,
@@ -37,122 +33,10 @@ from llm_bot.explanation.record import (
     TurnSource,
     text_hash,
 )
+from llm_bot.explanation.view import Explanation, Listed, Message, Part, State, ToolCallShown
 from llm_bot.memory import memories, notes_store, turns, versions
 from llm_bot.memory.derived import derived_from, job_id, summary_window
 from llm_bot.platform_tools import ledger
-
-# Erasure's and export's rows (:mod:`llm_bot.lifecycle.erasure`): a user's explanations, a
-# thread's.
-ROWS_OF_USER = "FROM answer_explanations WHERE user_id = %(user)s"
-ROWS_OF_THREAD = "FROM answer_explanations WHERE thread_id = %(thread)s"
-
-# Retention's (:mod:`llm_bot.lifecycle.retention`): kept as long as the event records.
-EXPIRED = """
-DELETE FROM answer_explanations e USING (
-    SELECT user_id, correlation_id FROM answer_explanations
-     WHERE created_at < %(cutoff)s LIMIT %(batch)s) old
- WHERE e.user_id = old.user_id AND e.correlation_id = old.correlation_id
-"""
-
-# ``llm-bot explain`` names the event, not its user: the newest record of that id.
-_READ = """
-SELECT user_id, correlation_id, thread_id, created_at, record FROM answer_explanations
- WHERE correlation_id = %(correlation_id)s AND (%(user)s::text IS NULL OR user_id = %(user)s)
- ORDER BY created_at DESC LIMIT 1
-"""
-
-# A user's newest explanations, for a list to pick one from (the console's recent events).
-_RECENT = """
-SELECT correlation_id, thread_id, created_at, record->'decision'->>'gate' AS gate
-  FROM answer_explanations WHERE user_id = %(user)s ORDER BY created_at DESC LIMIT %(limit)s
-"""
-
-State = Literal["shown", "changed", "erased"]
-Message = Literal["system", "memory", "user"]
-
-
-@dataclass(frozen=True)
-class Part:
-    """One part of the prompt as shown: which message it was in, its label, where it came
-    from, why it was chosen, and its text read now (None when not shown: erased, changed, or
-    a section whose text is not kept)."""
-
-    message: Message
-    label: str
-    origin: str
-    why: str
-    state: State | None = None
-    text: str | None = None
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "message": self.message,
-            "label": self.label,
-            "origin": self.origin,
-            "why": self.why,
-            "state": self.state,
-            "text": self.text,
-        }
-
-
-@dataclass(frozen=True)
-class ToolCallShown:
-    tool: str
-    status: str
-    ledger_key: str | None  # user/correlation id/step/index, as the tool ledger keys it
-    ledger_state: str | None  # the ledger row's state now (None: not in the ledger)
-
-
-@dataclass(frozen=True)
-class Explanation:
-    """An explanation as shown: the decision, the prompt's parts in order, what was left out
-    (counts by reason), the words asked and the answer (read from the event's stored output),
-    the tool calls."""
-
-    correlation_id: str
-    user_id: str
-    thread_id: str | None
-    at: datetime
-    decision: Mapping[str, Any] | None
-    parts: tuple[Part, ...]
-    left_out: Mapping[str, int]
-    failed: int
-    answer: str | None
-    tools: tuple[ToolCallShown, ...]
-
-    def as_json(self) -> dict[str, Any]:
-        """The explanation as JSON-able data, the one rendering ``llm-bot explain --json`` and
-        the console show."""
-        return {
-            "correlationId": self.correlation_id,
-            "userId": self.user_id,
-            "threadId": self.thread_id,
-            "at": self.at.isoformat(),
-            "decision": dict(self.decision) if self.decision is not None else None,
-            "prompt": [part.as_json() for part in self.parts],
-            "leftOut": dict(self.left_out),
-            "retrievalFailed": self.failed,
-            "answer": self.answer,
-            "tools": [
-                {
-                    "tool": tool.tool,
-                    "status": tool.status,
-                    "ledgerKey": tool.ledger_key,
-                    "ledgerState": tool.ledger_state,
-                }
-                for tool in self.tools
-            ],
-        }
-
-
-@dataclass(frozen=True)
-class Listed:
-    """One of a user's explanations in a list: which event, where, when, the gate applied."""
-
-    correlation_id: str
-    thread_id: str | None
-    at: datetime
-    gate: str | None
 
 
 async def recent_explanations(
@@ -160,7 +44,7 @@ async def recent_explanations(
 ) -> list[Listed]:
     """``user_id``'s newest explanations, newest first, at most ``limit``."""
     async with connection.cursor(row_factory=tuple_row) as cursor:
-        await cursor.execute(_RECENT, {"user": user_id, "limit": limit})
+        await cursor.execute(table.RECENT_OF_USER, {"user": user_id, "limit": limit})
         return [Listed(*row) for row in await cursor.fetchall()]
 
 
@@ -175,7 +59,9 @@ async def explanation_for(
     words read now from the rows it cites; None when none is stored. ``agent`` names the notes
     document (``LLM_BOT_AGENT_NAME``)."""
     async with connection.cursor(row_factory=dict_row) as cursor:
-        await cursor.execute(_READ, {"correlation_id": correlation_id, "user": user_id})
+        await cursor.execute(
+            table.LATEST_OF_EVENT, {"correlation_id": correlation_id, "user": user_id}
+        )
         row = await cursor.fetchone()
     if row is None:
         return None
@@ -250,21 +136,19 @@ async def _asked_and_answered(
     connection: AsyncConnection[Any], event: Mapping[str, str]
 ) -> tuple[str | None, str | None]:
     """The words asked and the answer given, from the event's stored output (None, None once
-    it is gone: erased, or past retention)."""
+    it is gone, erased or past retention, or when it cannot be decoded)."""
     async with connection.cursor(row_factory=tuple_row) as cursor:
         await cursor.execute(processed_events.OUTPUT_OF_EVENT, event)
         row = await cursor.fetchone()
     if row is None or row[0] is None:
         return None, None
     try:
-        published = json.loads(bytes(row[0]))
-    except ValueError:
+        published = codec.decode(bytes(row[0]))
+    except InvalidEvent:
         return None, None
-    message = published.get("message") or {}
-    words = message.get("text") if isinstance(message, dict) else None
-    candidates = published.get("candidates") or []
-    answer = candidates[-1].get("text") if candidates and isinstance(candidates[-1], dict) else None
-    return (words if isinstance(words, str) else ""), (answer if isinstance(answer, str) else None)
+    words = published.message.text if published.message is not None else None
+    answer = published.candidates[-1].text if published.candidates else None
+    return words or "", answer
 
 
 async def _memory_parts(
@@ -403,51 +287,3 @@ async def _tools(
             ToolCallShown(tool.tool, tool.status, key, None if row is None else row["state"])
         )
     return tuple(shown)
-
-
-def render_text(explanation: Explanation) -> str:
-    """The explanation for a terminal: the decision, the prompt part by part, labelled with
-    where each part came from and why, what was left out, the answer and the tool calls. Text
-    that is not ours is quoted as JSON strings, one line each."""
-    lines = [
-        f"Explanation of {explanation.correlation_id} (user {json.dumps(explanation.user_id)},"
-        f" thread {json.dumps(explanation.thread_id)}, {explanation.at.isoformat()})",
-    ]
-    decision = explanation.decision
-    if decision is not None:
-        lines.append(
-            "Behaviour: intent {intent}, tone {tone}, risk {risk}, mode {mode}, gate {gate}".format(
-                intent=decision.get("intent"),
-                tone=decision.get("tone"),
-                risk="/".join(str(each) for each in decision.get("risk", [])),
-                mode=decision.get("mode"),
-                gate=decision.get("gate"),
-            )
-            + (f"; rules: {', '.join(decision.get('rules', []))}" if decision.get("rules") else "")
-        )
-    titles = {"system": "System message", "memory": "Memory context", "user": "User message"}
-    current: str | None = None
-    for part in explanation.parts:
-        if part.message != current:
-            current = part.message
-            lines += ["", f"== {titles[part.message]} =="]
-        lines.append(f"[{part.label}] from {part.origin}; {part.why}")
-        if part.state == "shown" and part.text is not None:
-            lines.append(f"    {json.dumps(part.text, ensure_ascii=False)}")
-        elif part.state is not None and part.state != "shown":
-            lines.append(f"    ({part.state})")
-    lines += ["", "== Left out =="]
-    counts = {
-        **explanation.left_out,
-        **({"retrieval_failed": explanation.failed} if explanation.failed else {}),
-    }
-    lines += [f"{reason}: {count}" for reason, count in sorted(counts.items())] or ["nothing"]
-    lines += ["", "== Answer =="]
-    answer = explanation.answer
-    lines.append(json.dumps(answer, ensure_ascii=False) if answer is not None else "(erased)")
-    lines += ["", "== Tool calls =="]
-    lines += [
-        f"{tool.tool}: {tool.status}" + (f" (ledger {tool.ledger_key})" if tool.ledger_key else "")
-        for tool in explanation.tools
-    ] or ["none"]
-    return "\n".join(lines)

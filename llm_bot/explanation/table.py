@@ -1,0 +1,38 @@
+"""The ``answer_explanations`` table's statements, in the one module that owns them (the
+convention of docs/architecture.md: a table's columns, key and Citus routing change here).
+
+No statement here writes a record: the statement that stores the event's output does
+(``store_event_output``, migration 0020, run by :func:`llm_bot.db.processed_events.store_output`
+with the record as one more argument), so an answered event sends no statement of its own for
+its explanation. What is here reads the rows, for the reader
+(:mod:`llm_bot.explanation.reader`), and names them for erasure, export and retention
+(:mod:`llm_bot.lifecycle`), which need nothing else of an explanation.
+"""
+
+from __future__ import annotations
+
+# Erasure's and export's rows (:mod:`llm_bot.lifecycle.erasure`): a user's explanations, a
+# thread's.
+ROWS_OF_USER = "FROM answer_explanations WHERE user_id = %(user)s"
+ROWS_OF_THREAD = "FROM answer_explanations WHERE thread_id = %(thread)s"
+
+# Retention's (:mod:`llm_bot.lifecycle.retention`): kept as long as the event records.
+EXPIRED = """
+DELETE FROM answer_explanations e USING (
+    SELECT user_id, correlation_id FROM answer_explanations
+     WHERE created_at < %(cutoff)s LIMIT %(batch)s) old
+ WHERE e.user_id = old.user_id AND e.correlation_id = old.correlation_id
+"""
+
+# ``llm-bot explain`` names the event, not its user: the newest record of that id.
+LATEST_OF_EVENT = """
+SELECT user_id, correlation_id, thread_id, created_at, record FROM answer_explanations
+ WHERE correlation_id = %(correlation_id)s AND (%(user)s::text IS NULL OR user_id = %(user)s)
+ ORDER BY created_at DESC LIMIT 1
+"""
+
+# A user's newest explanations, for a list to pick one from.
+RECENT_OF_USER = """
+SELECT correlation_id, thread_id, created_at, record->'decision'->>'gate' AS gate
+  FROM answer_explanations WHERE user_id = %(user)s ORDER BY created_at DESC LIMIT %(limit)s
+"""
