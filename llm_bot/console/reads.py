@@ -16,7 +16,8 @@ from psycopg.rows import dict_row
 
 from llm_bot.db import console_views, processed_events
 from llm_bot.memory import turns, versions
-from llm_bot.memory.context import MEMORY_CANDIDATES, ContextLimits, PostgresMemoryRetriever
+from llm_bot.memory.budget import MEMORY_CANDIDATES
+from llm_bot.memory.context import ContextLimits, PostgresMemoryRetriever
 from llm_bot.memory.notes_store import Notes, read_notes
 from llm_bot.memory.recall import recall
 from llm_bot.memory.search import SearchMode

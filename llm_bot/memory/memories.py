@@ -181,8 +181,9 @@ DERIVED_OF_THREAD = "FROM memories WHERE metadata->>'derivedFrom' = %(thread)s"
 # The user's memories learned in DMs, counted up to ``candidates`` when ``withheld`` (a shared
 # channel that may not show them): what an answer's explanation counts as left out for being of
 # another scope. One row always (an aggregate), so context assembly reads it with the notes and
-# the window in one statement (:mod:`llm_bot.memory.context`). The inner query selects a column:
-# Citus plans the LIMIT apart, and a result of no columns is one it cannot read back.
+# the window in one statement (:func:`llm_bot.memory.notes_store.read_notes_and_window`). The
+# inner query selects a column: Citus plans the LIMIT apart, and a result of no columns is one it
+# cannot read back.
 PRIVATE_COUNT = """
 SELECT count(*) AS private_memories FROM (
     SELECT 1 FROM memories WHERE user_id = %(user_id)s AND visibility = 'dm' AND %(withheld)s

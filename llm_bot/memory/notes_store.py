@@ -5,19 +5,26 @@ see the run's own edits, and records each edit. The commit locks the row, applie
 again to the document as it is then (another event of the user may have changed it since this
 run read it: its edit is kept, not overwritten) and checks visibility again there: notes
 written in a DM are never changed from a shared channel, whatever happened since the read.
+
+Context assembly reads the notes with the thread's window in one statement
+(:func:`read_notes_and_window`); the notes are what it reads first, so the statement is kept
+here, composed of the owners' queries of the window and of the withheld memories.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from psycopg import AsyncConnection
-from psycopg.rows import tuple_row
+from psycopg.rows import dict_row, tuple_row
 
 from llm_bot.clock import utc_now
 from llm_bot.llm.messages import ToolSpec
+from llm_bot.memory.history import Turn, window_of, window_params, window_sql
+from llm_bot.memory.memories import PRIVATE_COUNT
 from llm_bot.memory.notes import OPERATIONS, NotesError, apply_operation
 from llm_bot.memory.run_writes import NotesEdit, RunWrites, Visibility
 from llm_bot.memory.store import MemoryStore
@@ -33,8 +40,8 @@ class Notes:
     visibility: Visibility
 
 
-# The user's notes row (none before the first edit): a query a caller may also compose with
-# others into one statement (context assembly does).
+# The user's notes row (none before the first edit): a query also composed with others into
+# one statement (:func:`read_notes_and_window`).
 NOTES_SQL = (
     "SELECT content, visibility FROM agent_notes"
     " WHERE user_id = %(user_id)s AND agent_name = %(agent)s"
@@ -49,11 +56,81 @@ def notes_of(content: str | None, visibility: str | None) -> Notes:
     return Notes("", "public") if content is None else Notes(*_columns((content, visibility)))
 
 
+NO_NOTES = notes_of(None, None)
+
+
 async def read_notes(connection: AsyncConnection[Any], user_id: str, agent: str) -> Notes:
     async with connection.cursor(row_factory=tuple_row) as cursor:
         await cursor.execute(NOTES_SQL, {"user_id": user_id, "agent": agent})
         row = await cursor.fetchone()
-    return notes_of(*row) if row is not None else notes_of(None, None)
+    return notes_of(*row) if row is not None else NO_NOTES
+
+
+# The notes row and the window's turns in one statement: the notes' columns on a row of their
+# own (none without notes), each turn's on one of its own. In a DM both are the user's rows; a
+# shared channel's window is the channel's.
+_NOTES_AND_WINDOW = """
+SELECT notes.content AS notes_content, notes.visibility AS notes_visibility, turn.*,
+       private.private_memories
+  FROM ({notes}) AS notes FULL JOIN ({window}) AS turn ON false
+       FULL JOIN ({private}) AS private ON false
+"""
+
+
+def _notes_and_window_sql(thread_id: str) -> str:
+    return _NOTES_AND_WINDOW.format(
+        notes=NOTES_SQL, window=window_sql(thread_id), private=PRIVATE_COUNT
+    )
+
+
+@dataclass(frozen=True)
+class NotesAndWindow:
+    """The notes, the window, and how many of the user's memories this thread may not show."""
+
+    notes: Notes
+    window: list[Turn]
+    private_memories: int = 0
+
+
+async def read_notes_and_window(
+    connection: AsyncConnection[Any],
+    user_id: str,
+    agent: str,
+    thread_id: str,
+    *,
+    pairs: int,
+    now: datetime,
+    idle: timedelta,
+    withheld: bool,
+    candidates: int,
+) -> NotesAndWindow:
+    """The notes, the window of the last ``pairs`` pairs as of ``now`` and, when ``withheld``
+    (the thread may not show them), the count of the user's memories learned in DMs (up to
+    ``candidates``), in one statement: context assembly reads them while the query is embedded,
+    and one round trip is the shortest wait."""
+    params = {
+        "user_id": user_id,
+        "agent": agent,
+        "withheld": withheld,
+        "candidates": candidates,
+        **window_params(thread_id, pairs, now, idle),
+    }
+    async with connection.cursor(row_factory=dict_row) as cursor:
+        await cursor.execute(_notes_and_window_sql(thread_id), params)
+        rows = await cursor.fetchall()
+    notes = NO_NOTES
+    turns = []
+    private = 0
+    for row in rows:
+        content, visibility = row.pop("notes_content"), row.pop("notes_visibility")
+        count = row.pop("private_memories")
+        if count is not None:
+            private = int(count)
+        elif row["seq"] is None:
+            notes = notes_of(content, visibility)
+        else:
+            turns.append(row)
+    return NotesAndWindow(notes, window_of(turns), private)
 
 
 async def apply_notes_edits(

@@ -315,7 +315,7 @@ def test_collection_finds_patterns_in_modules_and_in_calls() -> None:
 
     found = {(found.pattern, found.where.split(":")[0]) for found in every_pattern()}
     assert any(pattern == UNSTORABLE.pattern for pattern, _ in found)
-    assert ("[^A-Za-z0-9_-]", "llm_bot/memory/context.py") in found  # a re.sub in a function
+    assert ("[^A-Za-z0-9_-]", "llm_bot/memory/rendering.py") in found  # a re.sub in a function
 
 
 def test_a_backtracking_pattern_is_caught() -> None:

@@ -1,6 +1,6 @@
 """Node ``ingest_prompt``: the event's behaviour profile and gate, then what it asks
 (:mod:`llm_bot.graph.prompt.composition`) becomes this run's user message, named after its
-speaker in a shared channel as every user turn there is (:mod:`llm_bot.memory.context`). An
+speaker in a shared channel as every user turn there is (:mod:`llm_bot.memory.rendering`). An
 event that sets no task ends the run here (SKIP), as does one the gate stops. Personalities
 named by the event are looked up here, once per run (``GraphContext.personalities``).
 
@@ -39,7 +39,7 @@ from llm_bot.graph.prompt.composition import (
 from llm_bot.graph.prompt.sections import system_prompt_section
 from llm_bot.graph.state import GraphContext, GraphState
 from llm_bot.llm.messages import ChatMessage
-from llm_bot.memory.context import speaker_name
+from llm_bot.memory.rendering import speaker_name
 from llm_bot.memory.run_writes import RunWrites
 from llm_bot.telemetry.traces import annotate_current
 

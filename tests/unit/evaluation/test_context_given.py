@@ -5,8 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from llm_bot.llm.messages import ChatMessage
-from llm_bot.memory.context import ContextLimits, attributed, select_recalled
+from llm_bot.memory.budget import select_recalled
+from llm_bot.memory.context import ContextLimits
 from llm_bot.memory.recall import RecalledTurn
+from llm_bot.memory.rendering import attributed
 from llm_bot.memory.search import MemoryHit
 from llm_bot_tools.evaluation.context import (
     Shown,

@@ -8,14 +8,10 @@ import json
 from datetime import UTC, datetime
 
 from llm_bot.llm.messages import ChatMessage
-from llm_bot.memory.context import (
-    NOTES_HEADER,
-    RECALL_HEADER,
-    Parts,
-    assemble,
-)
+from llm_bot.memory.context import Parts, assemble
 from llm_bot.memory.history import Turn
 from llm_bot.memory.recall import RecalledTurn
+from llm_bot.memory.rendering import NOTES_HEADER, RECALL_HEADER
 from llm_bot.memory.search import MemoryHit
 
 from ...from_settings import context_limits

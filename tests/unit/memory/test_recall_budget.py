@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from llm_bot.memory.context import (
-    RECALL_HEADER,
-    recall_candidates,
-    select_recalled,
-)
+from llm_bot.memory.budget import recall_candidates, select_recalled
 from llm_bot.memory.recall import RecalledTurn
+from llm_bot.memory.rendering import RECALL_HEADER
 from llm_bot.memory.validation import approx_tokens
 
 MONDAY = datetime(2026, 3, 2, 9, 30, tzinfo=UTC)

@@ -29,7 +29,7 @@ from psycopg.rows import tuple_row
 from psycopg.types.json import Jsonb
 
 from llm_bot.db.migrate import migrate
-from llm_bot.memory.context import recall_candidates
+from llm_bot.memory.budget import recall_candidates
 from llm_bot.memory.recall import recall_turns
 from llm_bot.memory.search import SearchMode, hybrid_search
 from llm_bot.memory.store import MemoryStore

@@ -25,14 +25,10 @@ from typing import Any
 from llm_bot.events.identity import is_shared_thread
 from llm_bot.llm.messages import ChatMessage
 from llm_bot.memory import turns
-from llm_bot.memory.context import (
-    ContextLimits,
-    PostgresMemoryRetriever,
-    attributed,
-    recall_line,
-)
+from llm_bot.memory.context import ContextLimits, PostgresMemoryRetriever
 from llm_bot.memory.derived import derived_from
 from llm_bot.memory.recall import RecalledTurn
+from llm_bot.memory.rendering import attributed, recall_line
 from llm_bot.memory.search import MemoryHit
 from llm_bot.memory.store import MemoryStore
 from llm_bot.memory.validation import approx_tokens
