@@ -9,7 +9,7 @@ reads.
 
 A cited row that is gone (its speaker erased, its memory forgotten, retention past it) is shown
 as erased; one whose text is no longer the text that was sent (the hash differs) as changed,
-without the text it holds now. :func:`recent_explanations` lists a user's newest.
+without the text it holds now.
 """
 
 from __future__ import annotations
@@ -33,19 +33,10 @@ from llm_bot.explanation.record import (
     TurnSource,
     text_hash,
 )
-from llm_bot.explanation.view import Explanation, Listed, Message, Part, State, ToolCallShown
+from llm_bot.explanation.view import Explanation, Message, Part, State, ToolCallShown
 from llm_bot.memory import memories, notes_store, turns, versions
 from llm_bot.memory.derived import derived_from, job_id, summary_window
 from llm_bot.platform_tools import ledger
-
-
-async def recent_explanations(
-    connection: AsyncConnection[Any], user_id: str, limit: int = 20
-) -> list[Listed]:
-    """``user_id``'s newest explanations, newest first, at most ``limit``."""
-    async with connection.cursor(row_factory=tuple_row) as cursor:
-        await cursor.execute(table.RECENT_OF_USER, {"user": user_id, "limit": limit})
-        return [Listed(*row) for row in await cursor.fetchall()]
 
 
 async def explanation_for(

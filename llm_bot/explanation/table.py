@@ -30,9 +30,3 @@ SELECT user_id, correlation_id, thread_id, created_at, record FROM answer_explan
  WHERE correlation_id = %(correlation_id)s AND (%(user)s::text IS NULL OR user_id = %(user)s)
  ORDER BY created_at DESC LIMIT 1
 """
-
-# A user's newest explanations, for a list to pick one from.
-RECENT_OF_USER = """
-SELECT correlation_id, thread_id, created_at, record->'decision'->>'gate' AS gate
-  FROM answer_explanations WHERE user_id = %(user)s ORDER BY created_at DESC LIMIT %(limit)s
-"""

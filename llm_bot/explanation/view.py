@@ -88,13 +88,3 @@ class Explanation:
                 for tool in self.tools
             ],
         }
-
-
-@dataclass(frozen=True)
-class Listed:
-    """One of a user's explanations in a list: which event, where, when, the gate applied."""
-
-    correlation_id: str
-    thread_id: str | None
-    at: datetime
-    gate: str | None
