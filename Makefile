@@ -12,7 +12,7 @@ install: $(STAMP)
 # torch goes first so pip takes the CPU wheel on disk instead of a multi-GB CUDA build. The
 # runtime dependencies install at their pins in constraints.txt, as in the image, so tests run
 # what ships and a new upstream release cannot change a clean clone's result. The extras name
-# the tools (llm-bot-tools), which come from tools/ in this checkout.
+# the development tools (llm-bot-tools), which come from tools/ in this checkout.
 $(STAMP): pyproject.toml tools/pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
@@ -77,7 +77,7 @@ deploy-check: install
 	$(BIN)/hadolint Dockerfile
 	$(BIN)/shellcheck deploy/*.sh
 
-# The service and its tools, each strict.
+# The service and the development tools, each strict.
 typecheck: install
 	$(BIN)/mypy --strict llm_bot tools/llm_bot_tools
 

@@ -248,7 +248,7 @@ class Settings(BaseSettings):
     recall_budget: Count = Field(1500, alias="MEMORY_RECALL_BUDGET")
     retrieval_timeout_ms: Millis = Field(5000, alias="MEMORY_RETRIEVAL_TIMEOUT_MS")
     # The server ends any one statement of the memory pool past this (0: never). The slowest
-    # normal one, recall of a user with 1M turns, takes ~20-30 ms at p95 on a 2-core machine
+    # normal one, recall of a deep user, takes under 100 ms at p95 on a loaded 2-core machine
     # (docs/performance.md, "Per-user depth"); a commit may wait out `llm-bot reembed`'s
     # switch, a few seconds. A retrieval statement that meets it costs the event that part of
     # its context, as any retrieval failure does.

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from llm_bot.cli.console import add_console_command
+from llm_bot.cli.dev_tools import add_dev_tool_commands, dev_tools_missing
 from llm_bot.cli.explain import add_explain_command
 from llm_bot.cli.failures import masked, report_failure, secrets_of
 from llm_bot.cli.lifecycle import add_lifecycle_commands
@@ -23,7 +24,6 @@ from llm_bot.cli.memories import add_memory_commands
 from llm_bot.cli.personalities import add_personality_commands
 from llm_bot.cli.reembed import add_reembed_command
 from llm_bot.cli.support import EXIT_USAGE, OneLineParser, UsageError, require_database_url
-from llm_bot.cli.tools import add_tool_commands, tools_missing
 from llm_bot.cli.worker import add_worker_commands
 from llm_bot.settings import Settings, SettingsError, load_settings
 
@@ -72,7 +72,7 @@ def build_parser() -> OneLineParser:
     add_lifecycle_commands(commands)
     add_console_command(commands)
     add_explain_command(commands)
-    add_tool_commands(commands, OneLineParser)
+    add_dev_tool_commands(commands, OneLineParser)
     add_worker_commands(commands)
     return parser
 
@@ -95,7 +95,7 @@ def configure_logging(level: str, command: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if (missing := tools_missing(args)) is not None:
+    if (missing := dev_tools_missing(args)) is not None:
         print(f"llm-bot: {missing}", file=sys.stderr)
         return EXIT_USAGE
     try:

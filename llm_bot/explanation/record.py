@@ -52,7 +52,7 @@ def text_hash(text: str) -> str:
 
 
 @dataclass(frozen=True)
-class Decision:
+class BehaviourDecision:
     """The behaviour layer's decision (:mod:`llm_bot.graph.behavior.profile`): what it read of
     the event, the gate applied, and the rules of the policy that shaped the answer."""
 
@@ -140,7 +140,7 @@ class Record:
     """One answer's explanation, as stored."""
 
     step_key: str
-    decision: Decision | None = None
+    decision: BehaviourDecision | None = None
     sections: tuple[Section, ...] = ()
     context: ContextSources = ContextSources()
     tools: tuple[ToolSource, ...] = ()
@@ -161,7 +161,7 @@ class Record:
         return {
             "format": FORMAT,
             "step": self.step_key,
-            "decision": None if decision is None else _decision_json(decision),
+            "decision": None if decision is None else _behaviour_decision_json(decision),
             "sections": [_section_json(section) for section in self.sections[:MAX_ITEMS]],
             "notes": context.notes_hash,
             "memories": [_memory_json(memory) for memory in memories],
@@ -178,7 +178,7 @@ class Record:
         decision = data.get("decision")
         return cls(
             step_key=str(data.get("step", "")),
-            decision=None if decision is None else _decision_of(decision),
+            decision=None if decision is None else _behaviour_decision_of(decision),
             sections=tuple(_section_of(each) for each in data.get("sections", ())),
             context=ContextSources(
                 notes_hash=data.get("notes"),
@@ -203,7 +203,7 @@ def _capped(items: Sequence[T], cap: int) -> tuple[Sequence[T], int]:
     return items[:cap], max(0, len(items) - cap)
 
 
-def _decision_json(decision: Decision) -> dict[str, Any]:
+def _behaviour_decision_json(decision: BehaviourDecision) -> dict[str, Any]:
     return {
         "intent": decision.intent,
         "tone": decision.tone,
@@ -215,9 +215,9 @@ def _decision_json(decision: Decision) -> dict[str, Any]:
     }
 
 
-def _decision_of(data: Mapping[str, Any]) -> Decision:
+def _behaviour_decision_of(data: Mapping[str, Any]) -> BehaviourDecision:
     level, kind = data.get("risk", ["none", "none"])
-    return Decision(
+    return BehaviourDecision(
         intent=str(data.get("intent", "")),
         tone=str(data.get("tone", "")),
         risk_level=str(level),

@@ -1,8 +1,8 @@
 """Build the compiled graph and its run context from settings, in one place.
 
 The worker, ``llm-bot send --local`` and the benchmarks all run the same graph with the same
-dependencies; only the memory services and tools they pass in differ. The platform tools are
-the built-ins and, when the worker has one, the tool-gateway's allowed tools
+dependencies; only the memory services and memory tools they pass in differ. The platform
+tools are the built-ins and, when the worker has one, the tool-gateway's allowed tools
 (``LLM_BOT_TOOLS_ALLOW``); without a gateway (``send --local``, the dev stack) the built-ins
 alone.
 """
@@ -19,7 +19,7 @@ from llm_bot.graph.prompt.system_prompt import resolve_system_prompt
 from llm_bot.graph.reducer import MessageLimits
 from llm_bot.graph.state import ChatModel, GraphContext
 from llm_bot.memory.retrieval import MemoryRetriever, NoMemory
-from llm_bot.memory.tools import Tool
+from llm_bot.memory.tools import MemoryTool
 from llm_bot.platform_tools.calls import NoLedger, ToolLedger
 from llm_bot.platform_tools.catalog import ToolCatalog, allowlist
 from llm_bot.platform_tools.client import McpClient
@@ -34,7 +34,7 @@ def context_from_settings(
     settings: Settings,
     model: ChatModel,
     retriever: MemoryRetriever | None = None,
-    tools: Sequence[Tool] = (),
+    memory_tools: Sequence[MemoryTool] = (),
     personalities: Personalities | None = None,
     gateway: McpClient | None = None,
     ledger: ToolLedger | None = None,
@@ -43,7 +43,7 @@ def context_from_settings(
     return GraphContext(
         model=model,
         retriever=retriever or NoMemory(),
-        tools=tools,
+        memory_tools=memory_tools,
         platform_tools=catalog.tools,
         ledger=ledger or NoLedger(),
         tool_timeout_s=settings.tool_timeout_ms / 1000,

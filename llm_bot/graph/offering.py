@@ -25,7 +25,7 @@ from llm_bot.events.models import InternalEventV2
 from llm_bot.graph.behavior.annotations import ToolUse, tool_use
 from llm_bot.graph.behavior.profile import Profile
 from llm_bot.llm.messages import ToolSpec
-from llm_bot.memory.tools import Tool
+from llm_bot.memory.tools import MemoryTool
 from llm_bot.platform_tools.platform import (
     Caller,
     PlatformTool,
@@ -45,7 +45,7 @@ class Offer:
 
     caller: Caller
     use: ToolUse
-    memory: dict[str, Tool] = field(default_factory=dict)
+    memory: dict[str, MemoryTool] = field(default_factory=dict)
     platform: dict[str, PlatformTool] = field(default_factory=dict)
 
     @property
@@ -61,7 +61,7 @@ class Offer:
 def make_offer(
     event: InternalEventV2,
     profile: Profile,
-    memory_tools: Sequence[Tool],
+    memory_tools: Sequence[MemoryTool],
     platform_tools: Sequence[PlatformTool],
     filter_enabled: bool,
 ) -> Offer:

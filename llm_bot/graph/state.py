@@ -1,8 +1,9 @@
 """Graph state (data and reducers only) and the run context (dependencies and settings).
 
 Following LangGraph's memory-agent template, state holds what a run produces, while the
-model client, memory services, tools and clock travel in :class:`GraphContext`, so tests build
-the same graph with the local stack and production builds it with the real one.
+model client, memory services, memory and platform tools and the clock travel in
+:class:`GraphContext`, so tests build the same graph with the local stack and production builds
+it with the real one.
 """
 
 # No `from __future__ import annotations` here: LangGraph reads the state's annotations with
@@ -26,7 +27,7 @@ from llm_bot.graph.tool_round import TimeLimit, ToolRecord
 from llm_bot.llm.messages import ChatMessage, ModelReply, TokenUsage, ToolCall, ToolSpec
 from llm_bot.memory.retrieval import MemoryContext, MemoryRetriever, NoMemory
 from llm_bot.memory.run_writes import RunWrites
-from llm_bot.memory.tools import Tool
+from llm_bot.memory.tools import MemoryTool
 from llm_bot.platform_tools.calls import NoLedger, ToolLedger, ToolOutcome
 from llm_bot.platform_tools.platform import PlatformTool
 
@@ -97,7 +98,7 @@ class GraphContext:
     tool_timeout_s: float  # LLM_BOT_TOOL_TIMEOUT_MS
     tool_result_max_chars: int  # LLM_BOT_TOOL_RESULT_MAX_CHARS
     retriever: MemoryRetriever = field(default_factory=NoMemory)
-    tools: Sequence[Tool] = ()  # the memory tools
+    memory_tools: Sequence[MemoryTool] = ()
     # The platform tools as they are now (llm_bot.platform_tools.catalog.ToolCatalog.tools):
     # read once per event. None: the run offers memory tools alone.
     platform_tools: Callable[[], Sequence[PlatformTool]] | None = None
@@ -108,9 +109,9 @@ class GraphContext:
     explain: bool = True  # LLM_BOT_EXPLANATIONS: assemble each answer's explanation
 
     def offer(self, event: InternalEventV2, profile: Profile) -> Offer:
-        """The event's tools (:mod:`llm_bot.graph.offering`)."""
+        """The event's offer (:mod:`llm_bot.graph.offering`)."""
         platform = self.platform_tools() if self.platform_tools is not None else ()
-        return make_offer(event, profile, self.tools, platform, self.behavior.tool_filter)
+        return make_offer(event, profile, self.memory_tools, platform, self.behavior.tool_filter)
 
     def tool_timeout(self, now: float) -> TimeLimit:
         """One platform-tool call's limit at loop time ``now``: ``LLM_BOT_TOOL_TIMEOUT_MS``, and

@@ -3,7 +3,7 @@
 Only the event's offer (:mod:`llm_bot.graph.offering`) runs; a call to any other name is
 answered as a call to an unknown tool. The runner dispatches by kind:
 
-- a **memory tool** (:class:`llm_bot.memory.tools.Tool`) runs against the run's
+- a **memory tool** (:class:`llm_bot.memory.tools.MemoryTool`) runs against the run's
   :class:`RunWrites` (with the user id) from the graph, never a user from the model's
   arguments, so a model cannot read or write another user's memory by naming them. Its writes
   apply at the event's commit, with the history pair, so a retried event repeats none of them;
@@ -44,7 +44,7 @@ from llm_bot.events.limits import InvalidEvent, parse_json
 from llm_bot.graph.offering import Offer
 from llm_bot.llm.messages import ChatMessage, ToolCall
 from llm_bot.memory.run_writes import RunWrites
-from llm_bot.memory.tools import Tool
+from llm_bot.memory.tools import MemoryTool
 from llm_bot.platform_tools.calls import CallKey, ToolLedger, ToolOutcome
 from llm_bot.platform_tools.platform import Caller, PlatformTool, ToolRequest, error_source
 from llm_bot.telemetry import metrics
@@ -172,7 +172,7 @@ async def _run_call(
     return done, record
 
 
-async def _run_memory(tool: Tool, arguments: dict[str, Any], run: RunWrites) -> ToolOutcome:
+async def _run_memory(tool: MemoryTool, arguments: dict[str, Any], run: RunWrites) -> ToolOutcome:
     name = tool.spec.name
     try:
         text = await tool.run(arguments, run)

@@ -36,9 +36,10 @@ from llm_bot.memory.validation import (
 logger = logging.getLogger(__name__)
 
 
-class Tool(Protocol):
-    """What the graph's tool runner (:mod:`llm_bot.graph.tool_round`) calls: every tool we offer
-    the model reads or writes memory, so the protocol lives with them."""
+class MemoryTool(Protocol):
+    """A memory tool as the tool round's runner (:mod:`llm_bot.graph.tool_round`) calls it: on
+    the run's writes, for the run's user alone. A platform tool has its own protocol
+    (:class:`llm_bot.platform_tools.platform.PlatformTool`)."""
 
     spec: ToolSpec
 

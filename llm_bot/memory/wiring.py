@@ -21,14 +21,14 @@ from llm_bot.memory.context import ContextLimits, PostgresMemoryRetriever
 from llm_bot.memory.notes_store import ManageNotesTool
 from llm_bot.memory.retrieval import MemoryRetriever, NoMemory
 from llm_bot.memory.store import MemoryStore
-from llm_bot.memory.tools import DeleteMemoryTool, Tool, UpsertMemoryTool
+from llm_bot.memory.tools import DeleteMemoryTool, MemoryTool, UpsertMemoryTool
 from llm_bot.settings import Settings
 
 
 @dataclass(frozen=True)
 class MemoryServices:
     retriever: MemoryRetriever = field(default_factory=NoMemory)
-    tools: Sequence[Tool] = ()
+    memory_tools: Sequence[MemoryTool] = ()
     commit: MemoryCommit | None = None  # None: nothing to write (no database)
     personalities: Personalities | None = None  # None: named personalities are left out
 
@@ -75,7 +75,7 @@ async def memory_services(
     limits = ContextLimits.from_settings(settings)
     async with open_memory_store(settings) as store:
         retriever = PostgresMemoryRetriever(store, limits, settings.agent_name, clock)
-        tools: tuple[Tool, ...] = (
+        memory_tools: tuple[MemoryTool, ...] = (
             UpsertMemoryTool(
                 store, settings.memory_max_tokens, settings.retention_memories_per_user
             ),
@@ -84,7 +84,7 @@ async def memory_services(
         )
         yield MemoryServices(
             retriever,
-            tools,
+            memory_tools,
             MemoryCommit.from_settings(store, settings),
             PersonalityLookup(store.connection, settings.personality_cache_ttl_ms / 1000),
         )

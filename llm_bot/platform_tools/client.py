@@ -1,6 +1,6 @@
 """One MCP server's connection, kept up in the background on the official ``mcp`` SDK.
 
-The worker never waits for a tool server: `McpClient.start` returns at once and the
+The worker never waits for an MCP server: `McpClient.start` returns at once and the
 connection comes and goes behind it (connect, list tools, re-list on
 ``notifications/tools/list_changed``, ping every ``monitor_s``, reconnect with exponential
 backoff). A call made while the server is away fails at once with `ToolUnavailable`, so an

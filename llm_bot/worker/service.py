@@ -240,7 +240,7 @@ async def open_handler(
         settings,
         model,
         services.retriever,
-        services.tools,
+        services.memory_tools,
         services.personalities,
         gateway,
         PostgresToolLedger.from_settings(pool, settings),

@@ -1,8 +1,9 @@
 """The import direction of architecture.yaml's ``packages`` layers, checked on every module:
 a package imports from layers below its own only, so no cycle can form between packages. The
-service (``llm_bot``) and its tools (``llm_bot_tools``) each have their layers; the tools import
-the service, never the reverse. Within a layer's package, an explanation's reader and its
-renderings are imported by the command line and the console alone."""
+service (``llm_bot``) and the development tools (``llm_bot_tools``) each have their layers; the
+development tools import the service, never the reverse. Within a layer's package, an
+explanation's reader and its renderings are imported by the command line and the console
+alone."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-SERVICE, TOOLS = "llm_bot", "llm_bot_tools"
+SERVICE, DEV_TOOLS = "llm_bot", "llm_bot_tools"
 # An explanation's reader and its renderings are the operator's: in the service only the
 # command line and the console import them (and they each other), so the answering path, which
 # builds the record (``llm_bot.explanation.record``), loads none of their reads.
@@ -22,7 +23,7 @@ READING_PACKAGES = {"cli", "console"}
 # Each package: where it lives, and its layers' key in architecture.yaml.
 PACKAGES = {
     SERVICE: (ROOT / "llm_bot", "layers"),
-    TOOLS: (ROOT / "tools/llm_bot_tools", "tools_layers"),
+    DEV_TOOLS: (ROOT / "tools/llm_bot_tools", "dev_tools_layers"),
 }
 
 
@@ -75,14 +76,14 @@ def test_imports_point_down_the_layers(package: str) -> None:
     assert upward == []
 
 
-def test_the_service_never_imports_its_tools() -> None:
-    """The image holds the service alone: an import of the tools would fail there."""
+def test_the_service_never_imports_the_dev_tools() -> None:
+    """The image holds the service alone: an import of the development tools would fail there."""
     root, _ = PACKAGES[SERVICE]
     found = [
         f"{path.relative_to(ROOT)} imports {name}"
         for path in sorted(root.rglob("*.py"))
         for name in imported_modules(path)
-        if name == TOOLS or name.startswith(f"{TOOLS}.")
+        if name == DEV_TOOLS or name.startswith(f"{DEV_TOOLS}.")
     ]
     assert found == []
 

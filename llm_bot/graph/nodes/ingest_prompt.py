@@ -24,7 +24,7 @@ from langgraph.types import Command
 
 from llm_bot.clock import iso_timestamp
 from llm_bot.events.models import InternalEventV2
-from llm_bot.explanation.record import Decision, Record, section
+from llm_bot.explanation.record import BehaviourDecision, Record, section
 from llm_bot.graph.behavior.profile import Gate, Profile, derive_profile
 from llm_bot.graph.behavior.texts import guidance_lines, task_instruction
 from llm_bot.graph.nodes.build_candidate import refusal_candidate
@@ -115,7 +115,7 @@ def _explained(
     event goes on to the model, the sections of the system and user messages it composed
     (each by hash, with what it cites). Memory's sources and the tool calls come later."""
     step = state["inbound"].key.step
-    decision = decision_of(profile, gate, context.behavior.guidance)
+    decision = behaviour_decision_of(profile, gate, context.behavior.guidance)
     if request is None or identity is None:
         return Record(step, decision)
     named = [part.name or "written out" for part in request.personalities]
@@ -132,12 +132,12 @@ def _explained(
     return Record(step, decision, (*system, *user))
 
 
-def decision_of(profile: Profile, gate: Gate, guidance: bool) -> Decision:
+def behaviour_decision_of(profile: Profile, gate: Gate, guidance: bool) -> BehaviourDecision:
     """The behaviour decision as an explanation records it: the profile's reading, the gate,
     and the policy's rules that applied."""
     policy = profile.policy
     rules = [name for name in _RULES if getattr(policy, name)]
-    return Decision(
+    return BehaviourDecision(
         intent=profile.intent,
         tone=profile.tone.bucket,
         risk_level=profile.risk.level,

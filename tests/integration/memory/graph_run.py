@@ -27,7 +27,7 @@ def context_for(store: MemoryStore, model: ModelClient) -> GraphContext:
     return graph_context(
         model,
         retriever=PostgresMemoryRetriever(store, limits, "llm-bot", utc_now),
-        tools=[UpsertMemoryTool(store, 2048, max_memories=0), DeleteMemoryTool(store)],
+        memory_tools=[UpsertMemoryTool(store, 2048, max_memories=0), DeleteMemoryTool(store)],
         system_prompt="system",
     )
 

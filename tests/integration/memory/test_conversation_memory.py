@@ -60,7 +60,7 @@ class Instance:
         context = graph_context(
             model,
             retriever=PostgresMemoryRetriever(store, limits, "llm-bot", clock),
-            tools=[ManageNotesTool(store, "llm-bot", max_chars=300)],
+            memory_tools=[ManageNotesTool(store, "llm-bot", max_chars=300)],
             clock=clock,
         )
         commit = MemoryCommit.from_settings(store, load_settings())

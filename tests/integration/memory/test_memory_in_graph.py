@@ -54,7 +54,7 @@ def context_for(store: MemoryStore, model: ModelClient, timeout_s: float = 5.0) 
     return graph_context(
         model,
         retriever=PostgresMemoryRetriever(store, limits, "llm-bot", utc_now),
-        tools=[UpsertMemoryTool(store, max_tokens=2048, max_memories=0)],
+        memory_tools=[UpsertMemoryTool(store, max_tokens=2048, max_memories=0)],
         system_prompt="system",
         retrieval_timeout_s=timeout_s,
     )
@@ -273,7 +273,8 @@ async def test_what_is_learned_in_a_dm_never_reaches_a_shared_channel_but_does_r
     """The memory, the notes and the DM's own turns (recall) all stay private."""
     context = context_for(memory_store, model)
     context = replace(
-        context, tools=[*context.tools, ManageNotesTool(memory_store, "llm-bot", 8000)]
+        context,
+        memory_tools=[*context.memory_tools, ManageNotesTool(memory_store, "llm-bot", 8000)],
     )
     memory = json.dumps({"content": "the door code of Ada is 4242"})
     note = json.dumps({"operation": "append", "content": "Ada's door code: 4242"})

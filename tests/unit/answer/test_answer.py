@@ -17,7 +17,7 @@ from llm_bot.graph.assembly import context_from_settings, graph_from_settings
 from llm_bot.llm.client import ModelClient
 from llm_bot.llm.messages import ToolSpec
 from llm_bot.memory.run_writes import RunWrites
-from llm_bot.memory.tools import Tool
+from llm_bot.memory.tools import MemoryTool
 from llm_bot.settings import Settings
 from llm_bot_tools.local.openai_server import LocalModelServer
 from llm_bot_tools.local.prompt_events import prompt_event
@@ -37,10 +37,10 @@ def settings_for(server: LocalModelServer, **overrides: Any) -> Settings:
 
 
 def answerer_for(
-    server: LocalModelServer, model: ModelClient, tools: list[Tool] | None = None
+    server: LocalModelServer, model: ModelClient, memory_tools: list[MemoryTool] | None = None
 ) -> Answerer:
     settings = settings_for(server)
-    context = context_from_settings(settings, model, tools=tools or ())
+    context = context_from_settings(settings, model, memory_tools=memory_tools or ())
     return Answerer(graph_from_settings(settings), context)
 
 

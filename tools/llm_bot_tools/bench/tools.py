@@ -14,7 +14,7 @@ offered the same tools:
 No memory is read or written: the difference between the cases is the tool round alone.
 ``cpu_ms`` is the process's CPU per event, the servers' threads included; ``loop_cpu_ms`` the
 event loop thread's (``time.thread_time``), which is the worker's share: the model server and
-the tool server each serve from threads of their own. Postgres runs in its own processes and
+the MCP server each serve from threads of their own. Postgres runs in its own processes and
 is in neither.
 """
 
@@ -64,7 +64,7 @@ class CaseReport:
     cpu_ms: float  # per event, the whole process
     loop_cpu_ms: float  # per event, the event loop's thread: the worker's share
     model_calls: float  # per event, as the model server saw them
-    tool_calls: float  # per event, as the tool server saw them
+    tool_calls: float  # per event, as the MCP server saw them
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)

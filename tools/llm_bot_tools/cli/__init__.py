@@ -1,8 +1,9 @@
-"""The tools' ``llm-bot`` subcommands: :func:`add_commands` is what the service's command line
-(:mod:`llm_bot.cli.tools`) calls to offer them.
+"""The development tools' ``llm-bot`` subcommands: :func:`add_commands` is what the service's
+command line (:mod:`llm_bot.cli.dev_tools`) calls to offer them.
 
 Only the argument parsers load here; each command imports what it runs when it runs, so having
-the tools installed costs the service's own commands (``llm-bot run`` among them) nothing."""
+the development tools installed costs the service's own commands (``llm-bot run`` among them)
+nothing."""
 
 from __future__ import annotations
 

@@ -126,7 +126,7 @@ def add_tools_command(kinds: Any) -> None:
         "--transport",
         choices=["sse", "streamable-http"],
         default="sse",
-        help="the tool server's, as MCP_GATEWAY_TRANSPORT (sse: BitBrat's gateway's)",
+        help="the MCP server's, as MCP_GATEWAY_TRANSPORT (sse: BitBrat's gateway's)",
     )
     tools.add_argument(
         "--no-ledger", action="store_true", help="skip the case with the Postgres ledger"

@@ -71,7 +71,7 @@ async def _process(settings: Settings, event: InternalEventV2) -> dict[str, Any]
     try:
         async with memory_services(settings) as memory:
             context = context_from_settings(
-                settings, model, memory.retriever, memory.tools, memory.personalities
+                settings, model, memory.retriever, memory.memory_tools, memory.personalities
             )
             answerer = Answerer(graph_from_settings(settings), context, memory.commit)
             answer = await answerer.answer(inbound_of(event))
