@@ -13,7 +13,12 @@ from pydantic import SecretStr
 
 from llm_bot.cli.support import UsageError
 from llm_bot.settings import Settings
-from llm_bot_tools.cli.measurements import database_for_measurements, number_list, progress
+from llm_bot_tools.cli.measurements import (
+    database_for_measurements,
+    embeddings_for_measurements,
+    number_list,
+    progress,
+)
 
 if TYPE_CHECKING:  # the evaluation pulls in memory, the database and the embedder: load when run
     from llm_bot.memory.search import SearchMode
@@ -103,7 +108,7 @@ def run_calibrate(args: argparse.Namespace, settings: Settings) -> int:
         pairs = load_pairs(args.pairs)
     except (OSError, ValueError) as error:
         raise UsageError(f"cannot read labelled pairs: {error}") from None
-    embedder = embedder_from_settings(settings)
+    embedder = embedder_from_settings(embeddings_for_measurements(settings))
 
     async def run() -> Any:
         try:
@@ -183,6 +188,7 @@ def run_retrieval_eval(args: argparse.Namespace, settings: Settings) -> int:
                 return without, (loaded, await measured(store, ids, scratch_settings))
 
     budgets: list[ContextReport] = []
+    settings = embeddings_for_measurements(settings)  # once the arguments are read
     with database_for_measurements(settings) as url:
         (reports, given), with_derived = asyncio.run(run(url))
     if args.plot:

@@ -29,6 +29,19 @@ def database_for_measurements(settings: Settings) -> Iterator[str]:
         yield postgres.url
 
 
+def embeddings_for_measurements(settings: Settings) -> Settings:
+    """``settings``, with the local embedder (all-MiniLM-L6-v2, installed with these tools) when
+    nothing names an embeddings API: no ``MEMORY_EMBEDDING_PROVIDER``, ``OPENAI_API_KEY`` or
+    ``OPENAI_BASE_URL``. As an unset ``DATABASE_URL`` means the embedded Postgres, a first
+    measurement on a fresh clone runs on what is here, rather than timing out on
+    api.openai.com; said on stderr."""
+    named = "embedding_provider" in settings.model_fields_set
+    if named or settings.openai_api_key is not None or settings.openai_base_url is not None:
+        return settings
+    progress("embeddings: the local all-MiniLM-L6-v2 (no embeddings API is configured)")
+    return settings.model_copy(update={"embedding_provider": "local"})
+
+
 def progress(line: str) -> None:
     """A line on stderr, so stdout holds only the result (``--json`` output stays parseable)."""
     print(f"# {line}", file=sys.stderr, flush=True)
