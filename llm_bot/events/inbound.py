@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 
+from llm_bot.clock import utc_now
 from llm_bot.events.codec import decode
 from llm_bot.events.identity import is_direct, thread_id_of, user_id_of
 from llm_bot.events.limits import check_event
@@ -41,7 +43,8 @@ class EventKey:
 class Inbound:
     """``event`` as received, never modified, with what follows from it. ``deadline_s`` is
     ``None`` when nothing waits for the answer; ``attempt`` is the delivery's number,
-    ``last_attempt`` the last one accepted."""
+    ``last_attempt`` the last one accepted; ``asked_at`` when the user asked
+    (:func:`asked_at_of`)."""
 
     event: InternalEventV2
     user_id: str
@@ -51,6 +54,7 @@ class Inbound:
     deadline_s: float | None = None
     attempt: int = 1
     last_attempt: int = 1
+    asked_at: datetime | None = None
 
 
 def key_of(event: InternalEventV2, user_id: str) -> EventKey:
@@ -68,6 +72,7 @@ def inbound_of(
     deadline_s: float | None = None,
     attempt: int = 1,
     last_attempt: int = 1,
+    now: datetime | None = None,
 ) -> Inbound:
     user_id = user_id_of(event)
     return Inbound(
@@ -79,7 +84,23 @@ def inbound_of(
         deadline_s,
         attempt,
         last_attempt,
+        asked_at_of(event, now or utc_now()),
     )
+
+
+def asked_at_of(event: InternalEventV2, now: datetime) -> datetime | None:
+    """When the user asked: the event's ``ingress.ingressAt``, so that a question's "yesterday"
+    is the day before it was asked, however long it waited on the bus (a backlog after an
+    outage). Never after ``now`` (a producer's clock ahead, or a made-up time, cannot move it
+    into the future); None when the time is no ISO-8601 timestamp with a zone (then the time
+    of answering stands in)."""
+    try:
+        at = datetime.fromisoformat(event.ingress.ingress_at)
+    except ValueError:
+        return None
+    if at.tzinfo is None:
+        return None
+    return min(at, now)
 
 
 def received(

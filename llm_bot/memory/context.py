@@ -103,11 +103,18 @@ class PostgresMemoryRetriever:
         self._clock = clock
 
     async def retrieve(
-        self, user_id: str, thread_id: str, query: str, *, private: bool
+        self,
+        user_id: str,
+        thread_id: str,
+        query: str,
+        *,
+        private: bool,
+        asked_at: datetime | None = None,
     ) -> MemoryContext:
         """In a shared channel (``private`` false) only what was learned in shared channels is
         shown (notes, memories, recalled messages), unless ``private_in_public`` widens it, and
-        every user turn names its speaker."""
+        every user turn names its speaker. The question's relative dates count from
+        ``asked_at``, else from the clock."""
         with metrics.timed(metrics.memory_retrieval_duration):
             context = await self._retrieve(
                 user_id,
@@ -115,15 +122,23 @@ class PostgresMemoryRetriever:
                 query,
                 include_private=private or self._limits.private_in_public,
                 shared=not private,
+                asked_at=asked_at,
             )
         metrics.memory_retrievals.add(1)
         return context
 
     async def _retrieve(
-        self, user_id: str, thread_id: str, query: str, *, include_private: bool, shared: bool
+        self,
+        user_id: str,
+        thread_id: str,
+        query: str,
+        *,
+        include_private: bool,
+        shared: bool,
+        asked_at: datetime | None,
     ) -> MemoryContext:
         _, context, failed = await self._assembled(
-            user_id, thread_id, query, include_private, shared
+            user_id, thread_id, query, include_private, shared, asked_at
         )
         if failed:
             context.stats["retrievalFailed"] = len(failed)
@@ -140,16 +155,29 @@ class PostgresMemoryRetriever:
         return await self._assembled(user_id, thread_id, query, include_private, not private)
 
     async def _assembled(
-        self, user_id: str, thread_id: str, query: str, include_private: bool, shared: bool
+        self,
+        user_id: str,
+        thread_id: str,
+        query: str,
+        include_private: bool,
+        shared: bool,
+        asked_at: datetime | None = None,
     ) -> tuple[Parts, MemoryContext, list[str]]:
         failed: list[str] = []
-        parts = await self._parts(user_id, thread_id, query, include_private, failed)
+        asked = asked_at or self._clock()
+        parts = await self._parts(user_id, thread_id, query, include_private, failed, asked)
         budget = self._limits.max_context_tokens - approx_tokens(query)
         context = assemble(parts, self._limits, budget, requester=user_id, shared=shared)
         return parts, context, failed
 
     async def _parts(
-        self, user_id: str, thread_id: str, query: str, include_private: bool, failed: list[str]
+        self,
+        user_id: str,
+        thread_id: str,
+        query: str,
+        include_private: bool,
+        failed: list[str],
+        asked_at: datetime,
     ) -> Parts:
         """Each part started as soon as it can be: the notes and the window alongside the
         embedding, then memories and recall (outside the window)."""
@@ -173,7 +201,7 @@ class PostgresMemoryRetriever:
             ),
             _degrade(
                 "recall",
-                self._recall(user_id, query, vector, window, include_private),
+                self._recall(user_id, query, vector, window, include_private, asked_at),
                 NO_RECALL,
                 user_id,
                 failed,
@@ -258,6 +286,7 @@ class PostgresMemoryRetriever:
         vector: list[float],
         window: list[Turn],
         include_private: bool,
+        asked_at: datetime,
     ) -> Recall:
         async with self._store.connection() as connection:
             return await recall(
@@ -269,7 +298,7 @@ class PostgresMemoryRetriever:
                 limit=recall_candidates(self._limits.recall_budget_tokens),
                 threshold=self._limits.threshold,
                 include_private=include_private,
-                asked_at=self._clock(),
+                asked_at=asked_at,
             )
 
 

@@ -11,8 +11,10 @@ Absolute names: a month (English, capitalised "May" only where it is plainly the
 May", "last May", "May 2023"), a year (1900-2099). "Last May" is any May: in a history of one
 year it is the same month.
 
-Relative names are resolved against the time the question is asked, passed in (context
-assembly passes its clock's time as it answers; recall reads no clock of its own), each into a
+Relative names are resolved against the time the question is asked, passed in (the event's
+``ingressAt``, :func:`llm_bot.events.inbound.asked_at_of`, so a backlog does not move
+"yesterday"; the clock of context assembly where an event gives none; recall reads no clock of
+its own), each into a
 span of days around what it names, as people say them loosely: "today", "this morning",
 "tonight"; "yesterday", "last night"; a weekday ("on Monday", "last Friday": the latest one
 before the day of asking); "this/last week, weekend, month, year" (calendar weeks from

@@ -8,6 +8,7 @@ the graph runs with :class:`NoMemory`, which knows nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Protocol
 
 from llm_bot.llm.messages import ChatMessage
@@ -38,10 +39,18 @@ class MemoryContext:
 
 
 class MemoryRetriever(Protocol):
-    """``private``: the conversation is a DM, where what was learned in DMs may be shown."""
+    """``private``: the conversation is a DM, where what was learned in DMs may be shown;
+    ``asked_at``: when the question was asked, which its relative dates count from (None: the
+    time of answering)."""
 
     async def retrieve(
-        self, user_id: str, thread_id: str, query: str, *, private: bool
+        self,
+        user_id: str,
+        thread_id: str,
+        query: str,
+        *,
+        private: bool,
+        asked_at: datetime | None = None,
     ) -> MemoryContext: ...
 
 
@@ -49,6 +58,12 @@ class NoMemory:
     """A retriever that knows nothing: the graph's default before memory is wired in."""
 
     async def retrieve(
-        self, user_id: str, thread_id: str, query: str, *, private: bool
+        self,
+        user_id: str,
+        thread_id: str,
+        query: str,
+        *,
+        private: bool,
+        asked_at: datetime | None = None,
     ) -> MemoryContext:
         return MemoryContext()

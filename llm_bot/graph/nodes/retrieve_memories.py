@@ -36,6 +36,7 @@ async def retrieve_memories(state: GraphState, runtime: Runtime[GraphContext]) -
                 inbound.thread_id,
                 state["combined_prompt"],
                 private=state["writes"].visibility == "dm",
+                asked_at=inbound.asked_at,
             )
     except Exception as error:  # degrade, never fail: docs/memory.md, Retrieval
         cause = "timeout" if isinstance(error, TimeoutError) else f"{type(error).__name__}: {error}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -63,3 +64,24 @@ def test_a_user_id_too_long_to_store_is_refused_on_receipt() -> None:
     data, attributes = encode(event)
     with pytest.raises(InvalidEvent, match="user id"):
         received(data, attributes, Settings(), attempt=1)
+
+
+NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("ingress_at", "asked"),
+    [
+        ("2026-02-28T09:30:00.000Z", datetime(2026, 2, 28, 9, 30, tzinfo=UTC)),  # a backlog
+        ("2026-02-28T10:30:00+01:00", datetime(2026, 2, 28, 9, 30, tzinfo=UTC)),
+        ("2027-01-01T00:00:00.000Z", NOW),  # a clock ahead: never after now
+        ("2026-02-28T09:30:00", None),  # no zone: the time of answering stands in
+        ("yesterday", None),
+    ],
+)
+def test_a_question_is_asked_when_it_came_in_never_later_than_now(
+    ingress_at: str, asked: datetime | None
+) -> None:
+    event = prompt_event("hi", user="u", thread="t", egress_topic="internal.egress.v1")
+    event.ingress.ingress_at = ingress_at
+    assert inbound_of(event, now=NOW).asked_at == asked

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import openai
 import pytest
 
+from llm_bot.clock import iso_timestamp
 from llm_bot.events.codec import from_document, to_document
 from llm_bot.events.models import InternalEventV2
 from llm_bot.graph.builder import LlmBotGraph, compile_graph
@@ -251,14 +253,26 @@ async def test_responses_api_mode(server: LocalModelServer) -> None:
 
 class BrokenMemory:
     async def retrieve(
-        self, user_id: str, thread_id: str, query: str, *, private: bool
+        self,
+        user_id: str,
+        thread_id: str,
+        query: str,
+        *,
+        private: bool,
+        asked_at: datetime | None = None,
     ) -> MemoryContext:
         raise ConnectionError("database is down")
 
 
 class SlowMemory:
     async def retrieve(
-        self, user_id: str, thread_id: str, query: str, *, private: bool
+        self,
+        user_id: str,
+        thread_id: str,
+        query: str,
+        *,
+        private: bool,
+        asked_at: datetime | None = None,
     ) -> MemoryContext:
         await asyncio.Event().wait()  # never answers
         raise AssertionError
@@ -279,13 +293,53 @@ async def test_failing_memory_degrades_to_no_memories(
 
 class OneMemory:
     async def retrieve(
-        self, user_id: str, thread_id: str, query: str, *, private: bool
+        self,
+        user_id: str,
+        thread_id: str,
+        query: str,
+        *,
+        private: bool,
+        asked_at: datetime | None = None,
     ) -> MemoryContext:
         from llm_bot.llm.messages import ChatMessage
 
         return MemoryContext(
             (ChatMessage("system", f"Memory of {user_id}: likes tea"),), {"memories": 1}
         )
+
+
+class AskedAt:
+    """Remembers when each question was asked, as the graph says."""
+
+    def __init__(self) -> None:
+        self.asked: list[datetime | None] = []
+
+    async def retrieve(
+        self,
+        user_id: str,
+        thread_id: str,
+        query: str,
+        *,
+        private: bool,
+        asked_at: datetime | None = None,
+    ) -> MemoryContext:
+        self.asked.append(asked_at)
+        return MemoryContext()
+
+
+async def test_a_question_waiting_on_the_bus_is_asked_when_it_came_in_not_when_answered(
+    server: LocalModelServer,
+) -> None:
+    """A backlog after an outage: the event came in two days before it is answered, and its
+    "yesterday" is the day before it came in (recall counts relative dates from it)."""
+    memory = AskedAt()
+    delayed = event("hi")
+    came_in = datetime.now(UTC) - timedelta(days=2)
+    delayed.ingress.ingress_at = iso_timestamp(came_in)
+    await answer_event(graph(), context(model_client(server), retriever=memory), delayed)
+    [asked] = memory.asked
+    assert asked is not None
+    assert abs((asked - came_in).total_seconds()) < 0.001
 
 
 async def test_the_memory_context_sits_between_system_prompt_and_the_run(
