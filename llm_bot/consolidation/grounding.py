@@ -220,15 +220,16 @@ class Evidence:
         self._known = [_said_stems(ws) | {word.lower for word in ws} for ws in words]
         self._stated = [_said_stems([word for word in ws if not word.asked]) for ws in words]
         self._elsewhere: dict[str, tuple[set[str], set[str]]] = {}
+        self._names = {turn.user_id: _names_of(turn.user_id) for turn in window}
 
     def unsaid(self, text: str, cited: Sequence[int]) -> str | None:
         """Why ``text``, a fact citing the turns at indices ``cited`` of the window (user turns
         of one speaker), is not said by them as the speaker's own (the module's docstring);
         None when it is."""
         speaker = self._window[cited[0]].user_id
-        own = _names_of(speaker)
-        others = {turn.user_id for turn in self._window} - {speaker}
-        neighbours = frozenset().union(*map(_names_of, others)) - own
+        own = self._names[speaker]
+        others = [names for user_id, names in self._names.items() if user_id != speaker]
+        neighbours = frozenset().union(*others) - own
         fact = [w for sentence in _sentences(_ISO_DATE.sub(" ", text)) for w in sentence]
         dated = bool(_ISO_DATE.search(text)) or any(word.lower in _DATE_WORDS for word in fact)
         said = [sentence for index in cited for sentence in self._said[index]]

@@ -20,6 +20,7 @@ traffic has stopped (or run it again: it is idempotent).
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +28,7 @@ from psycopg import AsyncConnection
 
 from llm_bot.db import console_views, processed_events
 from llm_bot.explanation import table as explanations
-from llm_bot.lifecycle.provenance import added, forget_derived
+from llm_bot.lifecycle.provenance import forget_derived
 from llm_bot.memory import memories, notes_store, turns, versions
 from llm_bot.platform_tools import ledger
 
@@ -99,15 +100,15 @@ async def _delete_all(
 ) -> dict[str, int]:
     """Each of ``rows`` deleted, in order, in one transaction; the turns' deletion names what it
     took, and what was derived from those turns goes right after it."""
-    deleted: dict[str, int] = {}
+    deleted: Counter[str] = Counter()
     async with connection.transaction():
         for table, rows_of in rows:
             if table == "conversation_turns":
                 cursor = await connection.execute(f"DELETE {rows_of}{turns.TAKEN}", params)
                 taken = [(user, thread, int(seq)) for user, thread, seq in await cursor.fetchall()]
-                added(deleted, {table: cursor.rowcount})
-                added(deleted, await forget_derived(connection, taken))
+                deleted[table] += cursor.rowcount
+                deleted.update(await forget_derived(connection, taken))
             else:
                 cursor = await connection.execute(f"DELETE {rows_of}", params)
-                added(deleted, {table: cursor.rowcount})
-    return deleted
+                deleted[table] += cursor.rowcount
+    return dict(deleted)

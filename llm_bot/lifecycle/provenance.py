@@ -17,6 +17,7 @@ Explanations stay: they hold ids, ranks and hashes of what an answer was given, 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,34 +25,22 @@ from psycopg import AsyncConnection
 
 from llm_bot.memory import memories, turns, versions
 
-# (table, statement): each deletes what was derived from the taken turns.
-DERIVED: tuple[tuple[str, str], ...] = (
-    ("conversation_turns", turns.SUMMARIES_OVER),
-    ("memories", memories.DERIVED_FROM_TURNS),
-    ("memory_versions", versions.DERIVED_FROM_TURNS),
-)
-
-Taken = tuple[str, str, int]  # a turn's user, thread and seq
-
 
 async def forget_derived(
-    connection: AsyncConnection[Any], taken: Sequence[Taken]
-) -> dict[str, int]:
-    """Delete, in the caller's transaction, what was derived from the ``taken`` turns; rows
-    deleted per table. A summary's own row among them (seq < 0) is no source."""
+    connection: AsyncConnection[Any], taken: Sequence[tuple[str, str, int]]
+) -> Counter[str]:
+    """Delete, in the caller's transaction, what was derived from the ``taken`` turns (user,
+    thread, seq); rows deleted per table. A summary's own row among them (seq < 0) is no
+    source."""
     sources = [(user, thread, seq) for user, thread, seq in taken if seq > 0]
     if not sources:
-        return {}
+        return Counter()
     users, threads, seqs = (list(column) for column in zip(*sources, strict=True))
-    params = {"users": users, "threads": threads, "seqs": seqs}
-    deleted = {}
-    for table, statement in DERIVED:
-        cursor = await connection.execute(statement, params)
-        deleted[table] = cursor.rowcount
-    return deleted
-
-
-def added(into: dict[str, int], counts: dict[str, int]) -> None:
-    """``counts`` added to ``into``, table by table."""
-    for table, count in counts.items():
-        into[table] = into.get(table, 0) + count
+    turns_taken = turns.Taken(users, threads, seqs)
+    return Counter(
+        {
+            "conversation_turns": await turns.delete_summaries_over(connection, turns_taken),
+            "memories": await memories.delete_derived_from(connection, turns_taken),
+            "memory_versions": await versions.delete_derived_from(connection, turns_taken),
+        }
+    )

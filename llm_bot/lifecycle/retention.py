@@ -165,7 +165,7 @@ async def _sweep_sources(
             cursor = await connection.execute(statement, params)
             taken = [(user, thread, int(seq)) for user, thread, seq in await cursor.fetchall()]
             derived = await forget_derived(connection, taken)
-        deleted["derived"] = deleted.get("derived", 0) + sum(derived.values())
+        deleted["derived"] = deleted.get("derived", 0) + derived.total()
         return len(taken)
 
     return await _sweep(connection, rule, statement, params, progress, batch)

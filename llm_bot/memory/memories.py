@@ -13,6 +13,12 @@ sends it to that user's shard; retention's and the re-embedding's read every sha
 
 from __future__ import annotations
 
+from typing import Any
+
+from psycopg import AsyncConnection
+
+from llm_bot.memory.turns import Taken
+
 # A rewrite replaces the vector: the one given (the live model's), or none when embedding
 # failed; a vector the re-embedding made for the old text is stale either way.
 PUT = """
@@ -165,7 +171,7 @@ ROWS_OF_USER = "FROM memories WHERE user_id = %(user)s"
 # The memories consolidation derived from any of the taken turns (users, threads and seqs side
 # by side; :mod:`llm_bot.lifecycle.provenance`): a fact goes when a turn it cites goes. The
 # turns are a result of their own (materialized), which Citus joins with each user's shard.
-DERIVED_FROM_TURNS = """
+_DERIVED_FROM_TURNS = """
 WITH taken AS MATERIALIZED (
     SELECT DISTINCT user_id, thread_id, seq::text AS seq
       FROM unnest(%(users)s::text[], %(threads)s::text[], %(seqs)s::bigint[])
@@ -195,3 +201,9 @@ CURRENT_OF_KEYS = """
 SELECT key, content, metadata, updated_at FROM memories
  WHERE user_id = %(user)s AND key = ANY(%(keys)s)
 """
+
+
+async def delete_derived_from(connection: AsyncConnection[Any], taken: Taken) -> int:
+    """The memories derived from any of ``taken``; rows deleted."""
+    cursor = await connection.execute(_DERIVED_FROM_TURNS, taken.params)
+    return cursor.rowcount

@@ -374,12 +374,27 @@ VALUES (%(thread_id)s, -%(to_seq)s, %(user)s, 0, %(from_seq)s, 'summary', %(cont
 ON CONFLICT DO NOTHING
 """
 
+
+@dataclass(frozen=True)
+class Taken:
+    """Turns a deletion took (:data:`TAKEN`): their users, threads and seqs, side by side, as
+    the statements of what was derived from them read them."""
+
+    users: list[str]
+    threads: list[str]
+    seqs: list[int]
+
+    @property
+    def params(self) -> dict[str, list[str] | list[int]]:
+        return {"users": self.users, "threads": self.threads, "seqs": self.seqs}
+
+
 # The session summaries, in any speaker's rows, whose window covered one of the taken turns
 # (a summary's seq is minus the last seq it covers, its pair_index the seq before the first):
 # a shared window's summary holds every speaker's words, so it goes when any of them goes. The
 # turns are a result of their own (materialized), so Citus joins every shard's summaries with
 # it, through the summaries' index by thread (migration 0023).
-SUMMARIES_OVER = """
+_SUMMARIES_OVER = """
 WITH taken AS MATERIALIZED (
     SELECT DISTINCT thread_id, seq FROM unnest(%(threads)s::text[], %(seqs)s::bigint[])
         AS taken(thread_id, seq)),
@@ -513,3 +528,9 @@ async def insert_summary(connection: AsyncConnection[Any], summary: Summary) -> 
     }
     written = await connection.execute(_INSERT_SUMMARY, params)
     return written.rowcount == 1
+
+
+async def delete_summaries_over(connection: AsyncConnection[Any], taken: Taken) -> int:
+    """The summaries, in any speaker's rows, whose window covered one of ``taken``; rows deleted."""
+    cursor = await connection.execute(_SUMMARIES_OVER, taken.params)
+    return cursor.rowcount

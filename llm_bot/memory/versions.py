@@ -20,6 +20,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
 from llm_bot.memory.run_writes import Visibility
+from llm_bot.memory.turns import Taken
 
 # Only a change of text makes a version: the same fact said again is no new version.
 _RETIRE_CURRENT = """
@@ -52,7 +53,7 @@ ROWS_OF_USER = "FROM memory_versions WHERE user_id = %(user)s"
 # taken turns (:mod:`llm_bot.lifecycle.provenance`), as :mod:`llm_bot.memory.memories` finds
 # the current ones: a retired derived text still holds its sources' words.
 DERIVED_OF_THREAD = "FROM memory_versions WHERE metadata->>'derivedFrom' = %(thread)s"
-DERIVED_FROM_TURNS = """
+_DERIVED_FROM_TURNS = """
 WITH taken AS MATERIALIZED (
     SELECT DISTINCT user_id, thread_id, seq::text AS seq
       FROM unnest(%(users)s::text[], %(threads)s::text[], %(seqs)s::bigint[])
@@ -111,3 +112,9 @@ async def versions_of(connection: AsyncConnection[Any], user_id: str, key: str) 
             (user_id, key),
         )
         return [Version(**row) for row in await cursor.fetchall()]
+
+
+async def delete_derived_from(connection: AsyncConnection[Any], taken: Taken) -> int:
+    """The earlier texts derived from any of ``taken``; rows deleted."""
+    cursor = await connection.execute(_DERIVED_FROM_TURNS, taken.params)
+    return cursor.rowcount
