@@ -771,7 +771,7 @@ INSERT INTO schema_migrations (version, name) VALUES (21, '0021_console_views.sq
 ALTER TABLE conversation_threads ADD COLUMN consolidated_seq bigint NOT NULL DEFAULT 0;
 UPDATE conversation_threads SET consolidated_seq = last_seq;
 
--- The sweep's bounded read (llm_bot/memory/turns.py, CLOSED_WINDOWS): only threads with turns
+-- The sweep's bounded read (llm_bot/memory/turns/consolidation.py, closed_windows): only threads with turns
 -- not yet consolidated, oldest silence first.
 CREATE INDEX conversation_threads_unconsolidated_idx ON conversation_threads (last_turn_at)
     WHERE consolidated_seq < last_seq;

@@ -15,13 +15,14 @@ from typing import Any, get_args
 from psycopg.rows import dict_row
 
 from llm_bot.db import console_views, processed_events
-from llm_bot.memory import turns, versions
+from llm_bot.memory import versions
 from llm_bot.memory.budget import MEMORY_CANDIDATES
 from llm_bot.memory.context import ContextLimits, PostgresMemoryRetriever
 from llm_bot.memory.notes_store import Notes, read_notes
 from llm_bot.memory.recall import recall
 from llm_bot.memory.search import SearchMode
 from llm_bot.memory.store import Memory, MemoryStore
+from llm_bot.memory.turns.reads import RECENT_TURNS_OF_USER, USERS_BETWEEN
 
 LIST_LIMIT = 200
 FOUND_LIMIT = 50
@@ -67,7 +68,7 @@ async def users_starting(store: MemoryStore, prefix: str) -> list[str]:
     """Users whose id starts with ``prefix``, in order."""
     params = {"start": prefix, "end": prefix + "\U0010ffff", "limit": FOUND_LIMIT}
     async with store.connection() as connection, connection.cursor() as cursor:
-        await cursor.execute(turns.USERS_BETWEEN, params)
+        await cursor.execute(USERS_BETWEEN, params)
         return [row["user_id"] for row in await cursor.fetchall()]
 
 
@@ -80,7 +81,7 @@ async def user_data(store: MemoryStore, user_id: str, agent: str) -> UserData:
             by_key: dict[str, list[dict[str, Any]]] = defaultdict(list)
             for row in sorted(await cursor.fetchall(), key=lambda row: row["version"]):
                 by_key[row["key"]].append(row)
-            await cursor.execute(turns.RECENT_TURNS_OF_USER, params)
+            await cursor.execute(RECENT_TURNS_OF_USER, params)
             history = await cursor.fetchall()
             await cursor.execute(processed_events.RECENT_OF_USER, params)
             events = await cursor.fetchall()

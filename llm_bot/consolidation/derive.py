@@ -3,9 +3,9 @@ memory already holds, the model's derivation, and its writes.
 
 The writes run in the caller's transaction, the one that records the job in the processed-events
 ledger, so they commit once or not at all. Before writing for a speaker the job locks that
-speaker's turns of the window (:func:`llm_bot.memory.turns.lock_sources`): a fact whose sources
-were erased meanwhile is not written, nor the summary once any turn of the window is gone
-(:mod:`llm_bot.lifecycle.erasure` says why the order holds). Facts go through the memories'
+speaker's turns of the window (:func:`llm_bot.memory.turns.consolidation.lock_sources`): a fact
+whose sources were erased meanwhile is not written, nor the summary once any turn of the window
+is gone (:mod:`llm_bot.lifecycle.erasure` says why the order holds). Facts go through the memories'
 versioning (:func:`llm_bot.memory.store.put_memory`): one that replaces a memory keeps the
 text it supersedes as a version, valid until the fact's own time, which is its sources' time,
 not the job's.
@@ -17,7 +17,6 @@ import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from psycopg import AsyncConnection
@@ -34,10 +33,10 @@ from llm_bot.consolidation.jobs import Job
 from llm_bot.db.embedding_space import EmbeddingSpace
 from llm_bot.llm.client import ModelClient
 from llm_bot.llm.messages import TokenUsage
-from llm_bot.memory import turns
 from llm_bot.memory.derived import derived_metadata
 from llm_bot.memory.run_writes import Visibility
 from llm_bot.memory.store import MemoryStore, put_memory
+from llm_bot.memory.turns.consolidation import Summary, insert_summary, lock_sources, window_turns
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +59,7 @@ class Consolidator:
     async def window(self, job: Job) -> list[WindowTurn]:
         """The window's turns, oldest first (none when the thread or its users were erased)."""
         async with self._store.connection() as connection:
-            rows = await turns.window_turns(connection, job.thread_id, job.from_seq, job.to_seq)
+            rows = await window_turns(connection, job.thread_id, job.from_seq, job.to_seq)
         return [WindowTurn(**row) for row in rows if row["role"] != "summary"]
 
     async def known(self, job: Job, speakers: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
@@ -123,7 +122,7 @@ class Consolidator:
         speakers = sorted({turn.user_id for turn in window if turn.role == "user"})
         alive: dict[str, set[int]] = {}
         for user_id in speakers:
-            alive[user_id] = await turns.lock_sources(
+            alive[user_id] = await lock_sources(
                 connection, user_id, job.thread_id, job.from_seq, job.to_seq
             )
         written = gone = 0
@@ -154,15 +153,18 @@ class Consolidator:
             private = any(turn.visibility == "dm" for turn in window)
             for user_id in speakers:
                 if alive[user_id]:
-                    await insert_summary(
-                        connection,
-                        job,
+                    summary = Summary(
+                        job.thread_id,
+                        job.from_seq,
+                        job.to_seq,
                         user_id,
                         derived.summary,
-                        planned.summary_vector if live_space else None,
                         last_at,
+                        job.key.source,
+                        planned.summary_vector if live_space else None,
                         "dm" if private else "public",
                     )
+                    await insert_summary(connection, summary)
                     summaries += 1
         return Applied(written, summaries, gone)
 
@@ -175,30 +177,3 @@ class Planned:
     keys: list[str]
     fact_vectors: list[list[float] | None]
     summary_vector: list[float] | None
-
-
-async def insert_summary(
-    connection: AsyncConnection[Any],
-    job: Job,
-    user_id: str,
-    summary: str,
-    vector: list[float] | None,
-    at: datetime,
-    visibility: str,
-) -> bool:
-    """The window's summary as a recall key of ``user_id``'s; False when the window already
-    has one (a summary is written once)."""
-    return await turns.insert_summary(
-        connection,
-        turns.Summary(
-            job.thread_id,
-            job.from_seq,
-            job.to_seq,
-            user_id,
-            summary,
-            at,
-            job.key.source,
-            vector,
-            visibility,
-        ),
-    )

@@ -4,12 +4,12 @@ A thread's session closes after ``SESSION_IDLE_SECONDS`` of silence or at
 ``LLM_BOT_CONSOLIDATION_TURN_CAP`` turns not yet consolidated. Silence is an absence, so no
 event announces it: every ``LLM_BOT_CONSOLIDATION_SWEEP_S`` the sweep reads, in one bounded
 statement over a partial index of the threads with unconsolidated turns, the threads whose
-window closed (:func:`llm_bot.memory.turns.closed_windows`). Waiting for the thread's next
-event instead would never consolidate the last session of a user who does not come back, and
-would put the job's publish on an answer's path. The window is everything since the last job,
-so a burst of sessions in a thread is one job (the debounce); a job is published, then the
-thread's mark moved on from where the sweep read it, so two instances' sweeps move it once,
-and a job published twice (a crash between the two steps, two sweeps) has one key in the
+window closed (:func:`llm_bot.memory.turns.consolidation.closed_windows`). Waiting for the
+thread's next event instead would never consolidate the last session of a user who does not
+come back, and would put the job's publish on an answer's path. The window is everything since
+the last job, so a burst of sessions in a thread is one job (the debounce); a job is published,
+then the thread's mark moved on from where the sweep read it, so two instances' sweeps move it
+once, and a job published twice (a crash between the two steps, two sweeps) has one key in the
 processed-events ledger (:mod:`.jobs`).
 """
 
@@ -23,8 +23,8 @@ from datetime import timedelta
 from llm_bot.clock import utc_now
 from llm_bot.consolidation.jobs import JOB_TYPE, Job, encode_job
 from llm_bot.events.routing import prefixed
-from llm_bot.memory import turns
 from llm_bot.memory.store import MemoryStore
+from llm_bot.memory.turns.consolidation import closed_windows, mark_consolidated
 from llm_bot.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -62,13 +62,13 @@ class Sweeper:
         """One batch: the jobs published."""
         idle_before = utc_now() - self._idle
         async with self._store.connection() as connection:
-            windows = await turns.closed_windows(
+            windows = await closed_windows(
                 connection, idle_before=idle_before, cap=self._cap, batch=SWEEP_BATCH
             )
             for thread_id, from_seq, to_seq in windows:
                 await self._publish(
                     self._topic, encode_job(Job(thread_id, from_seq, to_seq)), {"type": JOB_TYPE}
                 )
-                await turns.mark_consolidated(connection, thread_id, from_seq, to_seq)
+                await mark_consolidated(connection, thread_id, from_seq, to_seq)
                 await connection.commit()
         return len(windows)

@@ -34,8 +34,9 @@ from llm_bot.explanation.record import (
     text_hash,
 )
 from llm_bot.explanation.view import Explanation, Message, Part, State, ToolCallShown
-from llm_bot.memory import memories, notes_store, turns, versions
+from llm_bot.memory import memories, notes_store, versions
 from llm_bot.memory.derived import derived_from, job_id, summary_window
+from llm_bot.memory.turns.reads import TURNS_BY_ID
 from llm_bot.platform_tools import ledger
 
 
@@ -203,7 +204,7 @@ async def _turn_texts(
         return {}
     params = {"threads": [turn.thread_id for turn in cited], "seqs": [turn.seq for turn in cited]}
     async with connection.cursor(row_factory=tuple_row) as cursor:
-        await cursor.execute(turns.TURNS_BY_ID, params)
+        await cursor.execute(TURNS_BY_ID, params)
         return {
             (thread, int(seq)): (int(pair_index), content)
             for thread, seq, pair_index, content in await cursor.fetchall()

@@ -1,5 +1,5 @@
 """What was derived from turns goes with them: a deletion of turns (an erasure, retention's
-expiry or cap) names the turns it took (:data:`llm_bot.memory.turns.TAKEN`), and
+expiry or cap) names the turns it took (:data:`llm_bot.memory.turns.rows.TAKEN`), and
 :func:`forget_derived`, in the same transaction, deletes every row made from any of them, in
 whichever user's rows it lies:
 
@@ -23,7 +23,9 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from llm_bot.memory import memories, turns, versions
+from llm_bot.memory import memories, versions
+from llm_bot.memory.turns.rows import Taken
+from llm_bot.memory.turns.upkeep import delete_summaries_over
 
 
 async def forget_derived(
@@ -36,10 +38,10 @@ async def forget_derived(
     if not sources:
         return Counter()
     users, threads, seqs = (list(column) for column in zip(*sources, strict=True))
-    turns_taken = turns.Taken(users, threads, seqs)
+    turns_taken = Taken(users, threads, seqs)
     return Counter(
         {
-            "conversation_turns": await turns.delete_summaries_over(connection, turns_taken),
+            "conversation_turns": await delete_summaries_over(connection, turns_taken),
             "memories": await memories.delete_derived_from(connection, turns_taken),
             "memory_versions": await versions.delete_derived_from(connection, turns_taken),
         }

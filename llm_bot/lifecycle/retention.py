@@ -37,7 +37,13 @@ from llm_bot.clock import utc_now
 from llm_bot.db.processed_events import EXPIRED_EVENTS
 from llm_bot.explanation import table as explanations
 from llm_bot.lifecycle.provenance import forget_derived
-from llm_bot.memory import memories, turns
+from llm_bot.memory import memories
+from llm_bot.memory.turns.upkeep import (
+    EMPTY_THREADS,
+    EXPIRED_CHANNEL_TURNS,
+    EXPIRED_TURNS,
+    TURNS_BEYOND_CAP,
+)
 from llm_bot.memory.versions import EXPIRED_VERSIONS
 from llm_bot.platform_tools.ledger import EXPIRED_CALLS
 from llm_bot.settings import Settings
@@ -109,18 +115,18 @@ async def _apply(
         cutoff = now - timedelta(days=policy.history_days)
         params = {**batch, "cutoff": cutoff}
         deleted["turns_expired"] = await _sweep_sources(
-            connection, "turns_expired", turns.EXPIRED_TURNS, params, progress, deleted
+            connection, "turns_expired", EXPIRED_TURNS, params, progress, deleted
         )
         deleted["channel_turns_expired"] = await _sweep(
-            connection, "channel_turns_expired", turns.EXPIRED_CHANNEL_TURNS, params, progress
+            connection, "channel_turns_expired", EXPIRED_CHANNEL_TURNS, params, progress
         )
         deleted["threads_empty"] = await _sweep(
-            connection, "threads_empty", turns.EMPTY_THREADS, params, progress
+            connection, "threads_empty", EMPTY_THREADS, params, progress
         )
     if policy.history_turns_per_thread:
         params = {**batch, "cap": policy.history_turns_per_thread}
         deleted["turns_beyond_cap"] = await _sweep_sources(
-            connection, "turns_beyond_cap", turns.TURNS_BEYOND_CAP, params, progress, deleted
+            connection, "turns_beyond_cap", TURNS_BEYOND_CAP, params, progress, deleted
         )
     if policy.memories_per_user:
         deleted["memories_beyond_cap"] = await _cap_memories(connection, policy, progress)

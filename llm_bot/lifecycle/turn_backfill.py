@@ -18,8 +18,8 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.rows import tuple_row
 
-from llm_bot.memory import turns
 from llm_bot.memory.recall import MIN_POOL
+from llm_bot.memory.turns.upkeep import DEEP_USERS_UNMARKED, MARK_INDEXED
 
 PROGRESS_EVERY_S = 2.0
 Progress = Callable[[str], None]
@@ -35,14 +35,14 @@ async def index_deep_users(
     """Mark the unmarked turns of every deep user on an autocommit ``connection``; how many.
     ``deep_from`` replaces the depth computed from the table's size (a test's few turns)."""
     async with connection.cursor(row_factory=tuple_row) as cursor:
-        await cursor.execute(turns.DEEP_USERS_UNMARKED, {"deep_from": deep_from, "pool": MIN_POOL})
+        await cursor.execute(DEEP_USERS_UNMARKED, {"deep_from": deep_from, "pool": MIN_POOL})
         users = [str(user) for (user,) in await cursor.fetchall()]
     marked = 0
     reported = time.monotonic()
     for number, user in enumerate(users, 1):
         while True:
             async with connection.cursor() as cursor:
-                await cursor.execute(turns.MARK_INDEXED, {"user": user, "batch": batch})
+                await cursor.execute(MARK_INDEXED, {"user": user, "batch": batch})
                 if cursor.rowcount <= 0:
                     break
                 marked += cursor.rowcount

@@ -19,7 +19,8 @@ from psycopg import AsyncConnection, sql
 
 from llm_bot.db.vectors import vector_param
 from llm_bot.llm.embeddings import Embedder, EmbeddingInputRejected
-from llm_bot.memory import memories, turns
+from llm_bot.memory import memories
+from llm_bot.memory.turns.upkeep import MISSING_VECTORS
 
 PROGRESS_EVERY_S = 2.0
 
@@ -40,7 +41,7 @@ async def fill_pass(
 ) -> tuple[int, int]:
     """Vectors made, and texts the endpoint refused (left without one, found by their words)."""
     made = refused = 0
-    history = _Rows.of("history", ("", "", -1), turns.MISSING_VECTORS, slot)
+    history = _Rows.of("history", ("", "", -1), MISSING_VECTORS, slot)
     stored = _Rows.of("memories", ("", ""), memories.MISSING_VECTORS, slot)
     for rows in (history, stored):
         total = await rows.count(connection)

@@ -63,5 +63,5 @@ def derived_from(metadata: Mapping[str, Any]) -> DerivedFrom | None:
 def summary_window(seq: int, pair_index: int) -> tuple[int, int]:
     """The turns ``(after, last]`` a session summary's row covers: it is stored under minus the
     last seq it covers, its pair index the seq before the first (migration 0022,
-    :data:`llm_bot.memory.turns.INSERT_SUMMARY`)."""
+    :func:`llm_bot.memory.turns.consolidation.insert_summary`)."""
     return pair_index, -seq

@@ -24,8 +24,9 @@ from psycopg.rows import dict_row
 
 from llm_bot.db.vectors import vector_param
 from llm_bot.events.identity import is_shared_thread
-from llm_bot.memory import turns
 from llm_bot.memory.run_writes import Visibility
+from llm_bot.memory.turns.rows import thread_row
+from llm_bot.memory.turns.window import APPEND_PAIR, CHANNEL_WINDOW_SQL, DM_WINDOW_SQL
 
 
 @dataclass(frozen=True)
@@ -66,9 +67,9 @@ async def write_pair(
     other events wait on; its result is not read, so in the group commit's pipeline it goes
     out with the transaction's commit."""
     await connection.execute(
-        turns.APPEND_PAIR,
+        APPEND_PAIR,
         {
-            **turns.thread_row(pair.thread_id),
+            **thread_row(pair.thread_id),
             "user_id": pair.user_id,
             "at": pair.at,
             "idle": idle,
@@ -86,13 +87,13 @@ async def write_pair(
 
 def window_sql(thread_id: str) -> str:
     """The window's query for ``thread_id``: a shared channel's or a DM's."""
-    return turns.CHANNEL_WINDOW_SQL if is_shared_thread(thread_id) else turns.DM_WINDOW_SQL
+    return CHANNEL_WINDOW_SQL if is_shared_thread(thread_id) else DM_WINDOW_SQL
 
 
 def window_params(thread_id: str, pairs: int, now: datetime, idle: timedelta) -> dict[str, Any]:
     """:func:`window_sql`'s parameters for the last ``pairs`` pairs as of ``now``."""
     return {
-        **turns.thread_row(thread_id),
+        **thread_row(thread_id),
         "since": now - idle,
         "turns": pairs * 2,
     }

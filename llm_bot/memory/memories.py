@@ -17,7 +17,7 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from llm_bot.memory.turns import Taken
+from llm_bot.memory.turns.rows import Taken
 
 # A rewrite replaces the vector: the one given (the live model's), or none when embedding
 # failed; a vector the re-embedding made for the old text is stale either way.

@@ -1,7 +1,7 @@
 """Recall over history: this user's older messages, from any thread, that bear on the prompt.
 
 One SQL statement over ``conversation_turns`` of one user
-(:func:`llm_bot.memory.turns.recall_sql`) only finds the candidates: the nearest turns by
+(:func:`llm_bot.memory.turns.recall.recall_sql`) only finds the candidates: the nearest turns by
 embedding, and the best turns by BM25 over their full-text vectors, each side ``pool`` deep,
 then the turns around those (``NEIGHBOUR_REACH`` either side in the thread) and, for a
 session's summary among them, the turns it covers nearest the question.
@@ -18,7 +18,7 @@ history where every message starts with a speaker's name, or a question's "say" 
 "says", a turn that shares only those words ranks with one that shares the rare word that
 matters. BM25 weighs a word by how few of *this user's* turns hold it (inverse document
 frequency), saturates repeated words, and discounts long turns. The statistics come from the
-user's ``STATS_TURNS`` (:mod:`llm_bot.memory.turns`) most recent turns, read through the
+user's ``STATS_TURNS`` (:mod:`llm_bot.memory.turns.recall`) most recent turns, read through the
 ``(user_id, created_at)`` index: exact for most users, an estimate of the current vocabulary
 for very long histories, and a bounded cost either way (no table to keep in step on every write
 and erasure).
@@ -54,7 +54,7 @@ from llm_bot.memory.dates import DATE_BONUS, date_window
 from llm_bot.memory.derived import summary_window
 from llm_bot.memory.fusion import fused, ranks, summaries_covering, with_neighbours
 from llm_bot.memory.search import SearchMode, fused_candidates, query_text
-from llm_bot.memory.turns import recall_sql
+from llm_bot.memory.turns.recall import recall_sql
 from llm_bot.telemetry.traces import memory_search
 
 # The lexical side ranks the turns matching the query among the user's most recent this many:

@@ -20,7 +20,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
 from llm_bot.memory.run_writes import Visibility
-from llm_bot.memory.turns import Taken
+from llm_bot.memory.turns.rows import Taken
 
 # Only a change of text makes a version: the same fact said again is no new version.
 _RETIRE_CURRENT = """

@@ -27,9 +27,9 @@ PACKAGE = ROOT / "llm_bot"
 OWNERS = {
     "memories": "llm_bot/memory/memories.py",
     "memory_versions": "llm_bot/memory/versions.py",
-    "conversation_turns": "llm_bot/memory/turns.py",
-    "conversation_threads": "llm_bot/memory/turns.py",
-    "channel_turns": "llm_bot/memory/turns.py",
+    "conversation_turns": "llm_bot/memory/turns/",
+    "conversation_threads": "llm_bot/memory/turns/",
+    "channel_turns": "llm_bot/memory/turns/",
     "agent_notes": "llm_bot/memory/notes_store.py",
     "personalities": "llm_bot/db/personalities.py",
     "processed_events": "llm_bot/db/processed_events.py",
@@ -100,14 +100,14 @@ def statements_outside_owners() -> list[str]:
         module = str(path.relative_to(ROOT))
         for line, text in strings(path):
             table = table_of(text, tables)
-            if table is not None and OWNERS[table] != module:
+            if table is not None and not module.startswith(OWNERS[table]):
                 found.append(f"{module}:{line} holds SQL of {table} (owner {OWNERS[table]})")
     return found
 
 
 def test_every_table_has_an_owner() -> None:
     assert schema_tables() == set(OWNERS)
-    assert all((ROOT / module).is_file() for module in OWNERS.values())
+    assert all((ROOT / module).exists() for module in OWNERS.values())
 
 
 def test_each_tables_sql_is_in_its_owner() -> None:

@@ -13,7 +13,7 @@ import pytest
 from llm_bot.db.migrate import migrate
 from llm_bot.db.turn_index import index_name
 from llm_bot.memory.store import settle_space
-from llm_bot.memory.turns import DEEP_FROM
+from llm_bot.memory.turns.recall import DEEP_FROM
 
 from .todays_form import migrate_through
 

@@ -11,9 +11,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from llm_bot.db.vectors import vector_param
-from llm_bot.memory import turns
 from llm_bot.memory.recall import RecalledTurn, recall_turns
 from llm_bot.memory.search import SearchMode
+from llm_bot.memory.turns.consolidation import Summary, insert_summary
 
 from .conftest import Connection
 
@@ -213,7 +213,7 @@ async def test_a_recalled_summary_brings_the_turns_it_covers_nearest_the_questio
         (vector_param([1.0, 0.0, 0.0]),),
     )
     await add(connection, "dm:ana", [("ana", "a later session, other words")], first_seq=7)
-    summary = turns.Summary(
+    summary = Summary(
         "dm:ana",
         0,
         6,
@@ -224,7 +224,7 @@ async def test_a_recalled_summary_brings_the_turns_it_covers_nearest_the_questio
         FAR,
         "public",
     )
-    await turns.insert_summary(connection, summary)
+    await insert_summary(connection, summary)
     found = await recalled(connection, "ana", "What about the Hemsedal ski trip?")
     assert found[0] == "Ana planned her Hemsedal ski trip"
     assert sorted(found[1:]) == [f"we talked about thing {n}" for n in (0, 1, 4)]

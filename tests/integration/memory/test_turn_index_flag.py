@@ -13,7 +13,7 @@ from llm_bot.events.inbound import inbound_of
 from llm_bot.lifecycle.turn_backfill import index_deep_users
 from llm_bot.llm.client import ModelClient
 from llm_bot.memory.store import MemoryStore
-from llm_bot.memory.turns import DEEP_FROM
+from llm_bot.memory.turns.recall import DEEP_FROM
 from llm_bot_tools.local.openai_server import LocalModelServer
 
 from .conftest import Connection

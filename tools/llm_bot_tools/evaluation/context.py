@@ -24,13 +24,13 @@ from typing import Any
 
 from llm_bot.events.identity import is_shared_thread
 from llm_bot.llm.messages import ChatMessage
-from llm_bot.memory import turns
 from llm_bot.memory.context import ContextLimits, PostgresMemoryRetriever
 from llm_bot.memory.derived import derived_from
 from llm_bot.memory.recall import RecalledTurn
 from llm_bot.memory.rendering import attributed, recall_line
 from llm_bot.memory.search import MemoryHit
 from llm_bot.memory.store import MemoryStore
+from llm_bot.memory.turns.reads import STORED_TURNS
 from llm_bot.memory.validation import approx_tokens
 from llm_bot.settings import Settings
 from llm_bot_tools.evaluation.retrieval import (
@@ -145,7 +145,7 @@ async def stored_turns(
 ) -> dict[str, StoredTurn]:
     """Every stored turn by its corpus id."""
     async with store.connection() as connection:
-        cursor = await connection.execute(turns.STORED_TURNS)
+        cursor = await connection.execute(STORED_TURNS)
         rows = await cursor.fetchall()
     return {
         ids[(row["thread_id"], row["seq"])]: StoredTurn(

@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from llm_bot.consolidation.derive import insert_summary
 from llm_bot.consolidation.jobs import Job
 from llm_bot.memory.derived import derived_metadata
 from llm_bot.memory.run_writes import Visibility
 from llm_bot.memory.store import MemoryStore, put_memory
+from llm_bot.memory.turns.consolidation import Summary, insert_summary
 from llm_bot_tools.evaluation.context import StoredTurn, stored_turns
 from llm_bot_tools.evaluation.retrieval import CorpusTurn
 
@@ -134,15 +134,18 @@ async def write_derived(
                     span[-1].created_at,
                 )
                 continue
-            summaries += await insert_summary(
-                connection,
-                job,
+            summary = Summary(
+                item.thread_id,
+                job.from_seq,
+                job.to_seq,
                 item.user_id,
                 item.text,
-                vector,
                 span[-1].created_at,
+                job.key.source,
+                vector,
                 _visibility(span),
             )
+            summaries += await insert_summary(connection, summary)
     return Loaded(len(keys), summaries)
 
 

@@ -29,7 +29,7 @@ from llm_bot.memory.commit import MemoryCommit, Pair
 from llm_bot.memory.recall import RecalledTurn, recall_turns
 from llm_bot.memory.search import SearchMode
 from llm_bot.memory.store import MemoryStore
-from llm_bot.memory.turns import STORED_TURNS
+from llm_bot.memory.turns.reads import STORED_TURNS
 from llm_bot.settings import Settings
 from llm_bot_tools.evaluation.calibration import ThresholdRow, threshold_table
 from llm_bot_tools.evaluation.categories import inferred_category

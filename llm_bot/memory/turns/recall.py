@@ -1,0 +1,193 @@
+"""Recall's statement over a user's turns (:mod:`llm_bot.memory.recall` says how it ranks) and
+the depth from which a user's nearest turns come from the index."""
+
+from __future__ import annotations
+
+from functools import cache
+
+from llm_bot.db.turn_index import LIVE_COLUMN, in_space, near_distance
+from llm_bot.memory.fusion import NEIGHBOUR_REACH, SUMMARY_EXPANSION
+
+# Recall's statement (:mod:`llm_bot.memory.recall` says how it ranks). BM25's statistics come
+# from the user's this many most recent turns.
+STATS_TURNS = 1000
+# A user's nearest turns come from an exact scan of their vectors or from the HNSW index over
+# deep users' turns (llm_bot.db.turn_index), whichever reads less. The scan reads the user's ``d``
+# turns; the index walks about ``pool / share`` entries to find ``pool`` of theirs, ``share``
+# being ``d / N`` of the table's ``N`` rows, each entry ~ANN_ROW_COST times a scanned row
+# (fitted on the depth bench: 80 ms for 5,000 entries, 28 ms to scan 10,000 turns). So the
+# index from ``d * d >= ANN_ROW_COST * pool * N`` (N from the table's statistics), never below
+# DEEP_FROM turns: ~20k turns in a table of 1.2M, ~60k in one of 10M. The index holds only deep
+# users' turns, fewer than N, so this overstates its walk: the depth errs towards the scan.
+DEEP_FROM = 5000
+ANN_ROW_COST = 8
+BM25_K1 = 1.2  # the textbook saturation and length normalisation, not fitted to any data set
+BM25_B = 0.75
+
+
+def _deep_from_sql(rows: str, source: str) -> str:
+    """The depth from which a user is deep, one row: ``%(deep_from)s`` when given (a test),
+    else from ``rows``, the size of the table of turns, and ``%(pool)s`` (ANN_ROW_COST)."""
+    return f"""
+    SELECT coalesce(%(deep_from)s::bigint, greatest({DEEP_FROM}, ceil(sqrt(
+        {ANN_ROW_COST} * %(pool)s * greatest({rows}, 0)))))::bigint AS turns
+    FROM {source}
+"""
+
+
+# For every user (``llm-bot maintain``): the table's size from the catalog.
+DEEP_FROM_SQL = _deep_from_sql("reltuples", "pg_class WHERE oid = 'conversation_turns'::regclass")
+# For one user (recall): the size of the table holding the user's turns, read through one of
+# them (none: no depth). On Citus that is the user's shard, whose own index recall reads, and
+# the statement stays one Citus sends whole to that shard: one that also read the catalog would
+# be planned in pieces, which Citus 14 fails on for recall's ("invalid attnum").
+_USERS_DEEP_FROM = _deep_from_sql(
+    "relation_rows(t.tableoid)", "conversation_turns t WHERE t.user_id = %(user)s LIMIT 1"
+)
+
+
+def _visible(visibility: str) -> str:
+    """Turns the caller may see: all of them, or only those learned in public channels."""
+    return f"(%(include_private)s OR {visibility} = 'public')"
+
+
+# BM25 of the turn ``t`` for the query's weighted terms (a term's frequency is its positions).
+_BM25 = f"""(
+    SELECT sum(weights.idf * tf.n * {BM25_K1 + 1} / (tf.n + {BM25_K1} * (
+        1 - {BM25_B} + {BM25_B} * length(t.search) / (SELECT avgdl FROM stats))))
+    FROM unnest(t.search) AS word
+    JOIN weights ON weights.lexeme = word.lexeme
+    CROSS JOIN LATERAL (SELECT coalesce(array_length(word.positions, 1), 1) AS n) tf
+)"""
+
+# Each side keeps its best ``pool`` by a top-N sort (a heap of ``pool`` rows): numbering or
+# materializing every row of a user would spill to disk at 100k turns.
+
+
+@cache
+def recall_sql(dimensions: int) -> str:
+    """The statement for query vectors of ``dimensions`` (the index's size is part of it)."""
+    return f"""
+WITH terms AS (
+    SELECT DISTINCT lexeme
+    FROM unnest(tsvector_to_array(to_tsvector('english', %(text)s))) AS lexeme
+    WHERE %(use_lexical)s
+),
+sample AS MATERIALIZED (
+    SELECT search FROM conversation_turns
+    WHERE user_id = %(user)s AND {_visible("visibility")} AND EXISTS (SELECT FROM terms)
+    ORDER BY created_at DESC
+    LIMIT {STATS_TURNS}
+),
+stats AS (SELECT count(*) AS n, greatest(avg(length(search)), 1) AS avgdl FROM sample),
+weights AS (
+    SELECT terms.lexeme, stats.n, held.df,
+           ln(1 + (stats.n - held.df + 0.5) / (held.df + 0.5)) AS idf
+    FROM terms CROSS JOIN stats
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS df FROM sample
+        WHERE sample.search @@ quote_literal(terms.lexeme)::tsquery
+    ) held
+),
+-- The words that find candidates: all of them while the sample is the whole history; beyond,
+-- only those held by at most half of it (a turn that shares nothing else with the query is
+-- no evidence, and ranking all of a long history for one common word costs ~1 s at 100k).
+query AS (
+    SELECT to_tsquery('simple', coalesce(string_agg(quote_literal(lexeme), ' | '), '')) AS terms
+    FROM weights
+    WHERE n < {STATS_TURNS} OR df * 2 <= n
+),
+lexical_top AS (
+    SELECT t.thread_id, t.seq
+    FROM (
+        SELECT thread_id, seq, search FROM conversation_turns
+        WHERE user_id = %(user)s AND %(use_lexical)s AND {_visible("visibility")}
+        ORDER BY created_at DESC
+        LIMIT %(lexical_window)s
+    ) t
+    WHERE t.search @@ (SELECT terms FROM query)
+    ORDER BY {_BM25} DESC, t.thread_id, t.seq
+    LIMIT %(pool)s
+),
+-- The user's depth, counted no further than the depth from which the index reads less (an
+-- index-only scan; see ANN_ROW_COST), picks one of the two dense sides below. The choice is a
+-- LIMIT of 0 rather than a filter: a Limit node with nothing to return never starts its input,
+-- where a filter was placed under a parallel sort whose workers started anyway (~9 ms).
+deep_from AS ({_USERS_DEEP_FROM}),
+depth AS (
+    SELECT count(*) >= (SELECT turns FROM deep_from) AS deep
+    FROM (
+        SELECT FROM conversation_turns WHERE user_id = %(user)s
+        LIMIT (SELECT turns FROM deep_from)
+    ) mine
+),
+dense_exact AS (
+    SELECT thread_id, seq FROM conversation_turns
+    WHERE user_id = %(user)s AND embedding IS NOT NULL AND %(use_dense)s
+      AND {_visible("visibility")}
+    ORDER BY embedding <=> %(vector)s::vector, thread_id, seq
+    LIMIT CASE WHEN (SELECT deep FROM depth) THEN 0 ELSE %(pool)s END
+),
+-- The index returns rows roughly in order of distance (pgvector's relaxed_order iterative
+-- scan); the exact similarity of each is computed below.
+dense_near AS MATERIALIZED (
+    SELECT thread_id, seq FROM conversation_turns
+    WHERE user_id = %(user)s AND {in_space(LIVE_COLUMN, dimensions)} AND %(use_dense)s
+      AND {_visible("visibility")}
+    ORDER BY {near_distance(LIVE_COLUMN, dimensions)}
+    LIMIT CASE WHEN (SELECT deep FROM depth) THEN %(pool)s ELSE 0 END
+),
+-- A deep user's turns the index does not hold yet, exactly (none once maintain marked them).
+dense_unindexed AS (
+    SELECT thread_id, seq FROM conversation_turns
+    WHERE user_id = %(user)s AND NOT indexed AND embedding IS NOT NULL AND %(use_dense)s
+      AND {_visible("visibility")}
+    ORDER BY embedding <=> %(vector)s::vector, thread_id, seq
+    LIMIT CASE WHEN (SELECT deep FROM depth) THEN %(pool)s ELSE 0 END
+),
+hits AS (
+    SELECT thread_id, seq FROM dense_exact UNION SELECT thread_id, seq FROM dense_near
+    UNION SELECT thread_id, seq FROM dense_unindexed UNION SELECT thread_id, seq FROM lexical_top
+),
+-- A session's summary (seq < 0: minus the last seq it covers, its pair_index the seq before the
+-- first) stands for the turns it covers: the {SUMMARY_EXPANSION} of them nearest the question
+-- come with it, found or not by either side, each a primary-key range of at most a session.
+covered AS (
+    SELECT c.thread_id, c.seq
+    FROM hits
+    CROSS JOIN LATERAL (
+        SELECT pair_index AS after_seq FROM conversation_turns
+        WHERE user_id = %(user)s AND thread_id = hits.thread_id AND seq = hits.seq
+        LIMIT 1
+    ) summary
+    CROSS JOIN LATERAL (
+        SELECT thread_id, seq FROM conversation_turns
+        WHERE user_id = %(user)s AND thread_id = hits.thread_id
+          AND seq > summary.after_seq AND seq <= -hits.seq AND embedding IS NOT NULL
+          AND {_visible("visibility")}
+        ORDER BY embedding <=> %(vector)s::vector, seq
+        LIMIT {SUMMARY_EXPANSION}
+    ) c
+    WHERE hits.seq < 0
+),
+around AS (
+    SELECT hit.thread_id, hit.seq + step AS seq
+    FROM hits hit, generate_series(-{NEIGHBOUR_REACH}, {NEIGHBOUR_REACH}) AS step
+    WHERE hit.seq > 0
+    UNION SELECT thread_id, seq FROM hits
+    UNION SELECT thread_id, seq FROM covered
+)
+-- A primary-key lookup per candidate (LIMIT 1 keeps the planner from reading the user's whole
+-- history by its index instead, which a generic plan of this statement chose). A neighbour in
+-- a shared channel may be another speaker's turn: not the user's, so not found.
+SELECT t.thread_id, t.seq, t.session_id, t.pair_index, t.role, t.content, t.created_at,
+       1 - (t.embedding <=> %(vector)s::vector) AS similarity,
+       coalesce({_BM25}, 0) AS keyword_score, (SELECT deep FROM depth) AS deep
+FROM around
+CROSS JOIN LATERAL (
+    SELECT * FROM conversation_turns
+    WHERE user_id = %(user)s AND thread_id = around.thread_id AND seq = around.seq
+    LIMIT 1
+) t
+WHERE t.embedding IS NOT NULL AND {_visible("t.visibility")}
+"""

@@ -1,0 +1,134 @@
+"""Retention's, erasure's and the index's upkeep statements over the turns: what expires, what
+a user's or a thread's erasure deletes, the backfill of recall's index, the re-embedding's
+fill, and the summaries that go with the turns they cover."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg import AsyncConnection
+
+from llm_bot.memory.turns.recall import DEEP_FROM_SQL
+from llm_bot.memory.turns.rows import Taken
+
+# Retention's (:mod:`llm_bot.lifecycle.retention`), each one batch, naming the turns it took (as
+# :data:`TAKEN`): turns past the history's age.
+EXPIRED_TURNS = """
+DELETE FROM conversation_turns t USING (
+    SELECT user_id, thread_id, seq FROM conversation_turns WHERE created_at < %(cutoff)s
+     LIMIT %(batch)s) old
+ WHERE t.user_id = old.user_id AND t.thread_id = old.thread_id AND t.seq = old.seq
+RETURNING t.user_id, t.thread_id, t.seq
+"""
+
+# The copies of a shared channel's newest turns (its window) expire with the turns.
+EXPIRED_CHANNEL_TURNS = """
+DELETE FROM channel_turns t USING (
+    SELECT thread_id, seq FROM channel_turns WHERE created_at < %(cutoff)s
+     LIMIT %(batch)s) old
+ WHERE t.thread_id = old.thread_id AND t.seq = old.seq
+"""
+
+# seq is gap-free per thread, so the newest N turns are those above last_seq - N. A shared
+# channel's row and its turns are on different shards (the channel's, the authors'), which
+# Citus joins only through a result it computes first: the threads over the cap. A session's
+# summary (seq minus the last seq it covers) goes with that last turn.
+TURNS_BEYOND_CAP = """
+WITH th AS (SELECT thread_id, last_seq - %(cap)s AS last_dropped FROM conversation_threads
+             WHERE last_seq > %(cap)s)
+DELETE FROM conversation_turns t USING (
+    SELECT u.user_id, u.thread_id, u.seq FROM th
+      JOIN conversation_turns u ON u.thread_id = th.thread_id
+       AND u.seq BETWEEN -th.last_dropped AND th.last_dropped
+     LIMIT %(batch)s) old
+ WHERE t.user_id = old.user_id AND t.thread_id = old.thread_id AND t.seq = old.seq
+RETURNING t.user_id, t.thread_id, t.seq
+"""
+
+# A thread row whose turns are all gone; a new message starts it again. Every turn of a thread
+# idle since before the cutoff went with the expired turns above, so the checks only keep a row
+# a pair is being written to: a DM's turns are its user's, a shared channel's newest are in its
+# window's copy. A pair written since the batch was picked moved the row's time: checked again.
+EMPTY_THREADS = """
+DELETE FROM conversation_threads th USING (
+    SELECT tenant, thread_id FROM conversation_threads c
+     WHERE c.last_turn_at < %(cutoff)s
+       AND NOT EXISTS (SELECT 1 FROM conversation_turns u
+                        WHERE u.user_id = c.tenant AND u.thread_id = c.thread_id)
+       AND NOT EXISTS (SELECT 1 FROM channel_turns w WHERE w.thread_id = c.tenant)
+     LIMIT %(batch)s) old
+ WHERE th.tenant = old.tenant AND th.thread_id = old.thread_id
+   AND th.last_turn_at < %(cutoff)s
+"""
+
+# The backfill of recall's index (:mod:`llm_bot.lifecycle.turn_backfill`): the users with
+# unmarked turns (read from the partial index on them) who are deep, each counted no further
+# than the depth.
+DEEP_USERS_UNMARKED = f"""
+WITH deep_from AS ({DEEP_FROM_SQL})
+SELECT u.user_id FROM (SELECT DISTINCT user_id FROM conversation_turns WHERE NOT indexed) u
+ WHERE (SELECT count(*) FROM (
+            SELECT FROM conversation_turns t WHERE t.user_id = u.user_id
+             LIMIT (SELECT turns FROM deep_from)) mine) >= (SELECT turns FROM deep_from)
+ ORDER BY u.user_id
+"""
+
+# One user's statement, so Citus runs it on that user's shard alone (the row lock is only
+# possible there); the batch is read once (materialized), else a plan that reads it again per
+# row locks, and marks, a further batch each time.
+MARK_INDEXED = """
+WITH b AS MATERIALIZED (
+    SELECT thread_id, seq FROM conversation_turns
+     WHERE user_id = %(user)s AND NOT indexed
+     LIMIT %(batch)s FOR UPDATE SKIP LOCKED)
+UPDATE conversation_turns t SET indexed = true FROM b
+ WHERE t.user_id = %(user)s AND t.thread_id = b.thread_id AND t.seq = b.seq
+"""
+
+
+# The re-embedding's (:mod:`llm_bot.lifecycle.vector_slots`) over the turns without a vector in
+# the slot ``{c}``: their count, a page of them in key order after a key (user, thread, seq),
+# and the write of one's vector (a turn never changes).
+MISSING_VECTORS = (
+    "SELECT count(*) FROM conversation_turns WHERE {c} IS NULL",
+    "SELECT user_id, thread_id, seq, content FROM conversation_turns"
+    " WHERE {c} IS NULL AND (user_id, thread_id, seq) > (%s, %s, %s)"
+    " ORDER BY user_id, thread_id, seq LIMIT %s",
+    "UPDATE conversation_turns SET {c} = %s::vector"
+    " WHERE user_id = %s AND thread_id = %s AND seq = %s AND {c} IS NULL",
+)
+
+# The session summaries, in any speaker's rows, whose window covered one of the taken turns
+# (a summary's seq is minus the last seq it covers, its pair_index the seq before the first):
+# a shared window's summary holds every speaker's words, so it goes when any of them goes. The
+# turns are a result of their own (materialized), so Citus joins every shard's summaries with
+# it, through the summaries' index by thread (migration 0023).
+_SUMMARIES_OVER = """
+WITH taken AS MATERIALIZED (
+    SELECT DISTINCT thread_id, seq FROM unnest(%(threads)s::text[], %(seqs)s::bigint[])
+        AS taken(thread_id, seq)),
+covering AS MATERIALIZED (
+    SELECT DISTINCT s.user_id, s.thread_id, s.seq FROM taken
+      JOIN conversation_turns s ON s.thread_id = taken.thread_id AND s.role = 'summary'
+       AND s.seq <= -taken.seq AND s.pair_index < taken.seq)
+DELETE FROM conversation_turns t USING covering
+ WHERE t.user_id = covering.user_id AND t.thread_id = covering.thread_id
+   AND t.seq = covering.seq
+"""
+
+# Erasure's and export's rows (:mod:`llm_bot.lifecycle.erasure`): a user's turns, their copies in
+# shared channels' windows and the rows of their DM threads (a shared channel's row is the
+# room's, and its id may read as a user's id, so it is left out by that); a thread's turns,
+# every speaker's, its window's copies and its row.
+TURNS_OF_USER = "FROM conversation_turns WHERE user_id = %(user)s"
+CHANNEL_TURNS_OF_USER = "FROM channel_turns WHERE user_id = %(user)s"
+THREADS_OF_USER = "FROM conversation_threads WHERE tenant = %(user)s AND thread_id <> tenant"
+TURNS_OF_THREAD = "FROM conversation_turns WHERE thread_id = %(thread)s"
+CHANNEL_TURNS_OF_THREAD = "FROM channel_turns WHERE thread_id = %(thread)s"
+THREAD_ROW = "FROM conversation_threads WHERE tenant = %(tenant)s AND thread_id = %(thread_id)s"
+
+
+async def delete_summaries_over(connection: AsyncConnection[Any], taken: Taken) -> int:
+    """The summaries, in any speaker's rows, whose window covered one of ``taken``; rows deleted."""
+    cursor = await connection.execute(_SUMMARIES_OVER, taken.params)
+    return cursor.rowcount
