@@ -22,6 +22,8 @@ from llm_bot_tools.local.postgres_build import CLUSTER, find_install, unavailabl
 from llm_bot_tools.local.pubsub_emulator import PubSubEmulator
 from llm_bot_tools.local.pubsub_front import PubSubFront
 
+pytest_plugins = ["pytester", "tests.support.hang_watch"]
+
 EMBEDDED = "embedded"
 CITUS = "citus"
 NOT_ON_CITUS = "not_on_citus"

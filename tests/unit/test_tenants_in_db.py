@@ -61,7 +61,8 @@ def findings() -> list[str]:
         module = str(path.relative_to(ROOT))
         source = path.read_text(encoding="utf-8")
         found += [
-            f"{module}:{line}: {text[:60]!r}" for line, text in naming(source, module.startswith(owners))
+            f"{module}:{line}: {text[:60]!r}"
+            for line, text in naming(source, module.startswith(owners))
         ]
     return found
 
