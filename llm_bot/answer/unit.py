@@ -32,8 +32,8 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from llm_bot.clock import iso_timestamp
+from llm_bot.db.batches import LockKey
 from llm_bot.db.embedding_space import EmbeddingSpace
-from llm_bot.db.group_commit import LockKey
 from llm_bot.errors import ForwardAsError
 from llm_bot.events.inbound import Inbound
 from llm_bot.events.models import (

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Hashable
 
-from llm_bot.db.group_commit import GroupCommitter, LockKey, UserRows, Work
+from llm_bot.db.batches import LockKey, UserRows, Work
+from llm_bot.db.group_commit import GroupCommitter
 from llm_bot.db.processed_events import PublishedMarks
 
 

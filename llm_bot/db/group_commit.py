@@ -20,7 +20,7 @@ The works of a batch run interleaved on one connection in pipeline mode: each se
 statement without waiting for the others' results, so a batch costs about as many round trips
 as its longest work has statements, not the sum of all of them (each round trip also waits for
 a turn of a busy event loop). Works name the rows they touch by ``keys``; works that share a
-key run one after another in the order they came, since one may read what the other wrote.
+key run one after another in the order they came (:mod:`llm_bot.db.batches`).
 
 If one event's work fails (a lost claim, or a statement the database refuses: an id too long
 for its index, say), the batch is rolled back and run again with a savepoint per event, so that
@@ -30,15 +30,11 @@ failure fails that event alone, at once; a refused statement reaches its event a
 retry the whole batch with jittered backoff (tenacity); if they persist, every event of the
 batch gets the error and is nacked.
 
-On Citus a transaction that writes on two nodes is a two-phase commit, which a batch of
-unrelated users' events would nearly always be. So the committer derives each work's *tenants*
-(whose shards it writes) from its keys (:class:`UserRows`, :class:`ThreadRows`)
-and, given the shard map (:mod:`llm_bot.db.placements`), splits a batch into one transaction
-per set of nodes its chains write, committed side by side: one node's works commit there
-alone, and the works that must write two nodes (a shared channel's, its author's and the
-channel's) share one two-phase commit. Works sharing a key stay in one transaction; a work
-whose keys name no tenant joins the first. On plain PostgreSQL there is one node and a batch
-is one transaction.
+On Citus a batch splits into one transaction per set of nodes its works write, committed side
+by side (:func:`llm_bot.db.batches.by_node` says how): one node's works commit there alone,
+and the works that must write two nodes (a shared channel's, its author's and the channel's)
+share one two-phase commit. On plain PostgreSQL there is one node and a batch is one
+transaction.
 """
 
 from __future__ import annotations
@@ -46,8 +42,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Collection, Hashable, Iterator
-from dataclasses import dataclass
+from collections.abc import Collection, Hashable, Iterator
 from typing import Any, Self
 
 import psycopg
@@ -60,7 +55,8 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from llm_bot.db.placements import ONE_NODE, Placements, ShardMap, tenant_of_thread
+from llm_bot.db.batches import Item, LockKey, Work, by_node, chains
+from llm_bot.db.placements import ONE_NODE, Placements
 from llm_bot.errors import DeadLetterError
 from llm_bot.settings import Settings
 from llm_bot.telemetry import metrics
@@ -68,10 +64,6 @@ from llm_bot.telemetry.arrivals import ArrivalRate
 
 logger = logging.getLogger(__name__)
 
-Work = Callable[[AsyncConnection[Any]], Awaitable[None]]
-# Names something works read and write (a processed-event row, a thread's history, a user's
-# memories): keys are equal only within one type; a UserRows or ThreadRows also places it.
-LockKey = Hashable
 # SQLSTATE classes and codes a later attempt may not meet again: the connection (08), resources
 # (53: too many connections, out of memory), the server going away (57P), and a concurrent
 # transaction (40001 serialization failure, 40P01 deadlock). Anything else that a statement
@@ -84,36 +76,6 @@ DEFERRED_MAX_WAIT_S = 0.5
 # 800 ms model / 16 in flight (~0.7 expected in 20 ms), where not waiting doubles the write
 # transactions per event (docs/performance.md), and stops at a few events in flight.
 MIN_EXPECTED_ARRIVALS = 0.25
-
-
-@dataclass(frozen=True)
-class UserRows:
-    """Some of one user's rows, as a key that also places them (on Citus, the user is their
-    tenant): ``part`` says which (a processed event's row, the user's memories and notes), so
-    that keys of different parts do not order each other."""
-
-    part: Hashable
-    user_id: str
-
-
-@dataclass(frozen=True)
-class ThreadRows:
-    """Some of one thread's rows (``part`` as for :class:`UserRows`): its history's counter
-    and, for a shared channel, its window, on its tenant's shard (:func:`tenant_of_thread`)."""
-
-    part: Hashable
-    thread_id: str
-
-
-def tenants_of(keys: Collection[LockKey]) -> set[str]:
-    """The tenants of the rows ``keys`` name; keys of other types name none."""
-    found = set()
-    for key in keys:
-        if isinstance(key, UserRows):
-            found.add(key.user_id)
-        elif isinstance(key, ThreadRows):
-            found.add(tenant_of_thread(key.thread_id))
-    return found
 
 
 class RejectedWrite(DeadLetterError):
@@ -144,15 +106,6 @@ def _own_failure(error: BaseException) -> BaseException:
         rejected.__cause__ = error
         return rejected
     return error
-
-
-@dataclass(frozen=True)
-class Item:
-    """A work waiting in the queue, with the keys of what it touches."""
-
-    work: Work
-    keys: Collection[LockKey]
-    done: asyncio.Future[None] | None  # None: deferred, nobody waits
 
 
 class GroupCommitter:
@@ -228,7 +181,7 @@ class GroupCommitter:
         """Run ``work`` in a (shared) transaction; returns once that transaction committed.
         ``keys`` name what it reads and writes (a thread, a user, an event): works of a batch
         with a key in common run in order, the rest interleaved; on Citus, its transaction is
-        the nodes of the rows they name (:func:`tenants_of`)."""
+        the nodes of the rows they name (:func:`llm_bot.db.batches.tenants_of`)."""
         if self._task is None:
             raise RuntimeError("group committer not started")
         loop = asyncio.get_running_loop()
@@ -390,52 +343,6 @@ class GroupCommitter:
                         raise
                     failures[index] = _own_failure(error)
         return failures
-
-
-def chains(batch: list[Item]) -> list[list[Work]]:
-    """The batch's works grouped so that works sharing a key (directly or through others) are
-    in one chain, in the order they came; chains have no key in common."""
-    return [[batch[index].work for index in chain] for chain in linked(batch)]
-
-
-def by_node(batch: list[Item], shard_map: ShardMap) -> list[list[Item]]:
-    """The batch as one transaction per set of nodes its chains write (:func:`linked`), each
-    in the order its works came; chains whose keys name no tenant go with the first."""
-    if shard_map.node_count == 1:
-        return [batch]
-    parts: dict[frozenset[Hashable], list[int]] = {}
-    unplaced: list[int] = []
-    for chain in linked(batch):
-        tenants = tenants_of([key for index in chain for key in batch[index].keys])
-        nodes = frozenset(shard_map.node_of(tenant) for tenant in tenants)
-        (parts.setdefault(nodes, []) if nodes else unplaced).extend(chain)
-    ordered = sorted((sorted(indexes) for indexes in parts.values()), key=lambda part: part[0])
-    if not ordered:
-        return [batch]
-    ordered[0] = sorted(ordered[0] + unplaced)
-    return [[batch[index] for index in indexes] for indexes in ordered]
-
-
-def linked(batch: list[Item]) -> list[list[int]]:
-    """The positions of :func:`chains`' works in the batch."""
-    root = list(range(len(batch)))
-
-    def find(index: int) -> int:
-        while root[index] != index:
-            index = root[index]
-        return index
-
-    first_with: dict[LockKey, int] = {}
-    for index, item in enumerate(batch):
-        for key in item.keys:
-            if key in first_with:
-                root[find(index)] = find(first_with[key])
-            else:
-                first_with[key] = index
-    grouped: dict[int, list[int]] = {}
-    for index in range(len(batch)):
-        grouped.setdefault(find(index), []).append(index)
-    return list(grouped.values())
 
 
 async def _in_order(connection: AsyncConnection[Any], works: list[Work]) -> None:

@@ -47,8 +47,8 @@ from psycopg.rows import tuple_row
 from psycopg.types.json import Jsonb
 
 from llm_bot.clock import utc_now
+from llm_bot.db.batches import LockKey, UserRows, Work
 from llm_bot.db.embedding_space import SPACE_LOCK_ID, EmbeddingSpace, space_of
-from llm_bot.db.group_commit import LockKey, UserRows, Work
 from llm_bot.db.placements import tenant_of_thread
 from llm_bot.errors import RetryLaterError
 from llm_bot.events.inbound import EventKey

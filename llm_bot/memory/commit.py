@@ -19,8 +19,8 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.rows import tuple_row
 
+from llm_bot.db.batches import ThreadRows, UserRows
 from llm_bot.db.embedding_space import EmbeddingModelMismatch, EmbeddingSpace, space_for_write
-from llm_bot.db.group_commit import ThreadRows, UserRows
 from llm_bot.memory.history import PairRows, write_pair
 from llm_bot.memory.memories import PRIVATE_KEYS
 from llm_bot.memory.notes_store import apply_notes_edits

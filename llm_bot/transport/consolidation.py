@@ -31,7 +31,7 @@ from llm_bot.consolidation.extraction import InvalidOutput
 from llm_bot.consolidation.jobs import Job, decode_job
 from llm_bot.consolidation.unit import Commit, JobUnit, Write
 from llm_bot.db import processed_events
-from llm_bot.db.group_commit import LockKey, Work
+from llm_bot.db.batches import LockKey, Work
 from llm_bot.errors import DeadLetterError, RetryLaterError
 from llm_bot.events.models import Outcome
 from llm_bot.llm.errors import ModelError

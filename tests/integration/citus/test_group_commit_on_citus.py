@@ -14,8 +14,9 @@ import pytest
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
+from llm_bot.db.batches import UserRows
 from llm_bot.db.gathered_marks import GatheredMarks
-from llm_bot.db.group_commit import GroupCommitter, UserRows
+from llm_bot.db.group_commit import GroupCommitter
 from llm_bot.db.leases import LeaseKeeper
 from llm_bot.db.migrate import migrate
 from llm_bot.db.placements import Placements, read_shard_map, tenant_hash

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
-from llm_bot.db.group_commit import GroupCommitter, Work
+from llm_bot.db.batches import Work
+from llm_bot.db.group_commit import GroupCommitter
 from llm_bot.db.leases import LeaseKeeper
 from llm_bot.db.migrate import migrate
 from llm_bot.db.processed_events import (

@@ -12,7 +12,8 @@ import pytest
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from llm_bot.db.group_commit import GroupCommitter, Item, RejectedWrite, UserRows, chains
+from llm_bot.db.batches import Item, UserRows, chains
+from llm_bot.db.group_commit import GroupCommitter, RejectedWrite
 from llm_bot.db.placements import ONE_NODE, Placements
 
 pytestmark = pytest.mark.integration

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from psycopg import AsyncConnection
 
-from llm_bot.db.group_commit import GroupCommitter, RejectedWrite, Work
+from llm_bot.db.batches import Work
+from llm_bot.db.group_commit import GroupCommitter, RejectedWrite
 from llm_bot.db.migrate import migrate
 from llm_bot.db.processed_events import (
     Claim,

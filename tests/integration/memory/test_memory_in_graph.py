@@ -16,8 +16,8 @@ from psycopg import AsyncConnection
 
 from llm_bot.answer.unit import Answer, Answerer, Writes
 from llm_bot.clock import utc_now
+from llm_bot.db.batches import Work
 from llm_bot.db.embedding_space import space_for_write
-from llm_bot.db.group_commit import Work
 from llm_bot.db.migrate import migrate
 from llm_bot.events.inbound import inbound_of
 from llm_bot.events.models import InternalEventV2

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from psycopg import AsyncConnection
 
-from llm_bot.db.group_commit import Item, ThreadRows, UserRows, by_node
+from llm_bot.db.batches import Item, ThreadRows, UserRows, by_node
 from llm_bot.db.placements import ONE_NODE, ShardMap, tenant_hash
 
 # PostgreSQL's hashtext of each (SELECT hashtext(...) on PostgreSQL 18, x86-64); the

@@ -9,7 +9,7 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from llm_bot.clock import utc_now
-from llm_bot.db.group_commit import Item, chains
+from llm_bot.db.batches import Item, chains
 from llm_bot.memory.commit import MemoryCommit, Pair
 
 

@@ -36,7 +36,8 @@ import psycopg
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from llm_bot.db.group_commit import GroupCommitter, UserRows, Work
+from llm_bot.db.batches import UserRows, Work
+from llm_bot.db.group_commit import GroupCommitter
 from llm_bot.db.placements import Placements
 from llm_bot_tools.bench.load import percentiles_ms
 from llm_bot_tools.bench.procfs import server_cpu_seconds
