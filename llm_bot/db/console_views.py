@@ -17,12 +17,19 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
+from llm_bot.db.rows import Rows
+
 RECORD = """
 INSERT INTO console_views (user_id, viewed_at, viewer, page)
 VALUES (%(user)s, %(at)s, %(viewer)s, %(page)s)
 """
-ROWS_OF_USER = "FROM console_views WHERE user_id = %(user)s"
-RECENT = f"SELECT viewed_at, viewer, page {ROWS_OF_USER} ORDER BY viewed_at DESC LIMIT %(limit)s"
+_ROWS_OF_USER = "FROM console_views WHERE user_id = %(user)s"
+RECENT = f"SELECT viewed_at, viewer, page {_ROWS_OF_USER} ORDER BY viewed_at DESC LIMIT %(limit)s"
+
+
+def rows_of_user(user_id: str) -> Rows:
+    """A user's rows, as erasure deletes and export reads them (:mod:`llm_bot.lifecycle`)."""
+    return Rows("console_views", _ROWS_OF_USER, {"user": user_id})
 
 
 @dataclass(frozen=True)

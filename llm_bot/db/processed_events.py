@@ -50,6 +50,7 @@ from llm_bot.clock import utc_now
 from llm_bot.db.batches import LockKey, UserRows, Work
 from llm_bot.db.embedding_space import SPACE_LOCK_ID, EmbeddingSpace, space_of
 from llm_bot.db.placements import tenant_of_thread
+from llm_bot.db.rows import Rows
 from llm_bot.errors import RetryLaterError
 from llm_bot.events.inbound import EventKey
 from llm_bot.events.models import Outcome
@@ -190,7 +191,7 @@ UPDATE processed_events AS p SET lease_until = %(lease_until)s
 _EVENT_EXPIRED = """claimed_at < %(cutoff)s
    AND (published AND published_at < %(cutoff)s
         OR NOT published AND lease_until < %(lease_cutoff)s)"""
-EXPIRED_EVENTS = f"""
+_EXPIRED_EVENTS = f"""
 DELETE FROM processed_events p USING (
     SELECT user_id, correlation_id, step_key FROM processed_events WHERE {_EVENT_EXPIRED}
      LIMIT %(batch)s) old
@@ -198,13 +199,33 @@ DELETE FROM processed_events p USING (
    AND p.step_key = old.step_key AND {_EVENT_EXPIRED}
 """  # noqa: S608 (constants only)
 
-# Erasure's and export's rows (:mod:`llm_bot.lifecycle.erasure`): a user's records, a thread's,
-# and the keys of a thread's (its tool calls name their event, not their thread).
-ROWS_OF_USER = "FROM processed_events WHERE user_id = %(user)s"
+
+async def delete_expired(
+    connection: AnyConnection, cutoff: datetime, lease_cutoff: datetime, batch: int
+) -> int:
+    """Up to ``batch`` records published before ``cutoff``, or abandoned (their lease ran out
+    before ``lease_cutoff``); rows deleted."""
+    params = {"cutoff": cutoff, "lease_cutoff": lease_cutoff, "batch": batch}
+    return (await connection.execute(_EXPIRED_EVENTS, params)).rowcount
+
+
+# Erasure's and export's rows (:mod:`llm_bot.lifecycle.erasure`): a user's records, a thread's.
+_ROWS_OF_USER = "FROM processed_events WHERE user_id = %(user)s"
+
+
+def rows_of_user(user_id: str) -> Rows:
+    return Rows("processed_events", _ROWS_OF_USER, {"user": user_id})
+
+
+def rows_of_thread(thread_id: str) -> Rows:
+    where = "FROM processed_events WHERE thread_id = %(thread)s"
+    return Rows("processed_events", where, {"thread": thread_id})
+
+
 # The user's newest events, as the operator console lists them.
 RECENT_OF_USER = (
     "SELECT correlation_id, step_key, thread_id, outcome, published, claimed_at, stored_at"
-    f" {ROWS_OF_USER} ORDER BY claimed_at DESC LIMIT %(limit)s"
+    f" {_ROWS_OF_USER} ORDER BY claimed_at DESC LIMIT %(limit)s"
 )
 # An event's output as published, for its explanation (:mod:`llm_bot.explanation.reader`): the
 # words asked and the answer given are read from it, not copied.
@@ -212,10 +233,6 @@ OUTPUT_OF_EVENT = """
 SELECT output_data FROM processed_events
  WHERE user_id = %(user)s AND correlation_id = %(correlation_id)s AND step_key = %(step)s
 """
-ROWS_OF_THREAD = "FROM processed_events WHERE thread_id = %(thread)s"
-EVENTS_OF_THREAD = (
-    "SELECT user_id, correlation_id, step_key FROM processed_events WHERE thread_id = %(thread)s"
-)
 
 
 def _key_params(key: EventKey) -> dict[str, Any]:

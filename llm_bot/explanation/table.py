@@ -11,18 +11,40 @@ its explanation. What is here reads the rows, for the reader
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any
+
+from psycopg import AsyncConnection
+
+from llm_bot.db.rows import Rows
+
+
 # Erasure's and export's rows (:mod:`llm_bot.lifecycle.erasure`): a user's explanations, a
 # thread's.
-ROWS_OF_USER = "FROM answer_explanations WHERE user_id = %(user)s"
-ROWS_OF_THREAD = "FROM answer_explanations WHERE thread_id = %(thread)s"
+def rows_of_user(user_id: str) -> Rows:
+    where = "FROM answer_explanations WHERE user_id = %(user)s"
+    return Rows("answer_explanations", where, {"user": user_id})
+
+
+def rows_of_thread(thread_id: str) -> Rows:
+    where = "FROM answer_explanations WHERE thread_id = %(thread)s"
+    return Rows("answer_explanations", where, {"thread": thread_id})
+
 
 # Retention's (:mod:`llm_bot.lifecycle.retention`): kept as long as the event records.
-EXPIRED = """
+_EXPIRED = """
 DELETE FROM answer_explanations e USING (
     SELECT user_id, correlation_id FROM answer_explanations
      WHERE created_at < %(cutoff)s LIMIT %(batch)s) old
  WHERE e.user_id = old.user_id AND e.correlation_id = old.correlation_id
 """
+
+
+async def delete_expired(connection: AsyncConnection[Any], cutoff: datetime, batch: int) -> int:
+    """Up to ``batch`` explanations written before ``cutoff``; rows deleted."""
+    params = {"cutoff": cutoff, "batch": batch}
+    return (await connection.execute(_EXPIRED, params)).rowcount
+
 
 # ``llm-bot explain`` names the event, not its user: the newest record of that id.
 LATEST_OF_EVENT = """

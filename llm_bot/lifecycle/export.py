@@ -17,10 +17,10 @@ from datetime import datetime
 from typing import Any
 
 from psycopg import AsyncConnection
-from psycopg.rows import dict_row
 
 from llm_bot.clock import iso_timestamp, utc_now
-from llm_bot.lifecycle.erasure import USER_ROWS, user_params
+from llm_bot.db.rows import read
+from llm_bot.lifecycle.erasure import USER_ROWS
 
 FORMAT = "llm-bot.user-export.v1"
 # Derived or internal columns: vectors, full-text lexemes, claim tokens.
@@ -31,13 +31,10 @@ _EXPORTED_AS = {"visibility": "learned_in"}
 
 async def export_user(connection: AsyncConnection[Any], user_id: str) -> dict[str, Any]:
     tables: dict[str, list[dict[str, Any]]] = {}
-    params = user_params(user_id)
     async with connection.transaction():
         await connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        for table, rows in USER_ROWS:
-            async with connection.cursor(row_factory=dict_row) as cursor:
-                await cursor.execute(f"SELECT * {rows}", params)
-                tables[table] = [_readable(row) for row in await cursor.fetchall()]
+        for rows in (rows_of(user_id) for rows_of in USER_ROWS):
+            tables[rows.table] = [_readable(row) for row in await read(connection, rows)]
     return {
         "format": FORMAT,
         "userId": user_id,

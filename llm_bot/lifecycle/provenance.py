@@ -1,5 +1,5 @@
 """What was derived from turns goes with them: a deletion of turns (an erasure, retention's
-expiry or cap) names the turns it took (:data:`llm_bot.memory.turns.rows.TAKEN`), and
+expiry or cap) names the turns it took (:class:`llm_bot.memory.turns.rows.Taken`), and
 :func:`forget_derived`, in the same transaction, deletes every row made from any of them, in
 whichever user's rows it lies:
 
@@ -18,7 +18,6 @@ Explanations stay: they hold ids, ranks and hashes of what an answer was given, 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
 from typing import Any
 
 from psycopg import AsyncConnection
@@ -28,21 +27,16 @@ from llm_bot.memory.turns.rows import Taken
 from llm_bot.memory.turns.upkeep import delete_summaries_over
 
 
-async def forget_derived(
-    connection: AsyncConnection[Any], taken: Sequence[tuple[str, str, int]]
-) -> Counter[str]:
-    """Delete, in the caller's transaction, what was derived from the ``taken`` turns (user,
-    thread, seq); rows deleted per table. A summary's own row among them (seq < 0) is no
-    source."""
-    sources = [(user, thread, seq) for user, thread, seq in taken if seq > 0]
+async def forget_derived(connection: AsyncConnection[Any], taken: Taken) -> Counter[str]:
+    """Delete, in the caller's transaction, what was derived from the ``taken`` turns; rows
+    deleted per table. A summary's own row among them is no source."""
+    sources = taken.sources()
     if not sources:
         return Counter()
-    users, threads, seqs = (list(column) for column in zip(*sources, strict=True))
-    turns_taken = Taken(users, threads, seqs)
     return Counter(
         {
-            "conversation_turns": await delete_summaries_over(connection, turns_taken),
-            "memories": await memories.delete_derived_from(connection, turns_taken),
-            "memory_versions": await versions.delete_derived_from(connection, turns_taken),
+            "conversation_turns": await delete_summaries_over(connection, sources),
+            "memories": await memories.delete_derived_from(connection, sources),
+            "memory_versions": await versions.delete_derived_from(connection, sources),
         }
     )

@@ -36,9 +36,10 @@ from llm_bot.db.embedding_space import (
     record_switch,
     record_target,
 )
+from llm_bot.db.missing_vectors import LIVE, SHADOW, Slot
 from llm_bot.db.turn_index import ensure_index, promote_shadow_index
 from llm_bot.db.vectors import register_vectors
-from llm_bot.lifecycle.vector_slots import LIVE, SHADOW, TABLES, Slot, fill_pass
+from llm_bot.lifecycle.vector_slots import TABLES, fill_pass
 from llm_bot.llm.embeddings import Embedder
 
 logger = logging.getLogger(__name__)

@@ -28,24 +28,19 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from psycopg import AsyncConnection
-from psycopg.rows import tuple_row
 
 from llm_bot.clock import utc_now
-from llm_bot.db.processed_events import EXPIRED_EVENTS
+from llm_bot.db import processed_events
 from llm_bot.explanation import table as explanations
 from llm_bot.lifecycle.provenance import forget_derived
-from llm_bot.memory import memories
-from llm_bot.memory.turns.upkeep import (
-    EMPTY_THREADS,
-    EXPIRED_CHANNEL_TURNS,
-    EXPIRED_TURNS,
-    TURNS_BEYOND_CAP,
-)
-from llm_bot.memory.versions import EXPIRED_VERSIONS
-from llm_bot.platform_tools.ledger import EXPIRED_CALLS
+from llm_bot.memory import memories, versions
+from llm_bot.memory.turns import upkeep as turns
+from llm_bot.memory.turns.rows import Taken
+from llm_bot.platform_tools import ledger
 from llm_bot.settings import Settings
 
 PROGRESS_EVERY_S = 2.0
@@ -94,111 +89,87 @@ async def _apply(
     connection: AsyncConnection[Any], policy: RetentionPolicy, now: datetime, progress: Progress
 ) -> dict[str, int]:
     deleted: dict[str, int] = {}
-    batch = {"batch": policy.batch_rows}
+    size = policy.batch_rows
+
+    async def sweep(rule: str, batch: Batch) -> None:
+        deleted[rule] = await _sweep(rule, batch, size, progress)
+
+    async def sweep_turns(rule: str, take: Callable[[], Awaitable[Taken]]) -> None:
+        """:func:`sweep` over turns: each batch and what was derived from it in one
+        transaction, the derived rows counted in ``deleted["derived"]``."""
+
+        async def batch() -> int:
+            async with connection.transaction():
+                taken = await take()
+                derived = await forget_derived(connection, taken)
+            deleted["derived"] = deleted.get("derived", 0) + derived.total()
+            return len(taken)
+
+        await sweep(rule, batch)
+
     if policy.processed_events_days:
         cutoff = now - timedelta(days=policy.processed_events_days)
-        expired = {**batch, "cutoff": cutoff, "lease_cutoff": min(cutoff, utc_now())}
-        deleted["processed_events"] = await _sweep(
-            connection, "processed_events", EXPIRED_EVENTS, expired, progress
+        lease_cutoff = min(cutoff, utc_now())
+        await sweep(
+            "processed_events",
+            lambda: processed_events.delete_expired(connection, cutoff, lease_cutoff, size),
         )
-        deleted["tool_calls"] = await _sweep(
-            connection, "tool_calls", EXPIRED_CALLS, {**batch, "cutoff": cutoff}, progress
-        )
-        deleted["answer_explanations"] = await _sweep(
-            connection,
-            "answer_explanations",
-            explanations.EXPIRED,
-            {**batch, "cutoff": cutoff},
-            progress,
+        await sweep("tool_calls", lambda: ledger.delete_expired(connection, cutoff, size))
+        await sweep(
+            "answer_explanations", lambda: explanations.delete_expired(connection, cutoff, size)
         )
     if policy.history_days:
-        cutoff = now - timedelta(days=policy.history_days)
-        params = {**batch, "cutoff": cutoff}
-        deleted["turns_expired"] = await _sweep_sources(
-            connection, "turns_expired", EXPIRED_TURNS, params, progress, deleted
+        history_cutoff = now - timedelta(days=policy.history_days)
+        await sweep_turns(
+            "turns_expired", lambda: turns.delete_expired_turns(connection, history_cutoff, size)
         )
-        deleted["channel_turns_expired"] = await _sweep(
-            connection, "channel_turns_expired", EXPIRED_CHANNEL_TURNS, params, progress
+        await sweep(
+            "channel_turns_expired",
+            lambda: turns.delete_expired_channel_turns(connection, history_cutoff, size),
         )
-        deleted["threads_empty"] = await _sweep(
-            connection, "threads_empty", EMPTY_THREADS, params, progress
+        await sweep(
+            "threads_empty", lambda: turns.delete_empty_threads(connection, history_cutoff, size)
         )
     if policy.history_turns_per_thread:
-        params = {**batch, "cap": policy.history_turns_per_thread}
-        deleted["turns_beyond_cap"] = await _sweep_sources(
-            connection, "turns_beyond_cap", TURNS_BEYOND_CAP, params, progress, deleted
+        cap = policy.history_turns_per_thread
+        await sweep_turns(
+            "turns_beyond_cap", lambda: turns.delete_turns_beyond_cap(connection, cap, size)
         )
     if policy.memories_per_user:
         deleted["memories_beyond_cap"] = await _cap_memories(connection, policy, progress)
     if policy.history_days or policy.memories_per_user:
         days = policy.history_days
         cutoff = now - timedelta(days=days) if days else datetime.min.replace(tzinfo=now.tzinfo)
-        deleted["memory_versions"] = await _sweep(
-            connection, "memory_versions", EXPIRED_VERSIONS, {**batch, "cutoff": cutoff}, progress
-        )
+        await sweep("memory_versions", lambda: versions.delete_expired(connection, cutoff, size))
     return deleted
 
 
 async def _cap_memories(
     connection: AsyncConnection[Any], policy: RetentionPolicy, progress: Progress
 ) -> int:
-    params: dict[str, Any] = {"batch": policy.batch_rows, "cap": policy.memories_per_user}
-    async with connection.cursor(row_factory=tuple_row) as cursor:
-        await cursor.execute(memories.USERS_OVER_CAP, params)
-        users = [user for (user,) in await cursor.fetchall()]
+    cap, size = policy.memories_per_user, policy.batch_rows
     total = 0
-    for user in users:
-        total += await _sweep(
-            connection, "memories_beyond_cap", memories.BEYOND_CAP, {**params, "user": user}
-        )
+    for user in await memories.users_over_cap(connection, cap):
+        batch = partial(memories.delete_beyond_cap, connection, user, cap, size)
+        total += await _sweep("memories_beyond_cap", batch, size)
     progress(f"memories_beyond_cap: {total} deleted")
     return total
 
 
-async def _sweep_sources(
-    connection: AsyncConnection[Any],
-    rule: str,
-    statement: str,
-    params: dict[str, Any],
-    progress: Progress,
-    deleted: dict[str, int],
-) -> int:
-    """:func:`_sweep` over turns: each batch and what was derived from it in one transaction,
-    the derived rows counted in ``deleted["derived"]``."""
-
-    async def batch() -> int:
-        async with connection.transaction():
-            cursor = await connection.execute(statement, params)
-            taken = [(user, thread, int(seq)) for user, thread, seq in await cursor.fetchall()]
-            derived = await forget_derived(connection, taken)
-        deleted["derived"] = deleted.get("derived", 0) + derived.total()
-        return len(taken)
-
-    return await _sweep(connection, rule, statement, params, progress, batch)
+# One batch of a rule, one transaction: rows deleted.
+Batch = Callable[[], Awaitable[int]]
 
 
-async def _sweep(
-    connection: AsyncConnection[Any],
-    rule: str,
-    statement: str,
-    params: dict[str, Any],
-    progress: Progress | None = None,
-    batch: Callable[[], Awaitable[int]] | None = None,
-) -> int:
-    """Run ``statement`` (one batch, one transaction; or ``batch``, which runs it) until a batch
-    comes back short."""
-
-    async def one() -> int:
-        return (await connection.execute(statement, params)).rowcount
-
+async def _sweep(rule: str, batch: Batch, size: int, progress: Progress | None = None) -> int:
+    """Run ``batch`` until one comes back short of ``size``; rows deleted."""
     total, last_report = 0, time.monotonic()
     while True:
-        rowcount = await (batch or one)()
+        rowcount = await batch()
         total += rowcount
         if progress and time.monotonic() - last_report >= PROGRESS_EVERY_S:
             progress(f"{rule}: {total} deleted so far")
             last_report = time.monotonic()
-        if rowcount < params["batch"]:
+        if rowcount < size:
             break
     if progress:
         progress(f"{rule}: {total} deleted")

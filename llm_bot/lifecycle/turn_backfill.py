@@ -16,10 +16,9 @@ from collections.abc import Callable
 from typing import Any
 
 from psycopg import AsyncConnection
-from psycopg.rows import tuple_row
 
 from llm_bot.memory.recall import MIN_POOL
-from llm_bot.memory.turns.upkeep import DEEP_USERS_UNMARKED, MARK_INDEXED
+from llm_bot.memory.turns.upkeep import deep_users_unmarked, mark_indexed
 
 PROGRESS_EVERY_S = 2.0
 Progress = Callable[[str], None]
@@ -34,18 +33,12 @@ async def index_deep_users(
 ) -> int:
     """Mark the unmarked turns of every deep user on an autocommit ``connection``; how many.
     ``deep_from`` replaces the depth computed from the table's size (a test's few turns)."""
-    async with connection.cursor(row_factory=tuple_row) as cursor:
-        await cursor.execute(DEEP_USERS_UNMARKED, {"deep_from": deep_from, "pool": MIN_POOL})
-        users = [str(user) for (user,) in await cursor.fetchall()]
+    users = await deep_users_unmarked(connection, MIN_POOL, deep_from)
     marked = 0
     reported = time.monotonic()
     for number, user in enumerate(users, 1):
-        while True:
-            async with connection.cursor() as cursor:
-                await cursor.execute(MARK_INDEXED, {"user": user, "batch": batch})
-                if cursor.rowcount <= 0:
-                    break
-                marked += cursor.rowcount
+        while marked_now := await mark_indexed(connection, user, batch):
+            marked += marked_now
             if time.monotonic() - reported >= PROGRESS_EVERY_S:
                 reported = time.monotonic()
                 progress(f"indexing deep users' turns: {marked} marked, user {number}/{len(users)}")

@@ -12,24 +12,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from psycopg import AsyncConnection, sql
+from psycopg import AsyncConnection
 
-from llm_bot.db.vectors import vector_param
+from llm_bot.db.missing_vectors import Slot
 from llm_bot.llm.embeddings import Embedder, EmbeddingInputRejected
 from llm_bot.memory import memories
-from llm_bot.memory.turns.upkeep import MISSING_VECTORS
+from llm_bot.memory.turns import upkeep as turn_upkeep
 
 PROGRESS_EVERY_S = 2.0
 
 # The tables holding vectors, each in both slots' columns.
 TABLES = ("conversation_turns", "memories")
-
-Slot = Literal["embedding", "embedding_next"]
-LIVE: Slot = "embedding"
-SHADOW: Slot = "embedding_next"
 
 
 async def fill_pass(
@@ -41,8 +36,8 @@ async def fill_pass(
 ) -> tuple[int, int]:
     """Vectors made, and texts the endpoint refused (left without one, found by their words)."""
     made = refused = 0
-    history = _Rows.of("history", ("", "", -1), MISSING_VECTORS, slot)
-    stored = _Rows.of("memories", ("", ""), memories.MISSING_VECTORS, slot)
+    history = turn_upkeep.missing_vectors(slot)
+    stored = memories.missing_vectors(slot)
     for rows in (history, stored):
         total = await rows.count(connection)
         done, last_report = 0, time.monotonic()
@@ -74,44 +69,3 @@ async def _embed(embedder: Embedder, texts: Sequence[str]) -> list[list[float] |
             except EmbeddingInputRejected:
                 vectors.append(None)
         return vectors
-
-
-@dataclass(frozen=True)
-class _Rows:
-    """Rows of one kind needing a vector in a slot, read page by page in key order (``start``
-    is before the first key; a row's key is its first ``len(start)`` columns, its text the
-    last); ``write`` takes the vector, then the row's first three columns."""
-
-    name: str
-    start: tuple[Any, ...]
-    count_query: sql.Composed
-    page_query: sql.Composed
-    write: sql.Composed
-
-    @classmethod
-    def of(
-        cls, name: str, start: tuple[Any, ...], statements: tuple[str, ...], slot: Slot
-    ) -> _Rows:
-        """From the table owner's statements, with ``{c}`` the slot's column."""
-        count_query, page_query, write = (
-            sql.SQL(statement).format(c=sql.Identifier(slot)) for statement in statements
-        )
-        return cls(name, start, count_query, page_query, write)
-
-    async def count(self, connection: AsyncConnection[Any]) -> int:
-        cursor = await connection.execute(self.count_query)
-        row = await cursor.fetchone()
-        return int(row[0]) if row else 0
-
-    async def page(
-        self, connection: AsyncConnection[Any], after: tuple[Any, ...], limit: int
-    ) -> list[tuple[Any, ...]]:
-        cursor = await connection.execute(self.page_query, (*after, limit))
-        return list(await cursor.fetchall())
-
-    async def write_vectors(
-        self, connection: AsyncConnection[Any], kept: list[tuple[tuple[Any, ...], list[float]]]
-    ) -> None:
-        params = [(vector_param(vector), *row[:3]) for row, vector in kept]
-        async with connection.cursor() as cursor:
-            await cursor.executemany(self.write, params)

@@ -16,7 +16,10 @@ from __future__ import annotations
 from typing import Any
 
 from psycopg import AsyncConnection
+from psycopg.rows import tuple_row
 
+from llm_bot.db.missing_vectors import MissingVectors, Slot
+from llm_bot.db.rows import Rows
 from llm_bot.memory.turns.rows import Taken
 
 # A rewrite replaces the vector: the one given (the live model's), or none when embedding
@@ -121,20 +124,37 @@ LEFT JOIN lexical ON lexical.key = hit.key
 """
 
 # Retention's cap (:mod:`llm_bot.lifecycle.retention`): the users holding more memories.
-USERS_OVER_CAP = """
+_USERS_OVER_CAP = """
 SELECT user_id FROM memories GROUP BY user_id HAVING count(*) > %(cap)s
 """
+
+
+async def users_over_cap(connection: AsyncConnection[Any], cap: int) -> list[str]:
+    """The users holding more than ``cap`` memories."""
+    async with connection.cursor(row_factory=tuple_row) as cursor:
+        await cursor.execute(_USERS_OVER_CAP, {"cap": cap})
+        return [str(user) for (user,) in await cursor.fetchall()]
+
 
 # The most recently created beyond the cap. The cap is also enforced at write time (a new
 # memory beyond it is refused), so rows beyond it come from a lowered cap or concurrent writes;
 # the user's first facts stand, as at write time, and a flood of new rows (a steered model) is
 # what goes, never the older genuine ones.
-BEYOND_CAP = """
+_BEYOND_CAP = """
 DELETE FROM memories m USING (
     SELECT key FROM memories WHERE user_id = %(user)s
      ORDER BY created_at, key OFFSET %(cap)s LIMIT %(batch)s) old
  WHERE m.user_id = %(user)s AND m.key = old.key
 """
+
+
+async def delete_beyond_cap(
+    connection: AsyncConnection[Any], user_id: str, cap: int, batch: int
+) -> int:
+    """Up to ``batch`` of ``user_id``'s memories beyond ``cap``; rows deleted."""
+    params = {"user": user_id, "cap": cap, "batch": batch}
+    return (await connection.execute(_BEYOND_CAP, params)).rowcount
+
 
 COUNT = "SELECT count(*) FROM memories WHERE user_id = %s"
 
@@ -157,7 +177,7 @@ LEGACY_DIMENSIONS = (
 # The re-embedding's (:mod:`llm_bot.lifecycle.vector_slots`) over the memories without a vector
 # in the slot ``{c}``: their count, a page of them in key order after a key (user, key), and
 # the write of one's vector, only while the memory still has the text that was embedded.
-MISSING_VECTORS = (
+_MISSING_VECTORS = (
     "SELECT count(*) FROM memories WHERE {c} IS NULL",
     "SELECT user_id, key, content FROM memories"
     " WHERE {c} IS NULL AND (user_id, key) > (%s, %s)"
@@ -166,8 +186,17 @@ MISSING_VECTORS = (
     " WHERE user_id = %s AND key = %s AND content = %s AND {c} IS NULL",
 )
 
-# A user's rows, as erasure deletes and export reads them (:mod:`llm_bot.lifecycle.erasure`).
-ROWS_OF_USER = "FROM memories WHERE user_id = %(user)s"
+
+def missing_vectors(slot: Slot) -> MissingVectors:
+    """The memories without a vector in ``slot``, keyed (user, key)."""
+    return MissingVectors.of("memories", ("", ""), _MISSING_VECTORS, slot)
+
+
+def rows_of_user(user_id: str) -> Rows:
+    """A user's rows, as erasure deletes and export reads them (:mod:`llm_bot.lifecycle`)."""
+    return Rows("memories", "FROM memories WHERE user_id = %(user)s", {"user": user_id})
+
+
 # The memories consolidation derived from any of the taken turns (users, threads and seqs side
 # by side; :mod:`llm_bot.lifecycle.provenance`): a fact goes when a turn it cites goes. The
 # turns are a result of their own (materialized), which Citus joins with each user's shard.
@@ -180,9 +209,15 @@ DELETE FROM memories m USING taken
  WHERE m.user_id = taken.user_id AND m.metadata->>'derivedFrom' = taken.thread_id
    AND taken.seq = ANY(string_to_array(m.metadata->>'sourceTurns', ','))
 """
+
+
 # The memories consolidation derived from a thread's turns (:mod:`llm_bot.consolidation` names
 # the thread in their metadata), which go when the thread is forgotten, as its turns do.
-DERIVED_OF_THREAD = "FROM memories WHERE metadata->>'derivedFrom' = %(thread)s"
+def derived_of_thread(thread_id: str) -> Rows:
+    """The memories derived from ``thread_id``'s turns."""
+    where = "FROM memories WHERE metadata->>'derivedFrom' = %(thread)s"
+    return Rows("memories", where, {"thread": thread_id})
+
 
 # The user's memories learned in DMs, counted up to ``candidates`` when ``withheld`` (a shared
 # channel that may not show them): what an answer's explanation counts as left out for being of

@@ -22,6 +22,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import dict_row, tuple_row
 
 from llm_bot.clock import utc_now
+from llm_bot.db.rows import Rows
 from llm_bot.llm.messages import ToolSpec
 from llm_bot.memory.history import Turn, window_of, window_params, window_sql
 from llm_bot.memory.memories import PRIVATE_COUNT
@@ -47,8 +48,10 @@ NOTES_SQL = (
     " WHERE user_id = %(user_id)s AND agent_name = %(agent)s"
 )
 
-# A user's rows, as erasure deletes and export reads them (:mod:`llm_bot.lifecycle.erasure`).
-ROWS_OF_USER = "FROM agent_notes WHERE user_id = %(user)s"
+
+def rows_of_user(user_id: str) -> Rows:
+    """A user's rows, as erasure deletes and export reads them (:mod:`llm_bot.lifecycle`)."""
+    return Rows("agent_notes", "FROM agent_notes WHERE user_id = %(user)s", {"user": user_id})
 
 
 def notes_of(content: str | None, visibility: str | None) -> Notes:

@@ -19,6 +19,7 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
+from llm_bot.db.rows import Rows
 from llm_bot.memory.run_writes import Visibility
 from llm_bot.memory.turns.rows import Taken
 
@@ -37,7 +38,7 @@ SELECT m.user_id, m.key,
 
 # Retention's (:mod:`llm_bot.lifecycle.retention`): the earlier texts gone with their memory (a
 # user's memories beyond the cap), or past the history's age.
-EXPIRED_VERSIONS = """
+_EXPIRED_VERSIONS = """
 DELETE FROM memory_versions mv USING (
     SELECT user_id, key, version FROM memory_versions v
      WHERE v.valid_to < %(cutoff)s
@@ -47,12 +48,29 @@ DELETE FROM memory_versions mv USING (
 """
 
 
-# A user's rows, as erasure deletes and export reads them (:mod:`llm_bot.lifecycle.erasure`).
-ROWS_OF_USER = "FROM memory_versions WHERE user_id = %(user)s"
+async def delete_expired(connection: AsyncConnection[Any], cutoff: datetime, batch: int) -> int:
+    """Up to ``batch`` earlier texts retired before ``cutoff`` or whose memory is gone."""
+    params = {"cutoff": cutoff, "batch": batch}
+    return (await connection.execute(_EXPIRED_VERSIONS, params)).rowcount
+
+
+_ROWS_OF_USER = "FROM memory_versions WHERE user_id = %(user)s"
+
+
+def rows_of_user(user_id: str) -> Rows:
+    """A user's rows, as erasure deletes and export reads them (:mod:`llm_bot.lifecycle`)."""
+    return Rows("memory_versions", _ROWS_OF_USER, {"user": user_id})
+
+
 # The earlier texts consolidation derived from a thread (forget-thread), and from any of the
 # taken turns (:mod:`llm_bot.lifecycle.provenance`), as :mod:`llm_bot.memory.memories` finds
 # the current ones: a retired derived text still holds its sources' words.
-DERIVED_OF_THREAD = "FROM memory_versions WHERE metadata->>'derivedFrom' = %(thread)s"
+def derived_of_thread(thread_id: str) -> Rows:
+    """The earlier texts derived from ``thread_id``'s turns."""
+    where = "FROM memory_versions WHERE metadata->>'derivedFrom' = %(thread)s"
+    return Rows("memory_versions", where, {"thread": thread_id})
+
+
 _DERIVED_FROM_TURNS = """
 WITH taken AS MATERIALIZED (
     SELECT DISTINCT user_id, thread_id, seq::text AS seq
@@ -65,7 +83,7 @@ DELETE FROM memory_versions v USING taken
 # The user's most recently retired earlier texts, newest first (the operator console shows
 # them by memory; a fact rewritten daily for years must not make its page unbounded).
 VERSIONS_OF_USER = (
-    f"SELECT key, version, content, metadata, visibility, valid_from, valid_to {ROWS_OF_USER}"
+    f"SELECT key, version, content, metadata, visibility, valid_from, valid_to {_ROWS_OF_USER}"
     " ORDER BY valid_to DESC LIMIT %(limit)s"
 )
 

@@ -59,7 +59,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from llm_bot.clock import utc_now
-from llm_bot.db.processed_events import EVENTS_OF_THREAD
+from llm_bot.db.rows import Rows
 from llm_bot.platform_tools.calls import CallKey, ToolOutcome
 from llm_bot.settings import Settings
 from llm_bot.telemetry import metrics
@@ -113,7 +113,7 @@ UPDATE tool_calls
 # only be made under its event's claim, so every call of a run had a record; "started before
 # the cutoff" reads by index and leaves alone the calls of an event whose record is being
 # claimed right now.
-EXPIRED_CALLS = """
+_EXPIRED_CALLS = """
 DELETE FROM tool_calls t USING (
     SELECT user_id, correlation_id, step_key, call_index FROM tool_calls c
      WHERE c.started_at < %(cutoff)s
@@ -125,17 +125,33 @@ DELETE FROM tool_calls t USING (
    AND t.step_key = old.step_key AND t.call_index = old.call_index
 """
 
+
+async def delete_expired(connection: AsyncConnection[Any], cutoff: datetime, batch: int) -> int:
+    """Up to ``batch`` calls started before ``cutoff`` whose event record is gone."""
+    params = {"cutoff": cutoff, "batch": batch}
+    return (await connection.execute(_EXPIRED_CALLS, params)).rowcount
+
+
 # Erasure's and export's rows (:mod:`llm_bot.lifecycle.erasure`): a user's calls, and a
 # thread's, found through its event records (a call names its user and event, not its thread).
-ROWS_OF_USER = "FROM tool_calls WHERE user_id = %(user)s"
+def rows_of_user(user_id: str) -> Rows:
+    return Rows("tool_calls", "FROM tool_calls WHERE user_id = %(user)s", {"user": user_id})
+
+
+_ROWS_OF_THREAD = """FROM tool_calls WHERE (user_id, correlation_id, step_key) IN (
+    SELECT user_id, correlation_id, step_key FROM processed_events WHERE thread_id = %(thread)s)"""
+
+
+def rows_of_thread(thread_id: str) -> Rows:
+    return Rows("tool_calls", _ROWS_OF_THREAD, {"thread": thread_id})
+
+
 # One event's calls as an explanation shows them (:mod:`llm_bot.explanation.reader`): how each
 # ended, never its arguments or result.
 CALLS_OF_EVENT = """
 SELECT call_index, tool_id, state, is_error FROM tool_calls
  WHERE user_id = %(user)s AND correlation_id = %(correlation_id)s AND step_key = %(step)s
 """
-ROWS_OF_THREAD = f"""FROM tool_calls WHERE (user_id, correlation_id, step_key) IN (
-    {EVENTS_OF_THREAD})"""
 
 
 @dataclass(frozen=True)
