@@ -7,22 +7,20 @@ and views.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, get_args
+from typing import get_args
 
-from psycopg.rows import dict_row
-
-from llm_bot.db import console_views, processed_events
-from llm_bot.memory import versions
+from llm_bot.db import console_views
+from llm_bot.db.processed_events import EventRecord, recent_events_of_user
 from llm_bot.memory.budget import MEMORY_CANDIDATES
 from llm_bot.memory.context import ContextLimits, PostgresMemoryRetriever
 from llm_bot.memory.notes_store import Notes, read_notes
 from llm_bot.memory.recall import recall
 from llm_bot.memory.search import SearchMode
 from llm_bot.memory.store import Memory, MemoryStore
-from llm_bot.memory.turns.reads import RECENT_TURNS_OF_USER, USERS_BETWEEN
+from llm_bot.memory.turns.reads import StoredTurn, recent_turns_of_user, users_between
+from llm_bot.memory.versions import Version, recent_versions_of_user
 
 LIST_LIMIT = 200
 FOUND_LIMIT = 50
@@ -33,10 +31,10 @@ RECALL_SHOWN = 20  # recall's candidates listed per mode
 @dataclass(frozen=True)
 class UserData:
     memories: list[Memory]
-    versions: dict[str, list[dict[str, Any]]]
+    versions: dict[str, list[Version]]
     notes: Notes
-    turns: list[dict[str, Any]]
-    events: list[dict[str, Any]]
+    turns: list[StoredTurn]
+    events: list[EventRecord]
     views: list[console_views.View]
 
 
@@ -66,28 +64,19 @@ class Trial:
 
 async def users_starting(store: MemoryStore, prefix: str) -> list[str]:
     """Users whose id starts with ``prefix``, in order."""
-    params = {"start": prefix, "end": prefix + "\U0010ffff", "limit": FOUND_LIMIT}
-    async with store.connection() as connection, connection.cursor() as cursor:
-        await cursor.execute(USERS_BETWEEN, params)
-        return [row["user_id"] for row in await cursor.fetchall()]
+    async with store.connection() as connection:
+        return await users_between(connection, prefix, prefix + "\U0010ffff", FOUND_LIMIT)
 
 
 async def user_data(store: MemoryStore, user_id: str, agent: str) -> UserData:
     memories = await store.for_user(user_id).list_memories(limit=LIST_LIMIT)
-    params = {"user": user_id, "limit": LIST_LIMIT}
     async with store.connection() as connection:
-        async with connection.cursor(row_factory=dict_row) as cursor:
-            await cursor.execute(versions.VERSIONS_OF_USER, params)
-            by_key: dict[str, list[dict[str, Any]]] = defaultdict(list)
-            for row in sorted(await cursor.fetchall(), key=lambda row: row["version"]):
-                by_key[row["key"]].append(row)
-            await cursor.execute(RECENT_TURNS_OF_USER, params)
-            history = await cursor.fetchall()
-            await cursor.execute(processed_events.RECENT_OF_USER, params)
-            events = await cursor.fetchall()
+        versions = await recent_versions_of_user(connection, user_id, LIST_LIMIT)
+        history = await recent_turns_of_user(connection, user_id, LIST_LIMIT)
+        events = await recent_events_of_user(connection, user_id, LIST_LIMIT)
         notes = await read_notes(connection, user_id, agent)
         views = await console_views.recent_views(connection, user_id, LIST_LIMIT)
-    return UserData(memories, dict(by_key), notes, history, events, views)
+    return UserData(memories, versions, notes, history, events, views)
 
 
 async def try_recall(

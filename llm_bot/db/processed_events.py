@@ -43,7 +43,7 @@ from typing import Any
 from uuid import UUID, uuid4
 
 from psycopg import AsyncConnection
-from psycopg.rows import tuple_row
+from psycopg.rows import class_row, tuple_row
 from psycopg.types.json import Jsonb
 
 from llm_bot.clock import utc_now
@@ -223,16 +223,48 @@ def rows_of_thread(thread_id: str) -> Rows:
 
 
 # The user's newest events, as the operator console lists them.
-RECENT_OF_USER = (
+_RECENT_OF_USER = (
     "SELECT correlation_id, step_key, thread_id, outcome, published, claimed_at, stored_at"
     f" {_ROWS_OF_USER} ORDER BY claimed_at DESC LIMIT %(limit)s"
 )
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    """An event's record as an operator sees it: its key, thread, how it ended (None while in
+    progress) and when it was claimed and stored."""
+
+    correlation_id: str
+    step_key: str
+    thread_id: str
+    outcome: str | None
+    published: bool
+    claimed_at: datetime
+    stored_at: datetime | None
+
+
+async def recent_events_of_user(
+    connection: AnyConnection, user_id: str, limit: int
+) -> list[EventRecord]:
+    """``user_id``'s newest ``limit`` event records, newest first."""
+    async with connection.cursor(row_factory=class_row(EventRecord)) as cursor:
+        await cursor.execute(_RECENT_OF_USER, {"user": user_id, "limit": limit})
+        return await cursor.fetchall()
+
+
 # An event's output as published, for its explanation (:mod:`llm_bot.explanation.reader`): the
 # words asked and the answer given are read from it, not copied.
-OUTPUT_OF_EVENT = """
+_OUTPUT_OF_EVENT = """
 SELECT output_data FROM processed_events
- WHERE user_id = %(user)s AND correlation_id = %(correlation_id)s AND step_key = %(step)s
+ WHERE user_id = %(user_id)s AND correlation_id = %(correlation_id)s AND step_key = %(step)s
 """
+
+
+async def output_of_event(connection: AnyConnection, key: EventKey) -> bytes | None:
+    """The event's output as published; None when it is gone (or was never stored)."""
+    cursor = await connection.execute(_OUTPUT_OF_EVENT, _key_params(key))
+    row = await cursor.fetchone()
+    return None if row is None or row[0] is None else bytes(row[0])
 
 
 def _key_params(key: EventKey) -> dict[str, Any]:

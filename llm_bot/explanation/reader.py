@@ -19,10 +19,10 @@ from datetime import datetime
 from typing import Any
 
 from psycopg import AsyncConnection
-from psycopg.rows import dict_row, tuple_row
 
-from llm_bot.db import processed_events
+from llm_bot.db.processed_events import output_of_event
 from llm_bot.events import codec
+from llm_bot.events.inbound import EventKey
 from llm_bot.events.limits import InvalidEvent
 from llm_bot.explanation import table
 from llm_bot.explanation.record import (
@@ -34,10 +34,12 @@ from llm_bot.explanation.record import (
     text_hash,
 )
 from llm_bot.explanation.view import Explanation, Message, Part, State, ToolCallShown
-from llm_bot.memory import memories, notes_store, versions
 from llm_bot.memory.derived import derived_from, job_id, summary_window
-from llm_bot.memory.turns.reads import TURNS_BY_ID
-from llm_bot.platform_tools import ledger
+from llm_bot.memory.memories import CurrentText, current_of_keys
+from llm_bot.memory.notes_store import stored_notes
+from llm_bot.memory.turns.reads import turns_by_id
+from llm_bot.memory.versions import Version, versions_of_keys
+from llm_bot.platform_tools.ledger import call_states
 
 
 async def explanation_for(
@@ -50,16 +52,12 @@ async def explanation_for(
     """The explanation of the event ``correlation_id`` (of ``user_id``, when given), with the
     words read now from the rows it cites; None when none is stored. ``agent`` names the notes
     document (``LLM_BOT_AGENT_NAME``)."""
-    async with connection.cursor(row_factory=dict_row) as cursor:
-        await cursor.execute(
-            table.LATEST_OF_EVENT, {"correlation_id": correlation_id, "user": user_id}
-        )
-        row = await cursor.fetchone()
+    row = await table.latest_of_event(connection, correlation_id, user_id)
     if row is None:
         return None
-    record = Record.from_json(row["record"])
-    user = str(row["user_id"])
-    event = {"user": user, "correlation_id": correlation_id, "step": record.step_key}
+    record = Record.from_json(row.record)
+    user = row.user_id
+    event = EventKey(user, correlation_id, record.step_key)
     words, answer = await _asked_and_answered(connection, event)
     context = record.context
     memory_parts = await _memory_parts(connection, user, context.memories)
@@ -84,9 +82,9 @@ async def explanation_for(
     return Explanation(
         correlation_id=correlation_id,
         user_id=user,
-        thread_id=row["thread_id"],
-        at=row["created_at"],
-        decision=row["record"].get("decision"),
+        thread_id=row.thread_id,
+        at=row.created_at,
+        decision=row.record.get("decision"),
         parts=tuple(parts),
         left_out=dict(context.left_out),
         failed=context.failed,
@@ -125,17 +123,15 @@ def _input_part(section: Section, words: str | None) -> Part:
 
 
 async def _asked_and_answered(
-    connection: AsyncConnection[Any], event: Mapping[str, str]
+    connection: AsyncConnection[Any], event: EventKey
 ) -> tuple[str | None, str | None]:
     """The words asked and the answer given, from the event's stored output (None, None once
     it is gone, erased or past retention, or when it cannot be decoded)."""
-    async with connection.cursor(row_factory=tuple_row) as cursor:
-        await cursor.execute(processed_events.OUTPUT_OF_EVENT, event)
-        row = await cursor.fetchone()
-    if row is None or row[0] is None:
+    output = await output_of_event(connection, event)
+    if output is None:
         return None, None
     try:
-        published = codec.decode(bytes(row[0]))
+        published = codec.decode(output)
     except InvalidEvent:
         return None, None
     words = published.message.text if published.message is not None else None
@@ -150,34 +146,29 @@ async def _memory_parts(
     its text was written at that time, else the earlier text written then."""
     if not cited:
         return []
-    params = {"user": user, "keys": sorted({memory.key for memory in cited})}
-    async with connection.cursor(row_factory=dict_row) as cursor:
-        await cursor.execute(memories.CURRENT_OF_KEYS, params)
-        current = {row["key"]: row for row in await cursor.fetchall()}
-        await cursor.execute(versions.VERSIONS_OF_KEYS, params)
-        earlier: dict[str, list[dict[str, Any]]] = {}
-        for row in await cursor.fetchall():
-            earlier.setdefault(row["key"], []).append(row)
+    keys = sorted({memory.key for memory in cited})
+    current = await current_of_keys(connection, user, keys)
+    earlier = await versions_of_keys(connection, user, keys)
     parts = []
     for memory in cited:
         olds = earlier.get(memory.key, [])
         now = current.get(memory.key)
-        sent: dict[str, Any] | None = None
+        sent: CurrentText | Version | None = None
         version: int | None = None
-        if now is not None and now["updated_at"] == memory.written_at:
+        if now is not None and now.updated_at == memory.written_at:
             sent, version = now, len(olds) + 1
         else:
             for old in olds:
-                if old["valid_from"] == memory.written_at:
-                    sent, version = old, old["version"]
+                if old.valid_from == memory.written_at:
+                    sent, version = old, old.version
         label = f"Memory {memory.key}" + (f" (version {version})" if version else "")
         parts.append(
             Part(
                 "memory",
                 label,
-                _memory_origin(memory.written_at, sent["metadata"] if sent else {}),
+                _memory_origin(memory.written_at, sent.metadata if sent else {}),
                 _why(memory.scores),
-                *_shown(sent["content"] if sent else None, memory.hash),
+                *_shown(sent.content if sent else None, memory.hash),
             )
         )
     return parts
@@ -202,13 +193,7 @@ async def _turn_texts(
     words, by id."""
     if not cited:
         return {}
-    params = {"threads": [turn.thread_id for turn in cited], "seqs": [turn.seq for turn in cited]}
-    async with connection.cursor(row_factory=tuple_row) as cursor:
-        await cursor.execute(TURNS_BY_ID, params)
-        return {
-            (thread, int(seq)): (int(pair_index), content)
-            for thread, seq, pair_index, content in await cursor.fetchall()
-        }
+    return await turns_by_id(connection, [(turn.thread_id, turn.seq) for turn in cited])
 
 
 def _turn_part(
@@ -236,10 +221,8 @@ async def _notes_part(
 ) -> Part | None:
     if sent is None:
         return None
-    async with connection.cursor(row_factory=tuple_row) as cursor:
-        await cursor.execute(notes_store.NOTES_SQL, {"user_id": user, "agent": agent})
-        row = await cursor.fetchone()
-    text = None if row is None else str(row[0])
+    notes = await stored_notes(connection, user, agent)
+    text = None if notes is None else notes.content
     return Part("memory", "Notes", f"agent_notes ({agent})", "always sent", *_shown(text, sent))
 
 
@@ -263,19 +246,16 @@ def _why(scores: Scores) -> str:
 
 
 async def _tools(
-    connection: AsyncConnection[Any], event: Mapping[str, str], record: Record
+    connection: AsyncConnection[Any], event: EventKey, record: Record
 ) -> tuple[ToolCallShown, ...]:
     if not record.tools:
         return ()
-    async with connection.cursor(row_factory=dict_row) as cursor:
-        await cursor.execute(ledger.CALLS_OF_EVENT, event)
-        rows = {row["call_index"]: row for row in await cursor.fetchall()}
+    states = await call_states(connection, event)
     shown = []
     for tool in record.tools:
         index = tool.ledger_index
-        key = None if index is None else "/".join([*event.values(), str(index)])
-        row = rows.get(index) if index is not None else None
-        shown.append(
-            ToolCallShown(tool.tool, tool.status, key, None if row is None else row["state"])
-        )
+        parts = (event.user_id, event.correlation_id, event.step)
+        key = None if index is None else "/".join([*parts, str(index)])
+        state = states.get(index) if index is not None else None
+        shown.append(ToolCallShown(tool.tool, tool.status, key, state))
     return tuple(shown)

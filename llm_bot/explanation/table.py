@@ -11,10 +11,12 @@ its explanation. What is here reads the rows, for the reader
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from psycopg import AsyncConnection
+from psycopg.rows import class_row
 
 from llm_bot.db.rows import Rows
 
@@ -47,8 +49,28 @@ async def delete_expired(connection: AsyncConnection[Any], cutoff: datetime, bat
 
 
 # ``llm-bot explain`` names the event, not its user: the newest record of that id.
-LATEST_OF_EVENT = """
-SELECT user_id, correlation_id, thread_id, created_at, record FROM answer_explanations
+_LATEST_OF_EVENT = """
+SELECT user_id, thread_id, created_at, record FROM answer_explanations
  WHERE correlation_id = %(correlation_id)s AND (%(user)s::text IS NULL OR user_id = %(user)s)
  ORDER BY created_at DESC LIMIT 1
 """
+
+
+@dataclass(frozen=True)
+class StoredRecord:
+    """An explanation's row: whose answer, in which thread, when, and the record as JSON."""
+
+    user_id: str
+    thread_id: str
+    created_at: datetime
+    record: dict[str, Any]
+
+
+async def latest_of_event(
+    connection: AsyncConnection[Any], correlation_id: str, user_id: str | None
+) -> StoredRecord | None:
+    """The newest record of the event ``correlation_id`` (of ``user_id``, when given)."""
+    params = {"correlation_id": correlation_id, "user": user_id}
+    async with connection.cursor(row_factory=class_row(StoredRecord)) as cursor:
+        await cursor.execute(_LATEST_OF_EVENT, params)
+        return await cursor.fetchone()

@@ -13,10 +13,13 @@ sends it to that user's shard; retention's and the re-embedding's read every sha
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from psycopg import AsyncConnection
-from psycopg.rows import tuple_row
+from psycopg.rows import dict_row, tuple_row
 
 from llm_bot.db.missing_vectors import MissingVectors, Slot
 from llm_bot.db.rows import Rows
@@ -232,10 +235,28 @@ SELECT count(*) AS private_memories FROM (
 """
 
 # An explanation's memories as they are now (:mod:`llm_bot.explanation.reader`), by key.
-CURRENT_OF_KEYS = """
+_CURRENT_OF_KEYS = """
 SELECT key, content, metadata, updated_at FROM memories
  WHERE user_id = %(user)s AND key = ANY(%(keys)s)
 """
+
+
+@dataclass(frozen=True)
+class CurrentText:
+    """A memory's text as it is now, and when it was written."""
+
+    content: str
+    metadata: dict[str, Any]
+    updated_at: datetime
+
+
+async def current_of_keys(
+    connection: AsyncConnection[Any], user_id: str, keys: Sequence[str]
+) -> dict[str, CurrentText]:
+    """The user's memories of ``keys`` as they are now, by key (a forgotten one is missing)."""
+    async with connection.cursor(row_factory=dict_row) as cursor:
+        await cursor.execute(_CURRENT_OF_KEYS, {"user": user_id, "keys": list(keys)})
+        return {row.pop("key"): CurrentText(**row) for row in await cursor.fetchall()}
 
 
 async def delete_derived_from(connection: AsyncConnection[Any], taken: Taken) -> int:

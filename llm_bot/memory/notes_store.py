@@ -63,10 +63,15 @@ NO_NOTES = notes_of(None, None)
 
 
 async def read_notes(connection: AsyncConnection[Any], user_id: str, agent: str) -> Notes:
+    return await stored_notes(connection, user_id, agent) or NO_NOTES
+
+
+async def stored_notes(connection: AsyncConnection[Any], user_id: str, agent: str) -> Notes | None:
+    """The user's notes row; None before the first edit (or after an erasure)."""
     async with connection.cursor(row_factory=tuple_row) as cursor:
         await cursor.execute(NOTES_SQL, {"user_id": user_id, "agent": agent})
         row = await cursor.fetchone()
-    return notes_of(*row) if row is not None else NO_NOTES
+    return None if row is None else notes_of(*row)
 
 
 # The notes row and the window's turns in one statement: the notes' columns on a row of their

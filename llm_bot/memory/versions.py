@@ -12,6 +12,7 @@ once said it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -82,15 +83,15 @@ DELETE FROM memory_versions v USING taken
 """
 # The user's most recently retired earlier texts, newest first (the operator console shows
 # them by memory; a fact rewritten daily for years must not make its page unbounded).
-VERSIONS_OF_USER = (
+_VERSIONS_OF_USER = (
     f"SELECT key, version, content, metadata, visibility, valid_from, valid_to {_ROWS_OF_USER}"
     " ORDER BY valid_to DESC LIMIT %(limit)s"
 )
 
 # An explanation's memories' earlier texts (:mod:`llm_bot.explanation.reader`): the one written
 # at a memory's time is the version the answer saw, the count numbers the current one.
-VERSIONS_OF_KEYS = """
-SELECT key, version, content, metadata, valid_from FROM memory_versions
+_VERSIONS_OF_KEYS = """
+SELECT key, version, content, metadata, visibility, valid_from, valid_to FROM memory_versions
  WHERE user_id = %(user)s AND key = ANY(%(keys)s)
 """
 
@@ -136,3 +137,30 @@ async def delete_derived_from(connection: AsyncConnection[Any], taken: Taken) ->
     """The earlier texts derived from any of ``taken``; rows deleted."""
     cursor = await connection.execute(_DERIVED_FROM_TURNS, taken.params)
     return cursor.rowcount
+
+
+async def recent_versions_of_user(
+    connection: AsyncConnection[Any], user_id: str, limit: int
+) -> dict[str, list[Version]]:
+    """``user_id``'s most recently retired ``limit`` earlier texts, by memory key, each key's
+    oldest first."""
+    by_key: dict[str, list[Version]] = {}
+    async with connection.cursor(row_factory=dict_row) as cursor:
+        await cursor.execute(_VERSIONS_OF_USER, {"user": user_id, "limit": limit})
+        rows = await cursor.fetchall()
+    for row in sorted(rows, key=lambda row: row["version"]):
+        key = row.pop("key")
+        by_key.setdefault(key, []).append(Version(**row))
+    return by_key
+
+
+async def versions_of_keys(
+    connection: AsyncConnection[Any], user_id: str, keys: Sequence[str]
+) -> dict[str, list[Version]]:
+    """The earlier texts of the user's memories of ``keys``, by key."""
+    by_key: dict[str, list[Version]] = {}
+    async with connection.cursor(row_factory=dict_row) as cursor:
+        await cursor.execute(_VERSIONS_OF_KEYS, {"user": user_id, "keys": list(keys)})
+        for row in await cursor.fetchall():
+            by_key.setdefault(row.pop("key"), []).append(Version(**row))
+    return by_key

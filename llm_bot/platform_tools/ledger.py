@@ -60,6 +60,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from llm_bot.clock import utc_now
 from llm_bot.db.rows import Rows
+from llm_bot.events.inbound import EventKey
 from llm_bot.platform_tools.calls import CallKey, ToolOutcome
 from llm_bot.settings import Settings
 from llm_bot.telemetry import metrics
@@ -148,10 +149,17 @@ def rows_of_thread(thread_id: str) -> Rows:
 
 # One event's calls as an explanation shows them (:mod:`llm_bot.explanation.reader`): how each
 # ended, never its arguments or result.
-CALLS_OF_EVENT = """
-SELECT call_index, tool_id, state, is_error FROM tool_calls
+_CALLS_OF_EVENT = """
+SELECT call_index, state FROM tool_calls
  WHERE user_id = %(user)s AND correlation_id = %(correlation_id)s AND step_key = %(step)s
 """
+
+
+async def call_states(connection: AsyncConnection[Any], event: EventKey) -> dict[int, str]:
+    """How each of the event's calls ended (or stands), by its index."""
+    params = {"user": event.user_id, "correlation_id": event.correlation_id, "step": event.step}
+    cursor = await connection.execute(_CALLS_OF_EVENT, params)
+    return {int(index): str(state) for index, state in await cursor.fetchall()}
 
 
 @dataclass(frozen=True)

@@ -10,19 +10,16 @@ from llm_bot.memory.context import ContextLimits
 from llm_bot.memory.recall import RecalledTurn
 from llm_bot.memory.rendering import attributed
 from llm_bot.memory.search import MemoryHit
-from llm_bot_tools.evaluation.context import (
-    Shown,
-    StoredTurn,
-    context_report,
-    shown,
-)
+from llm_bot.memory.turns.reads import StoredTurn
+from llm_bot_tools.evaluation.context import Shown, context_report, shown
 from llm_bot_tools.evaluation.retrieval import CorpusTurn, EvalQuery, latest_threads
 
 AT = datetime(2026, 10, 1, 10, 0, tzinfo=UTC)
 
 
 def turn(thread: str, seq: int, role: str, content: str, minutes: int = 0) -> StoredTurn:
-    return StoredTurn(thread, seq, "kim", role, content, AT + timedelta(minutes=minutes), "public")
+    at = AT + timedelta(minutes=minutes)
+    return StoredTurn(thread, seq, "kim", role, content, at, "public", f"{thread}-{seq}")
 
 
 def given(*turns: StoredTurn) -> tuple[list[ChatMessage], list[RecalledTurn]]:

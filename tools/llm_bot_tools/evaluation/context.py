@@ -30,7 +30,8 @@ from llm_bot.memory.recall import RecalledTurn
 from llm_bot.memory.rendering import attributed, recall_line
 from llm_bot.memory.search import MemoryHit
 from llm_bot.memory.store import MemoryStore
-from llm_bot.memory.turns.reads import STORED_TURNS
+from llm_bot.memory.turns.reads import StoredTurn
+from llm_bot.memory.turns.reads import stored_turns as all_stored_turns
 from llm_bot.memory.validation import approx_tokens
 from llm_bot.settings import Settings
 from llm_bot_tools.evaluation.retrieval import (
@@ -40,19 +41,6 @@ from llm_bot_tools.evaluation.retrieval import (
     Spread,
     latest_threads,
 )
-
-
-@dataclass(frozen=True)
-class StoredTurn:
-    """A corpus turn as the worker stored it (its words possibly shortened)."""
-
-    thread_id: str
-    seq: int
-    user_id: str
-    role: str
-    content: str
-    created_at: datetime
-    visibility: str
 
 
 @dataclass(frozen=True)
@@ -145,20 +133,8 @@ async def stored_turns(
 ) -> dict[str, StoredTurn]:
     """Every stored turn by its corpus id."""
     async with store.connection() as connection:
-        cursor = await connection.execute(STORED_TURNS)
-        rows = await cursor.fetchall()
-    return {
-        ids[(row["thread_id"], row["seq"])]: StoredTurn(
-            row["thread_id"],
-            row["seq"],
-            row["user_id"],
-            row["role"],
-            row["content"],
-            row["created_at"],
-            row["visibility"],
-        )
-        for row in rows
-    }
+        turns = await all_stored_turns(connection)
+    return {ids[(turn.thread_id, turn.seq)]: turn for turn in turns}
 
 
 async def evaluate_context(

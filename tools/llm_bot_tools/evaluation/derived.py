@@ -31,7 +31,8 @@ from llm_bot.memory.derived import derived_metadata
 from llm_bot.memory.run_writes import Visibility
 from llm_bot.memory.store import MemoryStore, put_memory
 from llm_bot.memory.turns.consolidation import Summary, insert_summary
-from llm_bot_tools.evaluation.context import StoredTurn, stored_turns
+from llm_bot.memory.turns.reads import StoredTurn
+from llm_bot_tools.evaluation.context import stored_turns
 from llm_bot_tools.evaluation.retrieval import CorpusTurn
 
 EMBED_BATCH = 64

@@ -29,7 +29,7 @@ from llm_bot.memory.commit import MemoryCommit, Pair
 from llm_bot.memory.recall import RecalledTurn, recall_turns
 from llm_bot.memory.search import SearchMode
 from llm_bot.memory.store import MemoryStore
-from llm_bot.memory.turns.reads import STORED_TURNS
+from llm_bot.memory.turns.reads import stored_turns
 from llm_bot.settings import Settings
 from llm_bot_tools.evaluation.calibration import ThresholdRow, threshold_table
 from llm_bot_tools.evaluation.categories import inferred_category
@@ -242,13 +242,12 @@ async def load_through_commit(
             progress(f"loaded {done}/{len(pairs)} pairs")
     reply_of = {user.id: assistant.id for user, assistant in pairs}
     async with store.connection() as connection:
-        cursor = await connection.execute(STORED_TURNS)
-        rows = await cursor.fetchall()
+        turns = await stored_turns(connection)
     return {
-        (row["thread_id"], row["seq"]): (
-            row["source_event"] if row["role"] == "user" else reply_of[row["source_event"]]
+        (turn.thread_id, turn.seq): (
+            turn.source_event if turn.role == "user" else reply_of[turn.source_event]
         )
-        for row in rows
+        for turn in turns
     }
 
 
