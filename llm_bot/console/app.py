@@ -33,9 +33,9 @@ from llm_bot.console.auth import Authenticator, Operator, authenticated
 from llm_bot.console.inputs import checked
 from llm_bot.console.reads import MODES, try_recall, user_data, users_starting
 from llm_bot.db.console_views import record_view
+from llm_bot.db.hybrid import QUERY_MAX_CHARS
 from llm_bot.explanation.reader import explanation_for
 from llm_bot.memory.context import ContextLimits, PostgresMemoryRetriever
-from llm_bot.memory.search import QUERY_MAX_CHARS
 from llm_bot.memory.store import MemoryStore
 
 HERE = Path(__file__).parent

@@ -19,7 +19,7 @@ when:
 
 ``q`` is text, not an id: on ``/`` an id's beginning (a longer one finds no user), on
 ``/recall`` a user's message, which the page cuts to
-:data:`~llm_bot.memory.search.QUERY_MAX_CHARS` rather than refuses: the worker's searches read
+:data:`~llm_bot.db.hybrid.QUERY_MAX_CHARS` rather than refuses: the worker's searches read
 only that beginning of a message (dense and full-text alike), so the trial of the cut message
 is the one the worker runs for the whole, and the form shows the query as cut. ``q`` is never
 stored.

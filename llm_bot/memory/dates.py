@@ -25,7 +25,7 @@ absolute names count.
 
 The question is user text, so hostile: the work is linear in its length (whether "May" is the
 month is decided once per text, not once per "may"), and recall gives it no more of the text
-than its words are searched by (:data:`llm_bot.memory.search.QUERY_MAX_CHARS`).
+than its words are searched by (:data:`llm_bot.db.hybrid.QUERY_MAX_CHARS`).
 """
 
 from __future__ import annotations

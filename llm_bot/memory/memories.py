@@ -21,6 +21,7 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row, tuple_row
 
+from llm_bot.db.hybrid import SearchMode, hybrid_rows
 from llm_bot.db.missing_vectors import MissingVectors, Slot
 from llm_bot.db.rows import Rows
 from llm_bot.memory.turns.rows import Taken
@@ -61,7 +62,7 @@ WORD_KEYS = """array(
     FROM unnest(tsvector_to_array(to_tsvector('english', %(text)s))) AS lexeme
 )"""
 
-HYBRID_SEARCH = f"""
+_HYBRID_SEARCH = f"""
 WITH query AS MATERIALIZED (SELECT {OR_TERMS} AS terms WHERE %(use_lexical)s),
 -- How many memories the user has, counted up to one past the depth that takes the index.
 depth AS MATERIALIZED (
@@ -125,6 +126,47 @@ JOIN memories m ON m.user_id = %(user)s AND m.key = hit.key
 LEFT JOIN dense ON dense.key = hit.key
 LEFT JOIN lexical ON lexical.key = hit.key
 """
+
+
+@dataclass(frozen=True)
+class MemoryCandidate:
+    """A memory the hybrid search found, with its similarity to the query and where each side
+    ranked it (None: not found by that side)."""
+
+    key: str
+    content: str
+    metadata: dict[str, str]
+    created_at: datetime
+    updated_at: datetime
+    similarity: float
+    dense_rank: int | None
+    lexical_rank: int | None
+
+
+async def candidates(
+    connection: AsyncConnection[Any],
+    user_id: str,
+    text: str,
+    vector: list[float],
+    *,
+    pool: int,
+    mode: SearchMode,
+    include_private: bool,
+    shallow: int,
+    holders: int,
+) -> list[MemoryCandidate]:
+    """The user's ``pool`` nearest memories and ``pool`` best by their words
+    (:mod:`llm_bot.memory.search` says how ``shallow`` and ``holders`` bound them)."""
+    scope = {
+        "user": user_id,
+        "include_private": include_private,
+        "holders": holders,
+        "shallow": shallow,
+    }
+    return await hybrid_rows(
+        connection, _HYBRID_SEARCH, MemoryCandidate, scope, text, vector, pool, mode
+    )
+
 
 # Retention's cap (:mod:`llm_bot.lifecycle.retention`): the users holding more memories.
 _USERS_OVER_CAP = """

@@ -1,7 +1,7 @@
 """Recall over history: this user's older messages, from any thread, that bear on the prompt.
 
 One SQL statement over ``conversation_turns`` of one user
-(:func:`llm_bot.memory.turns.recall.recall_sql`) only finds the candidates: the nearest turns by
+(:func:`llm_bot.memory.turns.recall.candidates`) only finds the candidates: the nearest turns by
 embedding, and the best turns by BM25 over their full-text vectors, each side ``pool`` deep,
 then the turns around those (``NEIGHBOUR_REACH`` either side in the thread) and, for a
 session's summary among them, the turns it covers nearest the question.
@@ -9,7 +9,7 @@ Python fuses the two scores of every candidate (:mod:`llm_bot.memory.fusion`) an
 turns written in a month or year the question names, or on the days its relative dates name
 ("yesterday", "last week", "two months ago") from when it was asked
 (:mod:`llm_bot.memory.dates`). Words and dates are read from the question's beginning
-(:func:`llm_bot.memory.search.query_text`). Messages
+(:func:`llm_bot.db.hybrid.query_text`). Messages
 already in the window are excluded; the ones shown to the model are put back in time order by
 context assembly, so it reads them as the conversation they were.
 
@@ -50,11 +50,11 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
+from llm_bot.db.hybrid import SearchMode, query_text
 from llm_bot.memory.dates import DATE_BONUS, date_window
 from llm_bot.memory.derived import summary_window
 from llm_bot.memory.fusion import fused, ranks, summaries_covering, with_neighbours
-from llm_bot.memory.search import SearchMode, fused_candidates, query_text
-from llm_bot.memory.turns.recall import recall_sql
+from llm_bot.memory.turns.recall import candidates
 from llm_bot.telemetry.traces import memory_search
 
 # The lexical side ranks the turns matching the query among the user's most recent this many:
@@ -147,29 +147,22 @@ async def recall(
     ``asked_at``, the question's time, places its relative dates ("yesterday", "two weeks
     ago"); without it only the months and years it names are read."""
     pool = max(limit, MIN_POOL) + len(exclude)
-    scope = {
-        "user": user_id,
-        "include_private": include_private,
-        "deep_from": depth.deep_from,
-        "lexical_window": depth.lexical_window,
-    }
-    rows = await fused_candidates(
+    rows = await candidates(
         connection,
-        recall_sql(len(vector)),
-        scope,
+        user_id,
         text,
         vector,
-        pool,
-        mode,
-        prepare=False,
+        pool=pool,
+        mode=mode,
+        include_private=include_private,
+        deep_from=depth.deep_from,
+        lexical_window=depth.lexical_window,
     )
-    by_key = {(row["thread_id"], row["seq"]): row for row in rows}
-    own_dense = {key: float(row["similarity"]) for key, row in by_key.items()}
-    own_lexical = {key: float(row["keyword_score"]) for key, row in by_key.items()}
+    by_key = {(row.thread_id, row.seq): row for row in rows}
+    own_dense = {key: float(row.similarity) for key, row in by_key.items()}
+    own_lexical = {key: float(row.keyword_score) for key, row in by_key.items()}
     spans = {
-        key: summary_window(key[1], int(row["pair_index"]))
-        for key, row in by_key.items()
-        if key[1] < 0
+        key: summary_window(key[1], row.pair_index) for key, row in by_key.items() if key[1] < 0
     }
     covering = summaries_covering(spans, by_key)
     dense = with_neighbours(own_dense, covering)
@@ -180,25 +173,25 @@ async def recall(
     window = date_window(query_text(text), asked_at)
     if window is not None:
         for key, row in by_key.items():
-            scores[key] += DATE_BONUS if window.holds(row["created_at"]) else 0.0
+            scores[key] += DATE_BONUS if window.holds(row.created_at) else 0.0
     turns = [
         RecalledTurn(
-            row["thread_id"],
-            row["seq"],
-            row["role"],
-            row["content"],
-            row["created_at"],
-            float(row["similarity"]),
+            row.thread_id,
+            row.seq,
+            row.role,
+            row.content,
+            row.created_at,
+            float(row.similarity),
             scores[key],
-            row["session_id"],
+            row.session_id,
             own_lexical[key],
             dense_ranks.get(key),
             lexical_ranks.get(key),
         )
         for key, row in by_key.items()
-        if float(row["similarity"]) >= threshold
+        if float(row.similarity) >= threshold
         and key not in exclude
         and (mode != "lexical" or lexical[key] > 0)
     ]
     turns.sort(key=lambda turn: (-turn.fused_score, -turn.similarity, turn.thread_id, turn.seq))
-    return Recall(turns[:limit], deep=any(row["deep"] for row in rows))
+    return Recall(turns[:limit], deep=any(row.deep for row in rows))

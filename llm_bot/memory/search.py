@@ -33,7 +33,8 @@ user's memories hold ("like" in "likes tea") orders a list of 40 by nothing but 
 (the key): it is no evidence. Ties in either list go by key, so a search gives the same answer
 every time.
 
-A query's words are read from its first ``QUERY_MAX_CHARS`` characters, the beginning the
+A query's words are read from its first ``QUERY_MAX_CHARS`` characters
+(:func:`llm_bot.db.hybrid.query_text`), the beginning the
 embedder reads too (:func:`llm_bot.llm.embeddings.embeddable`): both sides of a search then
 look at the same text, and the full-text side stays bounded. ``to_tsvector`` and
 ``to_tsquery`` cost time and stack in the number of words: a prompt of 360 KB (an event may
@@ -47,14 +48,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from psycopg import AsyncConnection
-from psycopg.rows import dict_row
 
-from llm_bot.db.vectors import vector_param
-from llm_bot.llm.embeddings import MAX_CHARS
-from llm_bot.memory.memories import HYBRID_SEARCH
+from llm_bot.db.hybrid import SearchMode
+from llm_bot.memory.memories import MemoryCandidate, candidates
 from llm_bot.telemetry.traces import memory_search
 
 RRF_K = 60
@@ -67,8 +66,6 @@ WORD_HOLDERS = 1_000
 # bound (bench data, 34 words: lexical p50 1.1 ms by rows, 1.3 by index at 300 memories; 2.4
 # and 3.4 at 1,000); beyond it the index reads at most WORD_HOLDERS + 1 rows a word.
 SHALLOW = WORD_HOLDERS
-QUERY_MAX_CHARS = MAX_CHARS
-SearchMode = Literal["hybrid", "dense", "lexical"]
 
 
 @dataclass(frozen=True)
@@ -100,38 +97,6 @@ class Ranked(Protocol):
 R = TypeVar("R", bound=Ranked)
 
 
-async def fused_candidates(
-    connection: AsyncConnection[Any],
-    sql: str,
-    scope: dict[str, object],
-    text: str,
-    vector: list[float],
-    pool: int,
-    mode: SearchMode,
-    *,
-    prepare: bool | None = None,
-) -> list[dict[str, Any]]:
-    """Rows of a hybrid statement (memories or recall) with their dense and lexical scores;
-    ``scope`` names whose rows it may read (a user's). ``prepare=False`` plans the
-    statement for its parameters every time (the connection's default is to prepare)."""
-    parameters = {
-        **scope,
-        "text": query_text(text),
-        "vector": vector_param(vector),
-        "pool": pool,
-        "use_dense": mode != "lexical",
-        "use_lexical": mode != "dense",
-    }
-    async with connection.cursor(row_factory=dict_row) as cursor:
-        await cursor.execute(sql, parameters, prepare=prepare)
-        return await cursor.fetchall()
-
-
-def query_text(text: str) -> str:
-    """What of a query its words are read from: its first ``QUERY_MAX_CHARS`` characters."""
-    return text[:QUERY_MAX_CHARS]
-
-
 def best(hits: Iterable[R], limit: int) -> list[R]:
     """By fused rank, then similarity."""
     return sorted(hits, key=lambda hit: (-hit.fused_score, -hit.similarity))[:limit]
@@ -148,17 +113,21 @@ async def memory_candidates(
     include_private: bool,
     shallow: int = SHALLOW,
     holders: int = WORD_HOLDERS,
-) -> list[dict[str, Any]]:
+) -> list[MemoryCandidate]:
     """The user's ``pool`` nearest memories and ``pool`` best by their words, with both ranks:
     read from the user's rows up to ``shallow`` memories, through the word index beyond, where
     a word more than ``holders`` memories hold finds none alone."""
-    scope = {
-        "user": user_id,
-        "include_private": include_private,
-        "holders": holders,
-        "shallow": shallow,
-    }
-    return await fused_candidates(connection, HYBRID_SEARCH, scope, text, vector, pool, mode)
+    return await candidates(
+        connection,
+        user_id,
+        text,
+        vector,
+        pool=pool,
+        mode=mode,
+        include_private=include_private,
+        shallow=shallow,
+        holders=holders,
+    )
 
 
 @memory_search("memories", lambda hits: [(hit.key, hit.fused_score) for hit in hits])
@@ -187,16 +156,16 @@ async def hybrid_search(
     )
     hits = (
         MemoryHit(
-            key=row["key"],
-            content=row["content"],
-            metadata=row["metadata"],
-            created_at=row["created_at"],
-            updated_at=row["updated_at"],
-            similarity=float(row["similarity"]),
-            fused_score=rrf(row["dense_rank"], row["lexical_rank"]),
-            keyword_match=row["lexical_rank"] is not None,
-            dense_rank=row["dense_rank"],
-            lexical_rank=row["lexical_rank"],
+            key=row.key,
+            content=row.content,
+            metadata=row.metadata,
+            created_at=row.created_at,
+            updated_at=row.updated_at,
+            similarity=float(row.similarity),
+            fused_score=rrf(row.dense_rank, row.lexical_rank),
+            keyword_match=row.lexical_rank is not None,
+            dense_rank=row.dense_rank,
+            lexical_rank=row.lexical_rank,
         )
         for row in rows
     )

@@ -33,13 +33,14 @@ from llm_bot.db.embedding_space import (
     read_space,
     record_space,
 )
+from llm_bot.db.hybrid import SearchMode
 from llm_bot.db.pools import open_pool
 from llm_bot.db.turn_index import ensure_index
 from llm_bot.db.vectors import vector_param
 from llm_bot.llm.embeddings import Embedder
 from llm_bot.memory import memories
 from llm_bot.memory.run_writes import Visibility
-from llm_bot.memory.search import MemoryHit, SearchMode, hybrid_search
+from llm_bot.memory.search import MemoryHit, hybrid_search
 from llm_bot.memory.versions import Version, forget_versions, retire_current, versions_of
 from llm_bot.settings import Settings
 

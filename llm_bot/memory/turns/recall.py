@@ -3,8 +3,14 @@ the depth from which a user's nearest turns come from the index."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from functools import cache
+from typing import Any
 
+from psycopg import AsyncConnection
+
+from llm_bot.db.hybrid import SearchMode, hybrid_rows
 from llm_bot.db.turn_index import LIVE_COLUMN, in_space, near_distance
 from llm_bot.memory.fusion import NEIGHBOUR_REACH, SUMMARY_EXPANSION
 
@@ -65,7 +71,7 @@ _BM25 = f"""(
 
 
 @cache
-def recall_sql(dimensions: int) -> str:
+def _recall_sql(dimensions: int) -> str:
     """The statement for query vectors of ``dimensions`` (the index's size is part of it)."""
     return f"""
 WITH terms AS (
@@ -191,3 +197,48 @@ CROSS JOIN LATERAL (
 ) t
 WHERE t.embedding IS NOT NULL AND {_visible("t.visibility")}
 """
+
+
+@dataclass(frozen=True)
+class TurnCandidate:
+    """A turn recall's statement found (or brought as a neighbour or a summary's turn): its
+    similarity to the query, its BM25 score (0: none of the query's words), and whether its
+    user was deep (the index served the dense side)."""
+
+    thread_id: str
+    seq: int
+    session_id: int
+    pair_index: int
+    role: str
+    content: str
+    created_at: datetime
+    similarity: float
+    keyword_score: float
+    deep: bool
+
+
+async def candidates(
+    connection: AsyncConnection[Any],
+    user_id: str,
+    text: str,
+    vector: list[float],
+    *,
+    pool: int,
+    mode: SearchMode,
+    include_private: bool,
+    deep_from: int | None,
+    lexical_window: int,
+) -> list[TurnCandidate]:
+    """The user's ``pool`` nearest turns and ``pool`` best by their words, with their
+    neighbours and what their summaries cover. Planned for its parameters every time: a
+    generic plan of it read a user's whole history (see the statement)."""
+    scope = {
+        "user": user_id,
+        "include_private": include_private,
+        "deep_from": deep_from,
+        "lexical_window": lexical_window,
+    }
+    sql = _recall_sql(len(vector))
+    return await hybrid_rows(
+        connection, sql, TurnCandidate, scope, text, vector, pool, mode, prepare=False
+    )

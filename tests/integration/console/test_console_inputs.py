@@ -20,9 +20,9 @@ from starlette.types import ASGIApp, Message, Scope
 from llm_bot.clock import utc_now
 from llm_bot.console.app import Console, console_app, pages
 from llm_bot.console.auth import BearerToken
+from llm_bot.db.hybrid import QUERY_MAX_CHARS
 from llm_bot.events.limits import MAX_ID_BYTES
 from llm_bot.memory.context import ContextLimits, PostgresMemoryRetriever
-from llm_bot.memory.search import QUERY_MAX_CHARS
 from llm_bot.memory.store import MemoryStore
 
 from ...from_settings import settings_for

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from llm_bot.memory.search import SHALLOW, SearchMode, memory_candidates
+from llm_bot.db.hybrid import SearchMode
+from llm_bot.memory.search import SHALLOW, memory_candidates
 from llm_bot.memory.store import put_memory
 
 from .conftest import Connection
@@ -54,7 +55,7 @@ async def candidates(
     rows = await memory_candidates(
         connection, user, text, [0.3, 0.9, 0.1], pool=4, mode=mode, include_private=True, **depth
     )
-    return sorted((row["key"], row["dense_rank"], row["lexical_rank"]) for row in rows)
+    return sorted((row.key, row.dense_rank, row.lexical_rank) for row in rows)
 
 
 @pytest.mark.parametrize("mode", ["hybrid", "dense", "lexical"])
@@ -77,15 +78,15 @@ async def test_the_index_path_gives_the_hits_of_reading_the_rows(
                     include_private=include_private,
                     shallow=shallow,
                 ),
-                key=lambda row: str(row["key"]),
+                key=lambda row: row.key,
             )
             for shallow in (SHALLOW, 0)  # the user's rows, the word index
         ]
         assert by_index == by_rows, text
-        assert all(row["key"] in {key for key, _, _ in MEMORIES} for row in by_rows)
+        assert all(row.key in {key for key, _, _ in MEMORIES} for row in by_rows)
         if not include_private:
             public = {key for key, _, visibility in MEMORIES if visibility == "public"}
-            assert {row["key"] for row in by_rows} <= public
+            assert {row.key for row in by_rows} <= public
     # The comparison saw words rank: a query sharing no word finds nothing by its words.
     assert await candidates(connection, "deep-ana", "coffee", "lexical", shallow=0) != []
     assert await candidates(connection, "deep-ana", "the weather", "lexical", shallow=0) == []

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 import pytest
 from psycopg.rows import tuple_row
 
+from llm_bot.db.hybrid import SearchMode
 from llm_bot.db.turn_index import (
     LIVE_COLUMN,
     SEARCH_SETTINGS,
@@ -21,7 +22,6 @@ from llm_bot.db.turn_index import (
 )
 from llm_bot.db.vectors import vector_param
 from llm_bot.memory.recall import Depth, RecalledTurn, recall, recall_turns
-from llm_bot.memory.search import SearchMode
 
 from .conftest import Connection
 from .test_recall_ranking import add

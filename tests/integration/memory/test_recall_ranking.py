@@ -10,9 +10,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from llm_bot.db.hybrid import SearchMode
 from llm_bot.db.vectors import vector_param
 from llm_bot.memory.recall import RecalledTurn, recall_turns
-from llm_bot.memory.search import SearchMode
 from llm_bot.memory.turns.consolidation import Summary, insert_summary
 
 from .conftest import Connection

@@ -28,10 +28,11 @@ from psycopg import AsyncConnection, sql
 from psycopg.rows import tuple_row
 from psycopg.types.json import Jsonb
 
+from llm_bot.db.hybrid import SearchMode
 from llm_bot.db.migrate import migrate
 from llm_bot.memory.budget import recall_candidates
 from llm_bot.memory.recall import recall_turns
-from llm_bot.memory.search import SearchMode, hybrid_search
+from llm_bot.memory.search import hybrid_search
 from llm_bot.memory.store import MemoryStore
 from llm_bot.settings import Settings, load_settings
 from llm_bot_tools.local.scratch_schemas import scratch_schema

@@ -21,7 +21,7 @@ from llm_bot_tools.cli.measurements import (
 )
 
 if TYPE_CHECKING:  # the evaluation pulls in memory, the database and the embedder: load when run
-    from llm_bot.memory.search import SearchMode
+    from llm_bot.db.hybrid import SearchMode
     from llm_bot.memory.store import MemoryStore
     from llm_bot_tools.evaluation.context import ContextReport
     from llm_bot_tools.evaluation.derived import Loaded

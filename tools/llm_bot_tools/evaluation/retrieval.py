@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 from psycopg import AsyncConnection
 
+from llm_bot.db.hybrid import SearchMode
 from llm_bot.memory.commit import MemoryCommit, Pair
 from llm_bot.memory.recall import RecalledTurn, recall_turns
-from llm_bot.memory.search import SearchMode
 from llm_bot.memory.store import MemoryStore
 from llm_bot.memory.turns.reads import stored_turns
 from llm_bot.settings import Settings
