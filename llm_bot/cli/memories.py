@@ -18,7 +18,8 @@ from llm_bot.memory.validation import InvalidMemory, validate_memory
 from llm_bot.settings import Settings
 
 if TYPE_CHECKING:  # the store is imported when a command runs, not for parsing its arguments
-    from llm_bot.memory.store import Memory, MemoryStore
+    from llm_bot.memory.memories import Memory
+    from llm_bot.memory.store import MemoryStore
     from llm_bot.memory.versions import Version
 
     Action = Callable[[MemoryStore, argparse.Namespace, Settings], Awaitable[Any]]

@@ -16,9 +16,10 @@ from llm_bot.db.hybrid import SearchMode
 from llm_bot.db.processed_events import EventRecord, recent_events_of_user
 from llm_bot.memory.budget import MEMORY_CANDIDATES
 from llm_bot.memory.context import ContextLimits, PostgresMemoryRetriever
+from llm_bot.memory.memories import Memory
 from llm_bot.memory.notes_store import Notes, read_notes
 from llm_bot.memory.recall import recall
-from llm_bot.memory.store import Memory, MemoryStore
+from llm_bot.memory.store import MemoryStore
 from llm_bot.memory.turns.reads import StoredTurn, recent_turns_of_user, users_between
 from llm_bot.memory.versions import Version, recent_versions_of_user
 

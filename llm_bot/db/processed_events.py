@@ -262,8 +262,9 @@ SELECT output_data FROM processed_events
 
 async def output_of_event(connection: AnyConnection, key: EventKey) -> bytes | None:
     """The event's output as published; None when it is gone (or was never stored)."""
-    cursor = await connection.execute(_OUTPUT_OF_EVENT, _key_params(key))
-    row = await cursor.fetchone()
+    async with connection.cursor(row_factory=tuple_row) as cursor:
+        await cursor.execute(_OUTPUT_OF_EVENT, _key_params(key))
+        row = await cursor.fetchone()
     return None if row is None or row[0] is None else bytes(row[0])
 
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date
 
-from llm_bot.memory.history import Turn
 from llm_bot.memory.recall import RecalledTurn
 from llm_bot.memory.rendering import RECALL_HEADER, day_line, recall_block, recall_line
 from llm_bot.memory.search import MemoryHit
+from llm_bot.memory.turns.window import Turn
 from llm_bot.memory.validation import approx_tokens
 
 # How many of the user's memories a question ranks (and counts, of those it may not show).

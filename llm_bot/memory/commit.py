@@ -17,15 +17,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from psycopg import AsyncConnection
-from psycopg.rows import tuple_row
 
 from llm_bot.db.batches import ThreadRows, UserRows
 from llm_bot.db.embedding_space import EmbeddingModelMismatch, EmbeddingSpace, space_for_write
-from llm_bot.memory.history import PairRows, write_pair
-from llm_bot.memory.memories import PRIVATE_KEYS
+from llm_bot.memory.memories import private_keys
 from llm_bot.memory.notes_store import apply_notes_edits
 from llm_bot.memory.run_writes import RunWrites
 from llm_bot.memory.store import MemoryStore, delete_memory, put_memory
+from llm_bot.memory.turns.window import PairRows, write_pair
 from llm_bot.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -186,9 +185,7 @@ class MemoryCommit:
         if writes.visibility == "dm":
             return set()
         keys = [*writes.memory_deletes, *(put.key for put in writes.memory_puts)]
-        async with connection.cursor(row_factory=tuple_row) as cursor:
-            await cursor.execute(PRIVATE_KEYS, (writes.user_id, keys))
-            private = {str(key) for (key,) in await cursor.fetchall()}
+        private = await private_keys(connection, writes.user_id, keys)
         if private:
             logger.warning(
                 "memory writes from a shared channel to private memories refused",

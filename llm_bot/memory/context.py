@@ -30,7 +30,6 @@ from llm_bot.memory.budget import (
     recall_candidates,
     select_recalled,
 )
-from llm_bot.memory.history import Turn, read_window
 from llm_bot.memory.long_term import render_memories
 from llm_bot.memory.notes_store import NO_NOTES, NotesAndWindow, read_notes_and_window
 from llm_bot.memory.recall import NO_RECALL, Recall, RecalledTurn, recall
@@ -43,6 +42,7 @@ from llm_bot.memory.rendering import (
 from llm_bot.memory.retrieval import MemoryContext
 from llm_bot.memory.search import MemoryHit
 from llm_bot.memory.store import MemoryStore
+from llm_bot.memory.turns.window import Turn, read_window
 from llm_bot.memory.validation import approx_tokens
 from llm_bot.settings import Settings
 from llm_bot.telemetry import metrics

@@ -20,15 +20,18 @@ from typing import Any
 
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row, tuple_row
+from psycopg.types.json import Jsonb
 
 from llm_bot.db.hybrid import SearchMode, hybrid_rows
 from llm_bot.db.missing_vectors import MissingVectors, Slot
 from llm_bot.db.rows import Rows
+from llm_bot.db.vectors import vector_param
+from llm_bot.memory.run_writes import Visibility
 from llm_bot.memory.turns.rows import Taken
 
 # A rewrite replaces the vector: the one given (the live model's), or none when embedding
 # failed; a vector the re-embedding made for the old text is stale either way.
-PUT = """
+_PUT = """
 INSERT INTO memories AS m (user_id, key, content, metadata, visibility, embedding, created_at,
                            updated_at)
 VALUES (%(user)s, %(key)s, %(content)s, %(metadata)s, %(visibility)s, %(vector)s::vector,
@@ -39,15 +42,80 @@ ON CONFLICT (user_id, key) DO UPDATE
        updated_at = EXCLUDED.updated_at
 """
 
-GET = """
+_GET = """
 SELECT key, content, metadata, visibility, created_at, updated_at
   FROM memories WHERE user_id = %s AND key = %s
 """
 
-LIST = """
+_LIST = """
 SELECT key, content, metadata, visibility, created_at, updated_at
   FROM memories WHERE user_id = %s ORDER BY updated_at DESC, key LIMIT %s OFFSET %s
 """
+
+
+@dataclass(frozen=True)
+class Memory:
+    key: str
+    content: str
+    metadata: dict[str, str]
+    created_at: str
+    updated_at: str
+    visibility: Visibility = "dm"
+
+    def visible_in(self, scope: Visibility) -> bool:
+        """Whether a run in ``scope`` may see or touch it: in a DM all, in public the public."""
+        return scope == "dm" or self.visibility == "public"
+
+
+def _memory_of(row: dict[str, Any]) -> Memory:
+    return Memory(
+        key=row["key"],
+        content=row["content"],
+        metadata=row["metadata"],
+        created_at=row["created_at"].isoformat(),
+        updated_at=row["updated_at"].isoformat(),
+        visibility=row["visibility"],
+    )
+
+
+async def put(
+    connection: AsyncConnection[Any],
+    user_id: str,
+    key: str,
+    content: str,
+    metadata: dict[str, str],
+    visibility: Visibility,
+    vector: list[float] | None,
+    at: datetime,
+) -> None:
+    """The memory written under ``key``, replacing what the key held."""
+    params = {
+        "user": user_id,
+        "key": key,
+        "content": content,
+        "metadata": Jsonb(metadata),
+        "visibility": visibility,
+        "vector": vector_param(vector),
+        "at": at,
+    }
+    await connection.execute(_PUT, params)
+
+
+async def get(connection: AsyncConnection[Any], user_id: str, key: str) -> Memory | None:
+    async with connection.cursor(row_factory=dict_row) as cursor:
+        await cursor.execute(_GET, (user_id, key))
+        row = await cursor.fetchone()
+    return None if row is None else _memory_of(row)
+
+
+async def list_of_user(
+    connection: AsyncConnection[Any], user_id: str, limit: int, offset: int
+) -> list[Memory]:
+    """The most recently written first."""
+    async with connection.cursor(row_factory=dict_row) as cursor:
+        await cursor.execute(_LIST, (user_id, limit, offset))
+        return [_memory_of(row) for row in await cursor.fetchall()]
+
 
 # Full-text: the query's lexemes OR-ed together, so a question matches any of its words.
 OR_TERMS = """to_tsquery('simple', coalesce(array_to_string(array(
@@ -201,22 +269,50 @@ async def delete_beyond_cap(
     return (await connection.execute(_BEYOND_CAP, params)).rowcount
 
 
-COUNT = "SELECT count(*) FROM memories WHERE user_id = %s"
+async def count_of_user(connection: AsyncConnection[Any], user_id: str) -> int:
+    async with connection.cursor(row_factory=tuple_row) as cursor:
+        await cursor.execute("SELECT count(*) FROM memories WHERE user_id = %s", (user_id,))
+        row = await cursor.fetchone()
+    return int(row[0]) if row else 0
 
-DELETE = "DELETE FROM memories WHERE user_id = %s AND key = %s"
 
-# The keys a run from a shared channel touches that hold a memory learned in a DM.
-PRIVATE_KEYS = (
-    "SELECT key FROM memories WHERE user_id = %s AND key = ANY(%s) AND visibility <> 'public'"
-)
+async def delete(connection: AsyncConnection[Any], user_id: str, key: str) -> bool:
+    """Whether the memory was there."""
+    cursor = await connection.execute(
+        "DELETE FROM memories WHERE user_id = %s AND key = %s", (user_id, key)
+    )
+    return cursor.rowcount > 0
+
+
+async def private_keys(
+    connection: AsyncConnection[Any], user_id: str, keys: Sequence[str]
+) -> set[str]:
+    """The ones of ``keys`` that hold a memory learned in a DM (a run from a shared channel
+    may not touch them)."""
+    async with connection.cursor(row_factory=tuple_row) as cursor:
+        await cursor.execute(
+            "SELECT key FROM memories WHERE user_id = %s AND key = ANY(%s)"
+            " AND visibility <> 'public'",
+            (user_id, list(keys)),
+        )
+        return {str(key) for (key,) in await cursor.fetchall()}
+
 
 # One memory's vector size and one history vector's, of the vectors stored before their model
 # was recorded (:func:`llm_bot.memory.store.settle_space`).
-LEGACY_DIMENSIONS = (
+_LEGACY_DIMENSIONS = (
     "(SELECT vector_dims(embedding) FROM memories WHERE embedding IS NOT NULL LIMIT 1)"
     " UNION ALL (SELECT vector_dims(embedding) FROM conversation_turns"
     "            WHERE embedding IS NOT NULL LIMIT 1)"
 )
+
+
+async def legacy_dimensions(connection: AsyncConnection[Any]) -> list[int]:
+    """Sizes of the vectors stored before the model was recorded: one memory's and one history
+    vector's."""
+    async with connection.cursor(row_factory=tuple_row) as cursor:
+        await cursor.execute(_LEGACY_DIMENSIONS)
+        return [int(row[0]) for row in await cursor.fetchall()]
 
 
 # The re-embedding's (:mod:`llm_bot.lifecycle.vector_slots`) over the memories without a vector
@@ -270,11 +366,18 @@ def derived_of_thread(thread_id: str) -> Rows:
 # the window in one statement (:func:`llm_bot.memory.notes_store.read_notes_and_window`). The
 # inner query selects a column: Citus plans the LIMIT apart, and a result of no columns is one it
 # cannot read back.
-PRIVATE_COUNT = """
+_PRIVATE_COUNT = """
 SELECT count(*) AS private_memories FROM (
     SELECT 1 FROM memories WHERE user_id = %(user_id)s AND visibility = 'dm' AND %(withheld)s
      LIMIT %(candidates)s) AS private
 """
+
+
+def private_count_sql() -> str:
+    """The count's query, for a caller to compose into a statement of its own (parameters
+    ``user_id``, ``withheld``, ``candidates``)."""
+    return _PRIVATE_COUNT
+
 
 # An explanation's memories as they are now (:mod:`llm_bot.explanation.reader`), by key.
 _CURRENT_OF_KEYS = """

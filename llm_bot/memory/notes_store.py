@@ -24,11 +24,11 @@ from psycopg.rows import dict_row, tuple_row
 from llm_bot.clock import utc_now
 from llm_bot.db.rows import Rows
 from llm_bot.llm.messages import ToolSpec
-from llm_bot.memory.history import Turn, window_of, window_params, window_sql
-from llm_bot.memory.memories import PRIVATE_COUNT
+from llm_bot.memory.memories import private_count_sql
 from llm_bot.memory.notes import OPERATIONS, NotesError, apply_operation
 from llm_bot.memory.run_writes import NotesEdit, RunWrites, Visibility
 from llm_bot.memory.store import MemoryStore
+from llm_bot.memory.turns.window import Turn, window_of, window_params, window_sql
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ SELECT notes.content AS notes_content, notes.visibility AS notes_visibility, tur
 
 def _notes_and_window_sql(thread_id: str) -> str:
     return _NOTES_AND_WINDOW.format(
-        notes=NOTES_SQL, window=window_sql(thread_id), private=PRIVATE_COUNT
+        notes=NOTES_SQL, window=window_sql(thread_id), private=private_count_sql()
     )
 
 

@@ -22,8 +22,8 @@ import re
 from datetime import date, datetime
 
 from llm_bot.llm.messages import ChatMessage
-from llm_bot.memory.history import Turn
 from llm_bot.memory.recall import RecalledTurn
+from llm_bot.memory.turns.window import Turn
 from llm_bot.text import fenced, quoted
 
 NOTES_HEADER = (

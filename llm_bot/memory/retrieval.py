@@ -12,9 +12,9 @@ from datetime import datetime
 from typing import Protocol
 
 from llm_bot.llm.messages import ChatMessage
-from llm_bot.memory.history import Turn
 from llm_bot.memory.recall import RecalledTurn
 from llm_bot.memory.search import MemoryHit
+from llm_bot.memory.turns.window import Turn
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,6 @@ from datetime import datetime
 from typing import Any, Literal
 
 from psycopg import AsyncConnection
-from psycopg.rows import dict_row, tuple_row
-from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from llm_bot.clock import utc_now
@@ -36,9 +34,9 @@ from llm_bot.db.embedding_space import (
 from llm_bot.db.hybrid import SearchMode
 from llm_bot.db.pools import open_pool
 from llm_bot.db.turn_index import ensure_index
-from llm_bot.db.vectors import vector_param
 from llm_bot.llm.embeddings import Embedder
 from llm_bot.memory import memories
+from llm_bot.memory.memories import Memory
 from llm_bot.memory.run_writes import Visibility
 from llm_bot.memory.search import MemoryHit, hybrid_search
 from llm_bot.memory.versions import Version, forget_versions, retire_current, versions_of
@@ -57,20 +55,6 @@ class StoreOptions:
     @classmethod
     def from_settings(cls, settings: Settings) -> StoreOptions:
         return cls(dedup_threshold=settings.dedup_threshold)
-
-
-@dataclass(frozen=True)
-class Memory:
-    key: str
-    content: str
-    metadata: dict[str, str]
-    created_at: str
-    updated_at: str
-    visibility: Visibility = "dm"
-
-    def visible_in(self, scope: Visibility) -> bool:
-        """Whether a run in ``scope`` may see or touch it: in a DM all, in public the public."""
-        return scope == "dm" or self.visibility == "public"
 
 
 class MemoryStore:
@@ -154,22 +138,12 @@ class UserMemories:
         return str(uuid.uuid4()), "created"
 
     async def count(self) -> int:
-        async with (
-            self._memory.connection() as connection,
-            connection.cursor(row_factory=tuple_row) as cursor,
-        ):
-            await cursor.execute(memories.COUNT, (self.user_id,))
-            row = await cursor.fetchone()
-        return int(row[0]) if row else 0
+        async with self._memory.connection() as connection:
+            return await memories.count_of_user(connection, self.user_id)
 
     async def get(self, key: str) -> Memory | None:
-        async with (
-            self._memory.connection() as connection,
-            connection.cursor(row_factory=dict_row) as cursor,
-        ):
-            await cursor.execute(memories.GET, (self.user_id, key))
-            row = await cursor.fetchone()
-        return None if row is None else _memory_of(row)
+        async with self._memory.connection() as connection:
+            return await memories.get(connection, self.user_id, key)
 
     async def delete(self, key: str) -> bool:
         """Forget the memory: its earlier versions go with it."""
@@ -183,12 +157,8 @@ class UserMemories:
 
     async def list_memories(self, limit: int = 100, offset: int = 0) -> list[Memory]:
         """The most recently written first."""
-        async with (
-            self._memory.connection() as connection,
-            connection.cursor(row_factory=dict_row) as cursor,
-        ):
-            await cursor.execute(memories.LIST, (self.user_id, limit, offset))
-            return [_memory_of(row) for row in await cursor.fetchall()]
+        async with self._memory.connection() as connection:
+            return await memories.list_of_user(connection, self.user_id, limit, offset)
 
     async def search(
         self,
@@ -237,25 +207,13 @@ async def put_memory(
     (:mod:`llm_bot.memory.versions`). Without ``vector`` (embedding failed) it is found by its
     words until ``llm-bot reembed`` gives it one."""
     await retire_current(connection, user_id, key, content, at)
-    await connection.execute(
-        memories.PUT,
-        {
-            "user": user_id,
-            "key": key,
-            "content": content,
-            "metadata": Jsonb(metadata),
-            "visibility": visibility,
-            "vector": vector_param(vector),
-            "at": at,
-        },
-    )
+    await memories.put(connection, user_id, key, content, metadata, visibility, vector, at)
 
 
 async def delete_memory(connection: AsyncConnection[Any], user_id: str, key: str) -> bool:
     """Forget a memory and its versions in the caller's transaction; whether it existed."""
     await forget_versions(connection, user_id, key)
-    cursor = await connection.execute(memories.DELETE, (user_id, key))
-    return cursor.rowcount > 0
+    return await memories.delete(connection, user_id, key)
 
 
 async def settle_space(
@@ -270,7 +228,7 @@ async def settle_space(
     then); otherwise start-up is refused as for a named model."""
     space = await read_space(connection)
     if space is None:
-        for stored in await _legacy_dimensions(connection):
+        for stored in await memories.legacy_dimensions(connection):
             if stored != dimensions:
                 raise EmbeddingModelMismatch(
                     f"stored vectors have {stored} dimensions but the embedding model {model!r}"
@@ -295,22 +253,3 @@ _REMEDY = (
     " or move every vector to the new model while the workers keep running: `llm-bot reembed`"
     " with the new model configured, then deploy the workers with it."
 )
-
-
-async def _legacy_dimensions(connection: AsyncConnection[Any]) -> list[int]:
-    """Sizes of the vectors stored before the model was recorded: one memory's and one history
-    vector's."""
-    async with connection.cursor(row_factory=tuple_row) as cursor:
-        await cursor.execute(memories.LEGACY_DIMENSIONS)
-        return [int(row[0]) for row in await cursor.fetchall()]
-
-
-def _memory_of(row: dict[str, Any]) -> Memory:
-    return Memory(
-        key=row["key"],
-        content=row["content"],
-        metadata=row["metadata"],
-        created_at=row["created_at"].isoformat(),
-        updated_at=row["updated_at"].isoformat(),
-        visibility=row["visibility"],
-    )

@@ -55,6 +55,7 @@ from typing import Any
 
 import psycopg
 from psycopg import AsyncConnection
+from psycopg.rows import tuple_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
@@ -158,8 +159,9 @@ SELECT call_index, state FROM tool_calls
 async def call_states(connection: AsyncConnection[Any], event: EventKey) -> dict[int, str]:
     """How each of the event's calls ended (or stands), by its index."""
     params = {"user": event.user_id, "correlation_id": event.correlation_id, "step": event.step}
-    cursor = await connection.execute(_CALLS_OF_EVENT, params)
-    return {int(index): str(state) for index, state in await cursor.fetchall()}
+    async with connection.cursor(row_factory=tuple_row) as cursor:
+        await cursor.execute(_CALLS_OF_EVENT, params)
+        return {int(index): str(state) for index, state in await cursor.fetchall()}
 
 
 @dataclass(frozen=True)

@@ -136,3 +136,145 @@ def test_the_scan_reads_fstrings_and_skips_docstrings(tmp_path: Path) -> None:
     )
     tables = {"memories"}
     assert [line for line, text in strings(source) if table_of(text, tables)] == [2, 3]
+
+
+# Owners run their statements: a module that is no owner imports none of an owner's SQL (a
+# module-level string, or tuple of strings, holding a statement of one of its tables) and
+# reads none as an attribute of the owner's module; it calls the owner's functions instead.
+SOURCES = (PACKAGE, ROOT / "tools" / "llm_bot_tools")
+
+
+def module_name(path: Path) -> str:
+    base = ROOT / "tools" if path.is_relative_to(ROOT / "tools") else ROOT
+    return ".".join(path.relative_to(base).with_suffix("").parts)
+
+
+def owner_modules() -> list[Path]:
+    found: set[Path] = set()
+    for owner in OWNERS.values():
+        path = ROOT / owner
+        found |= set(path.rglob("*.py")) if path.is_dir() else {path}
+    return sorted(found)
+
+
+def sql_constants(path: Path, tables: set[str]) -> set[str]:
+    """The module-level names of ``path`` bound to SQL of ``tables``."""
+    names = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if not isinstance(node, ast.Assign | ast.AnnAssign) or node.value is None:
+            continue
+        texts = [
+            part.value if isinstance(part, ast.Constant) else "{}"
+            for each in ast.walk(node.value)
+            if isinstance(each, ast.Constant | ast.JoinedStr)
+            for part in ([each] if isinstance(each, ast.Constant) else each.values)
+            if isinstance(part, ast.Constant | ast.FormattedValue)
+        ]
+        if any(isinstance(text, str) and table_of(text, tables) for text in texts):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {target.id for target in targets if isinstance(target, ast.Name)}
+    return names
+
+
+def owners_sql_used_elsewhere() -> list[str]:
+    tables = schema_tables()
+    owned = {module_name(path): sql_constants(path, tables) for path in owner_modules()}
+    found = []
+    for source in SOURCES:
+        for path in sorted(source.rglob("*.py")):
+            module = module_name(path)
+            if module in owned:
+                continue
+            found += [f"{module}:{line} uses {name}" for line, name in uses(path, owned)]
+    return found
+
+
+def uses(path: Path, owned: dict[str, set[str]]) -> Iterator[tuple[int, str]]:
+    """(line, owner.NAME) of each import or attribute read of an owner's SQL in ``path``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    aliases: dict[str, str] = {}  # a local name -> the owner module it is
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            for alias in node.names:
+                if alias.name in owned.get(node.module, set()):
+                    yield node.lineno, f"{node.module}.{alias.name}"
+                if f"{node.module}.{alias.name}" in owned:
+                    aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in owned and alias.asname:
+                    aliases[alias.asname] = alias.name
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in aliases
+            and node.attr in owned[aliases[node.value.id]]
+        ):
+            yield node.lineno, f"{aliases[node.value.id]}.{node.attr}"
+
+
+def test_no_module_but_its_owner_runs_a_tables_sql() -> None:
+    assert owners_sql_used_elsewhere() == []
+
+
+def test_the_rule_sees_an_imported_or_attribute_read_statement(tmp_path: Path) -> None:
+    owner = tmp_path / "owner.py"
+    owner.write_text(
+        'GET = "SELECT key FROM memories WHERE user_id = %s"\nLIMIT = 3\n'
+        'PAIR = ("SELECT 1", f"DELETE FROM memories WHERE {LIMIT}")\n',
+        encoding="utf-8",
+    )
+    assert sql_constants(owner, {"memories"}) == {"GET", "PAIR"}
+    user = tmp_path / "user.py"
+    user.write_text(
+        "from pkg.owner import GET, LIMIT\nfrom pkg import owner\nx = owner.PAIR, owner.LIMIT\n",
+        encoding="utf-8",
+    )
+    owned = {"pkg.owner": {"GET", "PAIR"}}
+    assert list(uses(user, owned)) == [(1, "pkg.owner.GET"), (3, "pkg.owner.PAIR")]
+
+
+# The migrations' functions that write tables, each with the owner that calls it and the
+# tables it writes: a write hidden in PL/pgSQL is still its tables' owners' concern.
+# ``store_event_output`` also writes the answer's explanation, in the same statement as its
+# output (migration 0020 says why); explanation/table.py says so.
+FUNCTIONS = {
+    "append_pair": (
+        "llm_bot/memory/turns/",
+        {"conversation_threads", "conversation_turns", "channel_turns"},
+    ),
+    "store_event_output": (
+        "llm_bot/db/processed_events.py",
+        {"processed_events", "answer_explanations"},
+    ),
+}
+FUNCTION = re.compile(
+    r"CREATE (?:OR REPLACE )?FUNCTION (\w+)\((.*?)\$\$(.*?)\$\$", re.DOTALL | re.IGNORECASE
+)
+WRITES = re.compile(r"\b(?:INSERT INTO|(?<!DO )UPDATE|DELETE FROM)\s+(\w+)")
+
+
+def function_writes() -> dict[str, set[str]]:
+    """Each migration function's name (a temporary one of a migration's own left out) and
+    the tables any of its definitions writes."""
+    writes: dict[str, set[str]] = {}
+    for path in sorted((PACKAGE / "db/migrations").glob("*.sql")):
+        for name, _, body in FUNCTION.findall(path.read_text(encoding="utf-8")):
+            writes.setdefault(name, set()).update(WRITES.findall(body))
+    return {name: tables for name, tables in writes.items() if tables}
+
+
+def test_a_migration_function_writes_only_the_tables_it_declares() -> None:
+    assert {name: tables for name, (_, tables) in FUNCTIONS.items()} == function_writes()
+
+
+def test_a_migration_function_is_called_by_its_owner_alone() -> None:
+    callers = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = str(path.relative_to(ROOT))
+        for line, text in strings(path):
+            for name, (owner, _) in FUNCTIONS.items():
+                if f"{name}(" in text and not module.startswith(owner):
+                    callers.append(f"{module}:{line} calls {name}")
+    assert callers == []

@@ -25,8 +25,8 @@ from llm_bot.db.processed_events import (
     store_output,
     try_claim,
 )
-from llm_bot.memory.history import PairRows, read_window, write_pair
 from llm_bot.memory.recall import recall
+from llm_bot.memory.turns.window import PairRows, read_window, write_pair
 from llm_bot_tools.local.citus_cluster import CitusCluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.citus]

@@ -10,7 +10,7 @@ import psycopg
 from psycopg import AsyncConnection
 
 from llm_bot.db.migrate import migrate
-from llm_bot.memory.history import read_window
+from llm_bot.memory.turns.window import read_window
 
 from .todays_form import migrate_through
 

@@ -17,9 +17,9 @@ from llm_bot.llm.client import ModelClient
 from llm_bot.llm.embeddings import CachingEmbedder
 from llm_bot.memory.commit import MemoryCommit
 from llm_bot.memory.context import PostgresMemoryRetriever
-from llm_bot.memory.history import PairRows, read_window, write_pair
 from llm_bot.memory.notes_store import ManageNotesTool
 from llm_bot.memory.store import MemoryStore
+from llm_bot.memory.turns.window import PairRows, read_window, write_pair
 from llm_bot.settings import load_settings
 from llm_bot_tools.local.openai_payloads import spoken_text
 from llm_bot_tools.local.openai_server import LocalModelServer

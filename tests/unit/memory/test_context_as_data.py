@@ -9,10 +9,10 @@ from datetime import UTC, datetime
 
 from llm_bot.llm.messages import ChatMessage
 from llm_bot.memory.context import Parts, assemble
-from llm_bot.memory.history import Turn
 from llm_bot.memory.recall import RecalledTurn
 from llm_bot.memory.rendering import NOTES_HEADER, RECALL_HEADER
 from llm_bot.memory.search import MemoryHit
+from llm_bot.memory.turns.window import Turn
 
 from ...from_settings import context_limits
 from ...prompt_lines import outside_fences

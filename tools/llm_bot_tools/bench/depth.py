@@ -30,9 +30,9 @@ from llm_bot.db.migrate import migrate
 from llm_bot.db.placements import tenant_of_thread
 from llm_bot.db.turn_index import SEARCH_SETTINGS
 from llm_bot.lifecycle.turn_backfill import index_deep_users
-from llm_bot.memory.history import read_window
 from llm_bot.memory.recall import Depth, recall_turns
 from llm_bot.memory.store import MemoryStore, settle_space
+from llm_bot.memory.turns.window import read_window
 from llm_bot.settings import Settings, load_settings
 from llm_bot_tools.bench.retrieval import (
     DIMENSIONS,
@@ -348,7 +348,7 @@ async def shared_channel(
 
 
 async def _copy_window(connection: AsyncConnection[Any], channel: str) -> None:
-    """The shared channel's window as the writer keeps it (llm_bot.memory.history): a copy of
+    """The shared channel's window as the writer keeps it (llm_bot.memory.turns.window): a copy of
     its newest turns, which COPY into conversation_turns does not make."""
     await connection.execute(
         "INSERT INTO channel_turns (thread_id, seq, user_id, session_id, role, content,"
