@@ -13,7 +13,7 @@ from typing import get_args
 
 from llm_bot.db import console_views
 from llm_bot.db.hybrid import SearchMode
-from llm_bot.db.processed_events import EventRecord, recent_events_of_user
+from llm_bot.db.processed_events.records import EventRecord, recent_events_of_user
 from llm_bot.memory.budget import MEMORY_CANDIDATES
 from llm_bot.memory.context import ContextLimits, PostgresMemoryRetriever
 from llm_bot.memory.memories import Memory

@@ -20,7 +20,7 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from llm_bot.db.processed_events import output_of_event
+from llm_bot.db.processed_events.records import output_of_event
 from llm_bot.events import codec
 from llm_bot.events.inbound import EventKey
 from llm_bot.events.limits import InvalidEvent

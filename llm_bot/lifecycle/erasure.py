@@ -27,7 +27,8 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from llm_bot.db import console_views, processed_events
+from llm_bot.db import console_views
+from llm_bot.db.processed_events import records as event_records
 from llm_bot.db.rows import Rows, delete
 from llm_bot.explanation import table as explanations
 from llm_bot.lifecycle.provenance import forget_derived
@@ -50,7 +51,7 @@ USER_ROWS: tuple[RowsOf, ...] = (
     versions.rows_of_user,
     memories.rows_of_user,
     notes_store.rows_of_user,
-    processed_events.rows_of_user,
+    event_records.rows_of_user,
     ledger.rows_of_user,
     console_views.rows_of_user,
     explanations.rows_of_user,
@@ -65,7 +66,7 @@ THREAD_ROWS: tuple[RowsOf, ...] = (
     versions.derived_of_thread,
     ledger.rows_of_thread,
     explanations.rows_of_thread,
-    processed_events.rows_of_thread,
+    event_records.rows_of_thread,
 )
 
 

@@ -34,7 +34,7 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from llm_bot.clock import utc_now
-from llm_bot.db import processed_events
+from llm_bot.db.processed_events import records as event_records
 from llm_bot.explanation import table as explanations
 from llm_bot.lifecycle.provenance import forget_derived
 from llm_bot.memory import memories, versions
@@ -112,7 +112,7 @@ async def _apply(
         lease_cutoff = min(cutoff, utc_now())
         await sweep(
             "processed_events",
-            lambda: processed_events.delete_expired(connection, cutoff, lease_cutoff, size),
+            lambda: event_records.delete_expired(connection, cutoff, lease_cutoff, size),
         )
         await sweep("tool_calls", lambda: ledger.delete_expired(connection, cutoff, size))
         await sweep(

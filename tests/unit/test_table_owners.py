@@ -32,7 +32,7 @@ OWNERS = {
     "channel_turns": "llm_bot/memory/turns/",
     "agent_notes": "llm_bot/memory/notes_store.py",
     "personalities": "llm_bot/db/personalities.py",
-    "processed_events": "llm_bot/db/processed_events.py",
+    "processed_events": "llm_bot/db/processed_events/",
     "tool_calls": "llm_bot/platform_tools/ledger.py",
     "embedding_space": "llm_bot/db/embedding_space.py",
     "schema_migrations": "llm_bot/db/migrate.py",
@@ -245,7 +245,7 @@ FUNCTIONS = {
         {"conversation_threads", "conversation_turns", "channel_turns"},
     ),
     "store_event_output": (
-        "llm_bot/db/processed_events.py",
+        "llm_bot/db/processed_events/",
         {"processed_events", "answer_explanations"},
     ),
 }
