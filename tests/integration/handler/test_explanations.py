@@ -15,6 +15,7 @@ from uuid import uuid4
 import psycopg
 import pytest
 from psycopg import AsyncConnection
+from psycopg.rows import dict_row
 
 from llm_bot.cli import main
 from llm_bot.explanation.reader import explanation_for
@@ -43,7 +44,10 @@ def explaining_bus(make_bus: BusFactory, fresh_database_url: str) -> MemoryBus:
 
 
 async def explained(url: str, correlation_id: str) -> Explanation:
-    async with await AsyncConnection.connect(url, autocommit=True) as connection:
+    """The explanation as the console reads it, on a connection that makes dicts of rows (the
+    memory store's pool); ``llm-bot explain`` reads it on one of tuples."""
+    connect = AsyncConnection.connect(url, autocommit=True, row_factory=dict_row)
+    async with await connect as connection:
         explanation = await explanation_for(connection, correlation_id)
     assert explanation is not None
     return explanation

@@ -12,12 +12,14 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg.rows import RowFactory, dict_row, tuple_row
 from psycopg_pool import AsyncConnectionPool
 
 from llm_bot.db.migrate import migrate
 from llm_bot.db.pools import open_pool
+from llm_bot.events.inbound import EventKey
 from llm_bot.platform_tools.calls import CallKey, ToolOutcome
-from llm_bot.platform_tools.ledger import PostgresToolLedger
+from llm_bot.platform_tools.ledger import PostgresToolLedger, call_states
 
 from ...from_settings import settings_for
 from ..db.todays_form import migrate_through
@@ -244,6 +246,24 @@ async def test_another_call_at_a_started_index_is_not_sent(pool: Pool, clock: Cl
     assert (dying.calls, tool.calls) == (1, 0)
     assert other.is_error
     assert await row(pool) == ("started", 1, None, None)
+
+
+@pytest.mark.parametrize("row_factory", [tuple_row, dict_row])
+async def test_an_events_calls_are_read_by_index_with_how_each_ended(
+    pool: Pool, clock: Clock, fresh_database_url: str, row_factory: RowFactory[Any]
+) -> None:
+    """As an explanation reads them, on a connection of tuples (``llm-bot explain``) or of
+    dicts (the console's memory store): another event's call is not among them."""
+    await worker(pool, clock).once(KEY, "mcp:ban_user", ARGS, Tool())
+    started = CallKey(KEY.user_id, KEY.correlation_id, KEY.step_key, 1)
+    with pytest.raises(Died):
+        await worker(pool, clock).once(started, "mcp:ban_user", ARGS, Tool(dies=True))
+    other = CallKey(KEY.user_id, "corr-2", KEY.step_key, 2)
+    await worker(pool, clock).once(other, "mcp:ban_user", ARGS, Tool())
+    event = EventKey(KEY.user_id, KEY.correlation_id, KEY.step_key)
+    connect = psycopg.AsyncConnection.connect(fresh_database_url, row_factory=row_factory)
+    async with await connect as connection:
+        assert await call_states(connection, event) == {0: "done", 1: "started"}
 
 
 async def test_an_outcome_that_cannot_be_recorded_is_still_answered(
