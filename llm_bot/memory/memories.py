@@ -1,11 +1,8 @@
-"""The ``memories`` table's statements, the one place its SQL is written: a put, a read, a
-listing and a delete of one user's memory (:mod:`llm_bot.memory.store`), the hybrid search
-(:mod:`llm_bot.memory.search`), the check of a shared channel's writes
-(:mod:`llm_bot.memory.commit`), retention's cap (:mod:`llm_bot.lifecycle.retention`), the
-re-embedding's fill (:mod:`llm_bot.lifecycle.vector_slots`) and the size of vectors stored
-before their model was recorded. Callers run them; a change of the table's columns, keys or
-shard routing (docs/citus.md) is made here. Memories' earlier texts are
-:mod:`llm_bot.memory.versions`'.
+"""The ``memories`` table's statements, the one place its SQL is written and run: one user's
+memory put, read, listed and deleted (:mod:`llm_bot.memory.store`), the hybrid search
+(:mod:`llm_bot.memory.search`), a shared channel's check, retention's cap, the re-embedding's
+fill, erasure's rows and the legacy vectors' size. A change of the table's columns, keys or
+shard routing (docs/citus.md) is made here; earlier texts are :mod:`llm_bot.memory.versions`'.
 
 Every statement of the event's path names the user in its ``WHERE`` (or ``VALUES``), so Citus
 sends it to that user's shard; retention's and the re-embedding's read every shard.
