@@ -55,6 +55,10 @@ READY_CHECK_TIMEOUT_S = 2.0
 # An abandoned start closes what it opened in well under a second; past this, a thread is stuck
 # and the process exits anyway (Cloud Run's SIGKILL comes 10 s after its SIGTERM).
 ABANDONED_START_DEADLINE_S = 3.0
+# Closing what the worker opened, once its messages are finished or handed back: a close that
+# blocks (a client's thread that never returns) must not keep a stopped worker alive, so past
+# this the process exits, logging every thread's stack (:mod:`.exit_deadline`).
+CLOSE_DEADLINE_S = 15.0
 
 
 class WorkerError(RuntimeError):
@@ -171,7 +175,11 @@ class Worker:
         if self._consolidating is not None:  # a job handed back is delivered again
             jobs = await self._consolidating.stop(self._settings.shutdown_grace_s)
             logger.info("consolidation stopped: %d job(s) finished, %d handed back", *jobs)
-        await self._resources.aclose()
+        deadline = exit_after(CLOSE_DEADLINE_S, "closing the worker's resources")
+        try:
+            await self._resources.aclose()
+        finally:
+            deadline.set()
         logger.info(
             "worker stopped: %d in-flight finished, %d handed back; counts %s",
             finished,
