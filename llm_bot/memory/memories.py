@@ -21,6 +21,7 @@ from psycopg.types.json import Jsonb
 
 from llm_bot.db.hybrid import SearchMode, hybrid_rows
 from llm_bot.db.missing_vectors import MissingVectors, Slot
+from llm_bot.db.queries import Query, Row
 from llm_bot.db.rows import Rows
 from llm_bot.db.vectors import vector_param
 from llm_bot.memory.run_writes import Visibility
@@ -370,10 +371,15 @@ SELECT count(*) AS private_memories FROM (
 """
 
 
-def private_count_sql() -> str:
-    """The count's query, for a caller to compose into a statement of its own (parameters
-    ``user_id``, ``withheld``, ``candidates``)."""
-    return _PRIVATE_COUNT
+def private_memories_query(user_id: str, *, withheld: bool, candidates: int) -> Query[int]:
+    """The count of the user's memories learned in DMs, up to ``candidates``; 0 unless
+    ``withheld``."""
+    params = {"user_id": user_id, "withheld": withheld, "candidates": candidates}
+    return Query(_PRIVATE_COUNT, params, 1, _count_of)
+
+
+def _count_of(rows: list[Row]) -> int:
+    return int(rows[0][0]) if rows else 0
 
 
 # An explanation's memories as they are now (:mod:`llm_bot.explanation.reader`), by key.

@@ -7,8 +7,8 @@ run read it: its edit is kept, not overwritten) and checks visibility again ther
 written in a DM are never changed from a shared channel, whatever happened since the read.
 
 Context assembly reads the notes with the thread's window in one statement
-(:func:`read_notes_and_window`); the notes are what it reads first, so the statement is kept
-here, composed of the owners' queries of the window and of the withheld memories.
+(:func:`read_notes_and_window`): the notes' query, the window's and the withheld memories', each
+its table's owner's, read together (:mod:`llm_bot.db.queries`).
 """
 
 from __future__ import annotations
@@ -19,16 +19,17 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from psycopg import AsyncConnection
-from psycopg.rows import dict_row, tuple_row
+from psycopg.rows import tuple_row
 
 from llm_bot.clock import utc_now
+from llm_bot.db.queries import Query, Row, read, read_together
 from llm_bot.db.rows import Rows
 from llm_bot.llm.messages import ToolSpec
-from llm_bot.memory.memories import private_count_sql
+from llm_bot.memory.memories import private_memories_query
 from llm_bot.memory.notes import OPERATIONS, NotesError, apply_operation
 from llm_bot.memory.run_writes import NotesEdit, RunWrites, Visibility
 from llm_bot.memory.store import MemoryStore
-from llm_bot.memory.turns.window import Turn, window_of, window_params, window_sql
+from llm_bot.memory.turns.window import Turn, window_query
 
 logger = logging.getLogger(__name__)
 
@@ -41,12 +42,21 @@ class Notes:
     visibility: Visibility
 
 
-# The user's notes row (none before the first edit): a query also composed with others into
-# one statement (:func:`read_notes_and_window`).
-NOTES_SQL = (
+# The user's notes row (none before the first edit): a query also read beside others in one
+# statement (:func:`read_notes_and_window`).
+_NOTES_SQL = (
     "SELECT content, visibility FROM agent_notes"
     " WHERE user_id = %(user_id)s AND agent_name = %(agent)s"
 )
+
+
+def _notes_query(user_id: str, agent: str) -> Query[Notes | None]:
+    """The user's notes row; None before the first edit (or after an erasure)."""
+    return Query(_NOTES_SQL, {"user_id": user_id, "agent": agent}, 2, _notes_of_rows)
+
+
+def _notes_of_rows(rows: list[Row]) -> Notes | None:
+    return notes_of(*rows[0]) if rows else None
 
 
 def rows_of_user(user_id: str) -> Rows:
@@ -55,7 +65,7 @@ def rows_of_user(user_id: str) -> Rows:
 
 
 def notes_of(content: str | None, visibility: str | None) -> Notes:
-    """:data:`NOTES_SQL`'s columns as the notes; no row (nulls) is no notes yet."""
+    """The notes row's columns as the notes; no row (nulls) is no notes yet."""
     return Notes("", "public") if content is None else Notes(*_columns((content, visibility)))
 
 
@@ -68,27 +78,7 @@ async def read_notes(connection: AsyncConnection[Any], user_id: str, agent: str)
 
 async def stored_notes(connection: AsyncConnection[Any], user_id: str, agent: str) -> Notes | None:
     """The user's notes row; None before the first edit (or after an erasure)."""
-    async with connection.cursor(row_factory=tuple_row) as cursor:
-        await cursor.execute(NOTES_SQL, {"user_id": user_id, "agent": agent})
-        row = await cursor.fetchone()
-    return None if row is None else notes_of(*row)
-
-
-# The notes row and the window's turns in one statement: the notes' columns on a row of their
-# own (none without notes), each turn's on one of its own. In a DM both are the user's rows; a
-# shared channel's window is the channel's.
-_NOTES_AND_WINDOW = """
-SELECT notes.content AS notes_content, notes.visibility AS notes_visibility, turn.*,
-       private.private_memories
-  FROM ({notes}) AS notes FULL JOIN ({window}) AS turn ON false
-       FULL JOIN ({private}) AS private ON false
-"""
-
-
-def _notes_and_window_sql(thread_id: str) -> str:
-    return _NOTES_AND_WINDOW.format(
-        notes=NOTES_SQL, window=window_sql(thread_id), private=private_count_sql()
-    )
+    return await read(connection, _notes_query(user_id, agent))
 
 
 @dataclass(frozen=True)
@@ -115,30 +105,13 @@ async def read_notes_and_window(
     """The notes, the window of the last ``pairs`` pairs as of ``now`` and, when ``withheld``
     (the thread may not show them), the count of the user's memories learned in DMs (up to
     ``candidates``), in one statement: context assembly reads them while the query is embedded,
-    and one round trip is the shortest wait."""
-    params = {
-        "user_id": user_id,
-        "agent": agent,
-        "withheld": withheld,
-        "candidates": candidates,
-        **window_params(thread_id, pairs, now, idle),
-    }
-    async with connection.cursor(row_factory=dict_row) as cursor:
-        await cursor.execute(_notes_and_window_sql(thread_id), params)
-        rows = await cursor.fetchall()
-    notes = NO_NOTES
-    turns = []
-    private = 0
-    for row in rows:
-        content, visibility = row.pop("notes_content"), row.pop("notes_visibility")
-        count = row.pop("private_memories")
-        if count is not None:
-            private = int(count)
-        elif row["seq"] is None:
-            notes = notes_of(content, visibility)
-        else:
-            turns.append(row)
-    return NotesAndWindow(notes, window_of(turns), private)
+    and one round trip is the shortest wait. In a DM all three are the user's rows; a shared
+    channel's window is the channel's."""
+    notes = _notes_query(user_id, agent)
+    window = window_query(thread_id, pairs, now, idle)
+    private = private_memories_query(user_id, withheld=withheld, candidates=candidates)
+    together = await read_together(connection, notes, window, private)
+    return NotesAndWindow(together.of(notes) or NO_NOTES, together.of(window), together.of(private))
 
 
 async def apply_notes_edits(

@@ -16,13 +16,13 @@ answering's hot path runs them, and nothing else does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from typing import Any
 
 from psycopg import AsyncConnection
-from psycopg.rows import dict_row
 
+from llm_bot.db.queries import Query, Row, read
 from llm_bot.db.vectors import vector_param
 from llm_bot.events.identity import is_shared_thread
 from llm_bot.memory.run_writes import Visibility
@@ -42,8 +42,8 @@ SELECT append_pair(%(tenant)s, %(thread_id)s, %(user_id)s, %(at)s, %(idle)s, %(s
 
 # The newest turns of the thread's current session (newest first), unless it idled, from the
 # tenant's shard: a DM's from its user's turns, a shared channel's from its copy of its newest
-# turns (channel_turns). A query a caller may also compose with others into one statement
-# (context assembly does): :func:`window_sql` picks the thread's.
+# turns (channel_turns). Its columns are a :class:`Turn`'s, in order. A query context assembly
+# also reads beside others in one statement (:func:`window_query`).
 _WINDOW_SQL = """
 SELECT t.thread_id, t.seq, t.user_id, t.session_id, t.role, t.content, t.created_at
   FROM conversation_threads th JOIN {table} t
@@ -90,7 +90,7 @@ async def write_pair(
     connection: AsyncConnection[Any], pair: PairRows, idle: timedelta, window_pairs: int
 ) -> None:
     """Append ``pair`` to its thread inside the caller's transaction, unless it is there; a
-    shared channel keeps its newest ``window_pairs`` pairs for its window (:func:`window_sql`).
+    shared channel keeps its newest ``window_pairs`` pairs for its window (:func:`window_query`).
 
     One statement, since every statement of a write is spent inside the group commit that
     other events wait on; its result is not read, so in the group commit's pipeline it goes
@@ -114,29 +114,22 @@ async def write_pair(
     )
 
 
-def window_sql(thread_id: str) -> str:
-    """The window's query for ``thread_id``: a shared channel's or a DM's."""
-    return _CHANNEL_WINDOW_SQL if is_shared_thread(thread_id) else _DM_WINDOW_SQL
+def window_query(thread_id: str, pairs: int, now: datetime, idle: timedelta) -> Query[list[Turn]]:
+    """The window of ``thread_id``'s last ``pairs`` pairs as of ``now``, a shared channel's or a
+    DM's, as context assembly reads it beside the notes
+    (:func:`llm_bot.memory.notes_store.read_notes_and_window`) or alone (:func:`read_window`)."""
+    sql = _CHANNEL_WINDOW_SQL if is_shared_thread(thread_id) else _DM_WINDOW_SQL
+    params = {**thread_row(thread_id), "since": now - idle, "turns": pairs * 2}
+    return Query(sql, params, len(fields(Turn)), _window_of)
 
 
-def window_params(thread_id: str, pairs: int, now: datetime, idle: timedelta) -> dict[str, Any]:
-    """:func:`window_sql`'s parameters for the last ``pairs`` pairs as of ``now``."""
-    return {
-        **thread_row(thread_id),
-        "since": now - idle,
-        "turns": pairs * 2,
-    }
-
-
-def window_of(rows: list[dict[str, Any]]) -> list[Turn]:
-    """:func:`window_sql`'s rows as the window, oldest first."""
-    return sorted((Turn(**row) for row in rows), key=lambda turn: turn.seq)
+def _window_of(rows: list[Row]) -> list[Turn]:
+    """The window's rows as the window, oldest first."""
+    return sorted((Turn(*row) for row in rows), key=lambda turn: turn.seq)
 
 
 async def read_window(
     connection: AsyncConnection[Any], thread_id: str, pairs: int, now: datetime, idle: timedelta
 ) -> list[Turn]:
     """The window alone, in its own statement (context assembly reads it with the notes)."""
-    async with connection.cursor(row_factory=dict_row) as cursor:
-        await cursor.execute(window_sql(thread_id), window_params(thread_id, pairs, now, idle))
-        return window_of(await cursor.fetchall())
+    return await read(connection, window_query(thread_id, pairs, now, idle))
