@@ -53,7 +53,7 @@ from typing import Any, Protocol, TypeVar
 from psycopg import AsyncConnection
 
 from llm_bot.db.hybrid import SearchMode
-from llm_bot.memory.memories import MemoryCandidate, candidates
+from llm_bot.memory.memories import candidates
 from llm_bot.telemetry.traces import memory_search
 
 RRF_K = 60
@@ -102,34 +102,6 @@ def best(hits: Iterable[R], limit: int) -> list[R]:
     return sorted(hits, key=lambda hit: (-hit.fused_score, -hit.similarity))[:limit]
 
 
-async def memory_candidates(
-    connection: AsyncConnection[Any],
-    user_id: str,
-    text: str,
-    vector: list[float],
-    *,
-    pool: int,
-    mode: SearchMode,
-    include_private: bool,
-    shallow: int = SHALLOW,
-    holders: int = WORD_HOLDERS,
-) -> list[MemoryCandidate]:
-    """The user's ``pool`` nearest memories and ``pool`` best by their words, with both ranks:
-    read from the user's rows up to ``shallow`` memories, through the word index beyond, where
-    a word more than ``holders`` memories hold finds none alone."""
-    return await candidates(
-        connection,
-        user_id,
-        text,
-        vector,
-        pool=pool,
-        mode=mode,
-        include_private=include_private,
-        shallow=shallow,
-        holders=holders,
-    )
-
-
 @memory_search("memories", lambda hits: [(hit.key, hit.fused_score) for hit in hits])
 async def hybrid_search(
     connection: AsyncConnection[Any],
@@ -145,7 +117,7 @@ async def hybrid_search(
     """The ``limit`` best hits at or above ``threshold`` or sharing a word with the query: by
     fused rank, then similarity; without ``include_private``, only memories learned in shared
     channels."""
-    rows = await memory_candidates(
+    rows = await candidates(
         connection,
         user_id,
         text,
@@ -153,6 +125,8 @@ async def hybrid_search(
         pool=max(limit * 4, 20),
         mode=mode,
         include_private=include_private,
+        shallow=SHALLOW,
+        holders=WORD_HOLDERS,
     )
     hits = (
         MemoryHit(

@@ -186,7 +186,7 @@ UPDATE processed_events AS p SET lease_until = %(lease_until)s
 """
 
 
-def _key_params(key: EventKey) -> dict[str, Any]:
+def key_params(key: EventKey) -> dict[str, Any]:
     return {"user_id": key.user_id, "correlation_id": key.correlation_id, "step": key.step}
 
 
@@ -212,7 +212,7 @@ async def try_claim(
     token = uuid4()
     now = utc_now()
     params = {
-        **_key_params(key),
+        **key_params(key),
         "token": token,
         "now": now,
         "lease_until": _lease_until(now, lease_s),
@@ -230,7 +230,7 @@ async def try_claim(
         if data is not None:
             stored = StoredOutput(topic, bytes(data), dict(attributes), ordering_key, outcome)
         return Claim(key, token, stored, attempt)
-    state = await (await connection.execute(_STATE, {**_key_params(key), "now": now})).fetchone()
+    state = await (await connection.execute(_STATE, {**key_params(key), "now": now})).fetchone()
     if state is None:  # released between our two statements: claim again at once
         return Held(published=False, lease_left_s=0.0)
     return Held(published=bool(state[0]), lease_left_s=float(state[1]))
@@ -295,7 +295,7 @@ async def store_output(
     ``explanation`` (:mod:`llm_bot.explanation`; None: none), so an answered event spends no
     statement of its own on it."""
     params = {
-        **_key_params(claim.key),
+        **key_params(claim.key),
         "token": claim.token,
         "outcome": output.outcome,
         "topic": output.topic,
@@ -368,7 +368,7 @@ class PublishedMarks:
 async def release(connection: AnyConnection, claim: Claim) -> None:
     """Give the event up (it failed here), so a redelivery can claim it at once rather than
     wait out the lease: to process it, or to publish the output stored before the failure."""
-    params = {**_key_params(claim.key), "token": claim.token, "now": utc_now()}
+    params = {**key_params(claim.key), "token": claim.token, "now": utc_now()}
     await connection.execute(_RELEASE, params)
 
 

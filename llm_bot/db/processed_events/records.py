@@ -7,16 +7,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
-from psycopg import AsyncConnection
 from psycopg.rows import class_row, tuple_row
 
+from llm_bot.db.processed_events import AnyConnection, key_params
 from llm_bot.db.rows import Rows
 from llm_bot.events.inbound import EventKey
-
-AnyConnection = AsyncConnection[Any]
-
 
 # Retention's (:mod:`llm_bot.lifecycle.retention`): published (or abandoned) records, once a
 # redelivery can no longer come after Pub/Sub's retention.
@@ -95,9 +91,6 @@ SELECT output_data FROM processed_events
 async def output_of_event(connection: AnyConnection, key: EventKey) -> bytes | None:
     """The event's output as published; None when it is gone (or was never stored)."""
     async with connection.cursor(row_factory=tuple_row) as cursor:
-        await cursor.execute(
-            _OUTPUT_OF_EVENT,
-            {"user_id": key.user_id, "correlation_id": key.correlation_id, "step": key.step},
-        )
+        await cursor.execute(_OUTPUT_OF_EVENT, key_params(key))
         row = await cursor.fetchone()
     return None if row is None or row[0] is None else bytes(row[0])

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from llm_bot.db.hybrid import SearchMode
-from llm_bot.memory.search import SHALLOW, memory_candidates
+from llm_bot.memory import memories
+from llm_bot.memory.search import SHALLOW, WORD_HOLDERS
 from llm_bot.memory.store import put_memory
 
 from .conftest import Connection
@@ -52,8 +53,9 @@ async def remember(connection: Connection, user: str) -> None:
 async def candidates(
     connection: Connection, user: str, text: str, mode: SearchMode, **depth: Any
 ) -> list[tuple[str, int | None, int | None]]:
-    rows = await memory_candidates(
-        connection, user, text, [0.3, 0.9, 0.1], pool=4, mode=mode, include_private=True, **depth
+    bounds = {"shallow": SHALLOW, "holders": WORD_HOLDERS, **depth}
+    rows = await memories.candidates(
+        connection, user, text, [0.3, 0.9, 0.1], pool=4, mode=mode, include_private=True, **bounds
     )
     return sorted((row.key, row.dense_rank, row.lexical_rank) for row in rows)
 
@@ -68,7 +70,7 @@ async def test_the_index_path_gives_the_hits_of_reading_the_rows(
     for text in QUERIES:
         by_rows, by_index = [
             sorted(
-                await memory_candidates(
+                await memories.candidates(
                     connection,
                     "deep-ana",
                     text,
@@ -77,6 +79,7 @@ async def test_the_index_path_gives_the_hits_of_reading_the_rows(
                     mode=mode,
                     include_private=include_private,
                     shallow=shallow,
+                    holders=WORD_HOLDERS,
                 ),
                 key=lambda row: row.key,
             )
