@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -231,3 +233,32 @@ def test_a_bad_recall_budget_is_a_one_line_error(
     error = capsys.readouterr().err.strip()
     assert len(error.splitlines()) == 1
     assert "--recall-budgets" in error
+
+
+def test_two_evaluations_started_together_both_finish_with_the_figures_of_one_alone(
+    fresh_database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    """Each run loads, measures and drops a scratch schema of its own; neither sees or drops
+    the other's tables while both are loading and asking."""
+    monkeypatch.setenv("DATABASE_URL", fresh_database_url)
+    monkeypatch.setenv("MEMORY_EMBEDDING_PROVIDER", "local")
+    argv = kims_evaluation(tmp_path)
+    assert main(argv) == 0
+    alone = _without_latencies(json.loads(capsys.readouterr().out))
+    command = [sys.executable, "-m", "llm_bot.cli", *argv]
+    runs = [
+        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    for run in runs:
+        out, err = run.communicate(timeout=300)
+        assert run.returncode == 0, err
+        assert _without_latencies(json.loads(out)) == alone
+    with psycopg.connect(fresh_database_url) as connection:
+        left = connection.execute(
+            "SELECT nspname FROM pg_namespace WHERE nspname LIKE 'eval%'"
+        ).fetchall()
+    assert left == []
