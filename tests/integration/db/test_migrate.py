@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from llm_bot.cli import main
-from llm_bot.db.migrate import available_migrations
+from llm_bot.db.migrate import available_migrations, migrate
 from llm_bot.events.codec import encode
 from llm_bot.events.identity import thread_id_of, user_id_of
 from llm_bot.events.models import InternalEventV2
@@ -45,6 +45,21 @@ def test_migrate_is_idempotent(
     with psycopg.connect(fresh_database_url) as connection:
         tables = connection.execute("SELECT to_regclass('memories')::text").fetchone()
     assert tables == ("memories",), "migrate creates the memories' table"
+
+
+def test_every_table_has_a_replica_identity(fresh_database_url: str) -> None:
+    """Citus moves a shard group without blocking its writes (a node added or drained,
+    docs/citus.md) only when every table in it can replicate its updates and deletes: a
+    primary key, a replica index or ``REPLICA IDENTITY FULL``."""
+    migrate(fresh_database_url)
+    with psycopg.connect(fresh_database_url) as connection:
+        without = connection.execute(
+            "SELECT relname FROM pg_class"
+            " WHERE relnamespace = current_schema()::regnamespace AND relkind IN ('r', 'p')"
+            "   AND relreplident <> 'f' AND NOT EXISTS (SELECT FROM pg_index"
+            "     WHERE indrelid = pg_class.oid AND (indisprimary OR indisreplident))"
+        ).fetchall()
+    assert without == []
 
 
 def test_thread_ids_written_before_escaping_are_rewritten_and_stay_reachable(

@@ -21,6 +21,7 @@ import shutil
 import stat
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Self
@@ -101,12 +102,17 @@ class CitusCluster(LocalService):
         base_dir: Path,
         workers: int = 2,
         shard_count: int | None = None,
+        settings: Mapping[str, str] | None = None,
     ) -> None:
         """``shard_count``: shards of each distributed table (``citus.shard_count``; None:
         Citus's 32). The tests take few: distributing a table and each DDL statement on it
-        cost a command per shard, and with 32 those dominate a test's own database."""
+        cost a command per shard, and with 32 those dominate a test's own database.
+        ``settings``: more lines of each node's ``postgresql.conf`` (``wal_level = logical``
+        for shard moves that do not block writes)."""
         self._install = install
         self._shard_count = shard_count
+        self._settings = {**_SETTINGS, **(settings or {})}
+        self._databases = [ADMIN_DATABASE]
         self._base_dir = base_dir.expanduser().resolve()
         self._worker_count = workers
         self._user: str | None = None
@@ -176,7 +182,7 @@ class CitusCluster(LocalService):
         initdb = [str(self._install.bin_dir / "initdb"), "-D", str(node.data_dir)]
         options = ["--auth=trust", "--encoding=utf8", "--no-sync", "-U", SUPERUSER]
         self._run(node, [*initdb, *options])
-        settings = "".join(f"{key} = {value}\n" for key, value in _SETTINGS.items())
+        settings = "".join(f"{key} = {value}\n" for key, value in self._settings.items())
         settings += f"port = {node.port}\n"
         if self._shard_count is not None:
             settings += f"citus.shard_count = {self._shard_count}\n"
@@ -220,6 +226,36 @@ class CitusCluster(LocalService):
             for worker in self.workers:
                 conn.execute("SELECT citus_add_node(%s, %s)", (LOOPBACK, worker.port))
 
+    def add_worker(self) -> CitusNode:
+        """A new worker node, started and registered in every database of the cluster, as an
+        operator adds one (docs/citus.md): the databases made on the coordinator first, then
+        ``citus_add_node``, which copies the roles and the distributed tables' shells to it;
+        it holds no shard until a rebalance moves some there."""
+        self._worker_count += 1  # never a name again, whatever was removed
+        name = f"worker{self._worker_count}"
+        node = CitusNode(name, self._base_dir / name, free_loopback_port())
+        self._init_node(node)
+        self._pg_ctl(node, "-w", "-l", str(node.log_path), "start")
+        self._nodes.append(node)
+        for database in self._databases:
+            if database != ADMIN_DATABASE:
+                with psycopg.connect(node.url_for(ADMIN_DATABASE), autocommit=True) as conn:
+                    conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
+            with psycopg.connect(node.url_for(database), autocommit=True) as conn:
+                conn.execute("CREATE EXTENSION IF NOT EXISTS citus")
+            with psycopg.connect(self.coordinator.url_for(database), autocommit=True) as conn:
+                conn.execute("SELECT citus_add_node(%s, %s)", (LOOPBACK, node.port))
+        return node
+
+    def remove_worker(self, node: CitusNode) -> None:
+        """Take a drained worker node out of every database's metadata
+        (``citus_remove_node``, which refuses while the node holds a shard) and stop it."""
+        for database in self._databases:
+            with psycopg.connect(self.coordinator.url_for(database), autocommit=True) as conn:
+                conn.execute("SELECT citus_remove_node(%s, %s)", (LOOPBACK, node.port))
+        self._pg_ctl(node, "-w", "-m", "fast", "stop")
+        self._nodes.remove(node)
+
     def create_database(self, name: str) -> str:
         """A new database with Citus on every node, its workers registered; the coordinator's
         URL for it."""
@@ -227,6 +263,7 @@ class CitusCluster(LocalService):
             with psycopg.connect(node.url_for(ADMIN_DATABASE), autocommit=True) as conn:
                 conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
         self._prepare_database(name)
+        self._databases.append(name)
         return self.url_for(name)
 
     def drop_database(self, name: str) -> None:
@@ -236,6 +273,8 @@ class CitusCluster(LocalService):
                 conn.execute(
                     sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
                 )
+        if name in self._databases:
+            self._databases.remove(name)
 
     def stop_node(self, node: CitusNode, mode: str = "immediate") -> None:
         """Stop one node while the others run, by default as a crash would (``pg_ctl -m
