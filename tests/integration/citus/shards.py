@@ -164,3 +164,27 @@ class NodeLogs:
                 if logged is not None and logged.group(1) == self.database
             ]
         return found
+
+
+def on_node(node: CitusNode, database: str, needles: list[str]) -> dict[str, int]:
+    """Rows holding each needle in the tables stored on ``node`` itself (its shards, hidden
+    from the catalog unless asked for, and its local tables; not the distributed tables'
+    shells, which read other nodes), over every column but vectors."""
+    found = dict.fromkeys(needles, 0)
+    with psycopg.connect(node.url_for(database)) as conn:
+        conn.execute("SET citus.override_table_visibility = off")
+        columns = conn.execute(
+            "SELECT c.table_name, c.column_name, c.udt_name FROM information_schema.columns c"
+            " JOIN pg_class t ON t.oid = format('%I.%I', c.table_schema, c.table_name)::regclass"
+            " WHERE c.table_schema = 'public' AND t.relkind = 'r' AND c.udt_name <> 'vector'"
+            "   AND NOT EXISTS (SELECT FROM pg_dist_partition p WHERE p.logicalrelid = t.oid)"
+        ).fetchall()
+        for table, column, kind in columns:
+            text = "encode({}, 'escape')" if kind == "bytea" else "{}::text"
+            value = sql.SQL(text).format(sql.Identifier(column))
+            count = sql.SQL("SELECT count(*) FROM {} WHERE strpos(lower({}), lower(%s)) > 0")
+            for needle in needles:
+                statement = count.format(sql.Identifier(table), value)
+                row = conn.execute(statement, (needle,)).fetchone()
+                found[needle] += int(row[0]) if row else 0
+    return found

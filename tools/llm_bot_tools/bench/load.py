@@ -73,6 +73,8 @@ class Arrivals:
         self._condition = threading.Condition()
         self._future: pubsub_v1.subscriber.futures.StreamingPullFuture | None = None
         self.times: dict[str, float] = {}
+        # Every message that carried each id: a redelivery has its message id, a copy another.
+        self.message_ids: dict[str, set[str]] = {}
         self.on_arrival: Callable[[str], None] | None = None
 
     def start(self) -> None:
@@ -85,7 +87,8 @@ class Arrivals:
         message.ack()
         correlation_id = message.attributes.get("correlationId", message.message_id)
         with self._condition:
-            if correlation_id in self.times:  # a redelivery: the first arrival counts
+            self.message_ids.setdefault(correlation_id, set()).add(message.message_id)
+            if correlation_id in self.times:  # a redelivery or a copy: the first arrival counts
                 return
             self.times[correlation_id] = arrived
             self._condition.notify_all()

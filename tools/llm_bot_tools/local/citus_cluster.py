@@ -118,6 +118,7 @@ class CitusCluster(LocalService):
         self._user: str | None = None
         self._nodes: list[CitusNode] = []
         self._stopped: set[str] = set()
+        self.retired: list[CitusNode] = []
         self.startup_seconds: float | None = None
 
     @property
@@ -249,12 +250,13 @@ class CitusCluster(LocalService):
 
     def remove_worker(self, node: CitusNode) -> None:
         """Take a drained worker node out of every database's metadata
-        (``citus_remove_node``, which refuses while the node holds a shard) and stop it."""
+        (``citus_remove_node``, which refuses while the node holds a shard). It keeps running,
+        in ``retired``, until the cluster stops: what it still holds can be read."""
         for database in self._databases:
             with psycopg.connect(self.coordinator.url_for(database), autocommit=True) as conn:
                 conn.execute("SELECT citus_remove_node(%s, %s)", (LOOPBACK, node.port))
-        self._pg_ctl(node, "-w", "-m", "fast", "stop")
         self._nodes.remove(node)
+        self.retired.append(node)
 
     def create_database(self, name: str) -> str:
         """A new database with Citus on every node, its workers registered; the coordinator's
@@ -290,7 +292,8 @@ class CitusCluster(LocalService):
     def stop(self) -> None:
         """Stop every running node (the coordinator first, so nothing new reaches the
         workers)."""
-        nodes, self._nodes = self._nodes, []
+        nodes, self._nodes = [*self._nodes, *self.retired], []
+        self.retired = []
         atexit.unregister(self.stop)
         failures = []
         for node in (each for each in nodes if each.name not in self._stopped):
