@@ -47,7 +47,10 @@ def growing_cluster(tmp_path: Path) -> Iterator[CitusCluster]:
     if install is None:
         pytest.skip(unavailable_reason(CLUSTER) or "Citus is not built")
     with CitusCluster(
-        install, tmp_path / "cluster", shard_count=8, settings=CLUSTER_SETTINGS
+        install,
+        tmp_path / "cluster",
+        shard_count=MoveConfig().shard_count,
+        settings=CLUSTER_SETTINGS,
     ) as cluster:
         yield cluster
 

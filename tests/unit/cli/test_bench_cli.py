@@ -60,3 +60,17 @@ def test_bad_tools_options_cost_one_line(
     assert exited.value.code == 2
     [line] = capsys.readouterr().err.strip().splitlines()
     assert argv[0] in line  # the option named, not the command refused
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--rate", "0"], ["--rate", "nan"], ["--settle-s", "-1"], ["--users", "0"]],
+)
+def test_bad_citus_move_options_cost_one_line(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["bench", "citus-move", *argv])
+    assert exited.value.code == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert argv[0] in line

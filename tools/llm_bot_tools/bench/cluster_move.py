@@ -21,16 +21,19 @@ from __future__ import annotations
 
 import json
 import signal
+import tempfile
 import threading
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from uuid import uuid4
 
 import psycopg
 from google.cloud.pubsub_v1.publisher.futures import Future
 
 from llm_bot.consolidation.extraction import TURNS_HEADER
+from llm_bot.db.migrate import migrate
 from llm_bot.events.identity import user_id_of
 from llm_bot_tools.bench.load import PROGRESS_EVERY_S, Arrivals, Progress, outgoing, percentiles_ms
 from llm_bot_tools.bench.service import (
@@ -38,10 +41,12 @@ from llm_bot_tools.bench.service import (
     EGRESS_TAP_MAX_MESSAGES,
     settled_counts,
 )
-from llm_bot_tools.devstack.worker_harness import Bus, WorkerProcess
+from llm_bot_tools.devstack.worker_harness import Bus, WorkerProcess, model_environment
 from llm_bot_tools.local.citus_cluster import LOOPBACK, CitusCluster, CitusNode
 from llm_bot_tools.local.openai_server import LocalModelServer
+from llm_bot_tools.local.postgres_build import CLUSTER, build
 from llm_bot_tools.local.prompt_events import prompt_event
+from llm_bot_tools.local.pubsub_emulator import PubSubEmulator
 
 # What a user says, with a word of their own (``mark``) that an erasure scan looks for.
 DM_TEXT = "I keep bees on a roof, mark {mark}, message {index}"
@@ -80,6 +85,7 @@ class MoveConfig:
     rate_per_s: float = 20.0  # events published a second, steadily
     settle_s: float = 10.0  # traffic before the first move, and after the last at least
     model_latency_ms: float = 200.0
+    shard_count: int = 8  # of each distributed table
     timeout_s: float = 600.0
 
 
@@ -213,8 +219,10 @@ def grow_and_drain(
         phases.append(_traffic(BEFORE, config.settle_s, 0, stream, progress))
         sample = stream.dm_users[:50]
         nodes_before = _nodes_of(database_url, sample)
+        # Its own machine in production: its start is no part of the move on this one.
+        added = cluster.start_worker()
         began = time.time()
-        cluster.add_worker()
+        cluster.add_worker(added)
         moves = [_rebalance(database_url, progress)]
         phases.append(Phase(REBALANCE, began, time.time()))
         began = time.time()
@@ -343,6 +351,7 @@ def _rebalance(url: str, progress: Progress) -> Move:
     before, began = _placements(url), time.monotonic()
     with psycopg.connect(url, autocommit=True) as connection:
         connection.execute("SELECT citus_rebalance_start()")
+        reported = None
         while True:
             row = connection.execute(
                 "SELECT state, details FROM citus_rebalance_status() ORDER BY job_id DESC LIMIT 1"
@@ -350,7 +359,10 @@ def _rebalance(url: str, progress: Progress) -> Move:
             state, details = (row[0], row[1]) if row else ("finished", {})
             if state in ("finished", "failed", "cancelled"):
                 break
-            progress(f"rebalance: {state}, {details.get('task_state_counts', {})}")
+            tasks = details.get("task_state_counts", {})
+            if tasks != reported:
+                progress(f"rebalance: {state}, tasks {tasks}")
+                reported = tasks
             time.sleep(REBALANCE_POLL_S)
     if state != "finished":
         raise RuntimeError(f"the rebalance ended {state}: {details}")
@@ -381,3 +393,33 @@ def _nodes_of(url: str, users: list[str]) -> dict[str, int]:
                 ).fetchone()
             )
         }
+
+
+def run_cluster_move(
+    data_dir: Path, config: MoveConfig, progress: Progress
+) -> tuple[MoveRun, MoveReport]:
+    """The scenario on a local stack of its own: the Pub/Sub emulator, the local model server
+    and a cluster (Citus built first if it is not), under ``data_dir``, removed afterwards."""
+    install = build(CLUSTER, progress)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    prefix = f"m{uuid4().hex[:10]}"
+    with (
+        tempfile.TemporaryDirectory(dir=data_dir, prefix="citus-move-") as base,
+        PubSubEmulator(Path(base) / "pubsub") as emulator,
+        LocalModelServer() as model,
+        CitusCluster(
+            install,
+            Path(base) / "cluster",
+            shard_count=config.shard_count,
+            settings=CLUSTER_SETTINGS,
+        ) as cluster,
+    ):
+        url = cluster.create_database(prefix)
+        migrate(url)
+        environment = {"DATABASE_URL": url, **model_environment(model)}
+        bus = Bus(emulator, prefix, environment, max_delivery_attempts=MAX_DELIVERY_ATTEMPTS)
+        try:
+            run = grow_and_drain(cluster, url, bus, model, config, Path(base), progress)
+        finally:
+            bus.close()
+    return run, report(run, config)

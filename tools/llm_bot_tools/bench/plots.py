@@ -1,6 +1,7 @@
 """The plots of ``llm-bot bench``. ``run``: events/s and latency against in-flight, service next
 to the raw transport, one line per model latency (the raw transport does not depend on it).
-``retrieval``: p50 and p95 bars per data set and mode.
+``retrieval``: p50 and p95 bars per data set and mode. ``citus-move``: each event's latency
+over the run, the moves marked.
 
 matplotlib and the service bench (the whole local stack) are imported only when drawn.
 """
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from llm_bot_tools.bench.capacity_model import CapacityModel
+    from llm_bot_tools.bench.cluster_move import MoveRun
     from llm_bot_tools.bench.retrieval import LatencyReport
     from llm_bot_tools.bench.service import RunReport
 
@@ -153,4 +155,37 @@ def plot_storage(model: CapacityModel, path: Path) -> None:
     axes.legend()
     figure.tight_layout()
     figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def plot_move(run: MoveRun, model_latency_ms: float, path: Path) -> None:
+    """Each event's time beyond the model against when it was published, the rebalance and
+    the drain shaded."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    start = min(run.sent.values())
+    answered = sorted((at, cid) for cid, at in run.sent.items() if cid in run.arrived)
+    figure, axis = plt.subplots(figsize=(11, 4.2))
+    axis.scatter(
+        [at - start for at, _ in answered],
+        [(run.arrived[cid] - at) * 1000 - model_latency_ms for at, cid in answered],
+        s=4,
+        alpha=0.5,
+    )
+    moves = zip(run.phases[1:-1], ("tab:orange", "tab:red"), (0.98, 0.9), strict=True)
+    for phase, colour, height in moves:
+        axis.axvspan(phase.began - start, phase.ended - start, color=colour, alpha=0.2)
+        place = axis.get_xaxis_transform()
+        axis.text(phase.began - start, height, f" {phase.name}", transform=place, va="top")
+    axis.set(xlabel="s, when published", ylabel="ms beyond the model, publish to output")
+    axis.set_title(
+        f"A node added and rebalanced onto, then one drained, under {len(run.sent)} events"
+        f" from {len(run.marks)} users"
+    )
+    axis.grid(True, alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
     plt.close(figure)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -64,6 +65,7 @@ def add_bench_commands(commands: Any, parser_class: type[argparse.ArgumentParser
     floor.set_defaults(handler=run_floor)
     add_tools_command(kinds)
     add_capacity_command(kinds)
+    add_citus_move_command(kinds)
     compare = kinds.add_parser(
         "compare", help="medians of repeated `bench run --json` outputs per version, vs targets"
     )
@@ -170,6 +172,43 @@ def add_capacity_command(kinds: Any) -> None:
     capacity.set_defaults(handler=run_capacity)
 
 
+def add_citus_move_command(kinds: Any) -> None:
+    move = kinds.add_parser(
+        "citus-move",
+        help="a Citus node added and rebalanced onto, then one drained, while a worker answers",
+    )
+    move.add_argument("--users", type=positive, default=2000, help="each sends in turn")
+    move.add_argument("--rate", type=rate, default=10.0, help="events published a second")
+    move.add_argument(
+        "--settle-s", type=duration, default=30.0, help="traffic before the moves, and after"
+    )
+    move.add_argument("--model-latency-ms", type=duration, default=200.0)
+    move.add_argument("--shard-count", type=positive, default=8, help="of each table")
+    move.add_argument("--data-dir", type=Path, default=Path(".llm-bot/bench"))
+    move.add_argument("--plot", type=Path, help="write a PNG of latency over the run here")
+    move.add_argument("--json", action="store_true", help="print JSON")
+    move.set_defaults(handler=run_citus_move)
+
+
+def rate(text: str) -> float:
+    """An argparse type: a rate above zero, else a one-line error."""
+    value = duration(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be above 0")
+    return value
+
+
+def duration(text: str) -> float:
+    """An argparse type: a finite number of at least zero, else a one-line error."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 <= value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a finite number of at least 0, got {text}")
+    return value
+
+
 sizes = number_list(int, 1, "10000,100000")
 latencies = number_list(float, 0.0, "0,800")
 
@@ -217,6 +256,46 @@ def service_row(r: RunReport) -> str:
         f"{r.model_calls_per_event:8.2f}  {r.worker_peak_rss_mb:6.0f}  {r.worker_ready_s:7.2f}  "
         f"{r.deadlocks:9d}  {r.consolidation_jobs if r.consolidation else '-':>4}"
     )
+
+
+def run_citus_move(args: argparse.Namespace, settings: Settings) -> int:
+    from llm_bot_tools.bench.cluster_move import MoveConfig, run_cluster_move
+
+    config = MoveConfig(
+        users=args.users,
+        rate_per_s=args.rate,
+        settle_s=args.settle_s,
+        model_latency_ms=args.model_latency_ms,
+        shard_count=args.shard_count,
+    )
+    run, report = run_cluster_move(args.data_dir, config, progress)
+    if args.plot:
+        from llm_bot_tools.bench.plots import plot_move
+
+        plot_move(run, config.model_latency_ms, args.plot)
+    if args.json:
+        print(json.dumps(report.as_dict(), indent=2))
+        return 0
+    print(f"{report.events} events from {report.users} users at {report.rate_per_s:g}/s")
+    print("phase      events  p50 ms beyond the model  p95 ms")
+    for name, figures in report.by_phase.items():
+        events, p50, p95 = figures["events"], figures["p50_ms"], figures["p95_ms"]
+        print(f"{name:9s}  {events:6.0f}  {p50:23.0f}  {p95:6.0f}")
+    print(
+        f"during the moves / before: p50 {report.moving_over_before_p50:.2f},"
+        f" p95 {report.moving_over_before_p95:.2f}"
+    )
+    for move in report.moves:
+        print(
+            f"{move['name']}: {move['shards']} shards, {float(move['bytes']) / 1e6:.1f} MB in"
+            f" {float(move['seconds']):.1f} s ({float(move['shards_per_minute']):.0f} shards,"
+            f" {float(move['mb_per_minute']):.1f} MB a minute)"
+        )
+    print(
+        f"retried {report.retried}, dead-lettered {report.dead_letters},"
+        f" duplicated {report.duplicated}, lost {report.lost}"
+    )
+    return 0
 
 
 def run_floor(args: argparse.Namespace, settings: Settings) -> int:

@@ -33,6 +33,7 @@ from psycopg import sql
 from llm_bot_tools.local.lifecycle import LocalService
 from llm_bot_tools.local.pgserver_paths import ensure_user_exists
 from llm_bot_tools.local.postgres_build import PostgresInstall
+from llm_bot_tools.local.processes import as_user
 from llm_bot_tools.local.pubsub_emulator import free_loopback_port
 
 _log = logging.getLogger(__name__)
@@ -119,6 +120,7 @@ class CitusCluster(LocalService):
         self._nodes: list[CitusNode] = []
         self._stopped: set[str] = set()
         self.retired: list[CitusNode] = []
+        self._starting: list[CitusNode] = []  # started, in no metadata yet
         self.startup_seconds: float | None = None
 
     @property
@@ -195,12 +197,9 @@ class CitusCluster(LocalService):
 
     def _run(self, node: CitusNode, command: list[str]) -> None:
         result = subprocess.run(
-            command,
-            env=self._install.environment(),
             # The user's own group too: root's group, kept, would meet /root's group bits.
-            user=self._user,
-            group=self._user,
-            extra_groups=[] if self._user else None,
+            as_user(command, self._user),
+            env=self._install.environment(),
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
@@ -227,26 +226,33 @@ class CitusCluster(LocalService):
             for worker in self.workers:
                 conn.execute("SELECT citus_add_node(%s, %s)", (LOOPBACK, worker.port))
 
-    def add_worker(self) -> CitusNode:
-        """A new worker node, started and registered in every database of the cluster, as an
-        operator adds one (docs/citus.md): the databases made on the coordinator first, then
-        ``citus_add_node``, which copies the roles and the distributed tables' shells to it;
-        it holds no shard until a rebalance moves some there."""
+    def start_worker(self) -> CitusNode:
+        """A new node, started with the cluster's settings and every database of the cluster
+        made on it with Citus, as an operator prepares a machine; not yet in any metadata
+        (:meth:`add_worker`)."""
         self._worker_count += 1  # never a name again, whatever was removed
         name = f"worker{self._worker_count}"
         node = CitusNode(name, self._base_dir / name, free_loopback_port())
         self._init_node(node)
         self._pg_ctl(node, "-w", "-l", str(node.log_path), "start")
-        self._nodes.append(node)
+        self._starting.append(node)
         for database in self._databases:
             if database != ADMIN_DATABASE:
                 with psycopg.connect(node.url_for(ADMIN_DATABASE), autocommit=True) as conn:
                     conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
             with psycopg.connect(node.url_for(database), autocommit=True) as conn:
                 conn.execute("CREATE EXTENSION IF NOT EXISTS citus")
+        return node
+
+    def add_worker(self, node: CitusNode) -> None:
+        """``node`` (from :meth:`start_worker`) registered in every database of the cluster:
+        ``citus_add_node``, which copies the roles and the distributed tables' definitions to
+        it; it holds no shard until a rebalance moves some there."""
+        for database in self._databases:
             with psycopg.connect(self.coordinator.url_for(database), autocommit=True) as conn:
                 conn.execute("SELECT citus_add_node(%s, %s)", (LOOPBACK, node.port))
-        return node
+        self._starting.remove(node)
+        self._nodes.append(node)
 
     def remove_worker(self, node: CitusNode) -> None:
         """Take a drained worker node out of every database's metadata
@@ -292,8 +298,8 @@ class CitusCluster(LocalService):
     def stop(self) -> None:
         """Stop every running node (the coordinator first, so nothing new reaches the
         workers)."""
-        nodes, self._nodes = [*self._nodes, *self.retired], []
-        self.retired = []
+        nodes, self._nodes = [*self._nodes, *self._starting, *self.retired], []
+        self.retired, self._starting = [], []
         atexit.unregister(self.stop)
         failures = []
         for node in (each for each in nodes if each.name not in self._stopped):

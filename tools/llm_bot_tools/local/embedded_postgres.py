@@ -33,7 +33,7 @@ from llm_bot_tools.local.pgserver_paths import (
     servers_bin_dir,
 )
 from llm_bot_tools.local.postgres_build import Progress, embedded_install
-from llm_bot_tools.local.processes import running
+from llm_bot_tools.local.processes import as_user, running
 
 _log = logging.getLogger(__name__)
 
@@ -201,11 +201,10 @@ class EmbeddedPostgres(LocalService):
         pg_ctl = str(servers_bin_dir() / "pg_ctl")
         command = [pg_ctl, "-D", str(self._data_dir), "-m", mode, "-w", "stop"]
         subprocess.run(
-            command,
+            as_user(command, server.system_user),
             check=False,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            user=server.system_user,
             timeout=_STOP_TIMEOUT_S,
         )

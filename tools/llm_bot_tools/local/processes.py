@@ -1,4 +1,5 @@
-"""Whether a process, or a process group, still runs, counting a zombie as ended.
+"""Whether a process, or a process group, still runs, counting a zombie as ended; and a
+command run as another user without a fork of this process.
 
 The local stack's servers (the emulator's Java child, the postmaster) are orphans once their
 parents exit, so init reaps them, and some inits do that only every second or two. A zombie
@@ -12,6 +13,18 @@ import os
 from pathlib import Path
 
 _PROC = Path("/proc")
+
+
+def as_user(command: list[str], user: str | None) -> list[str]:
+    """``command`` run as ``user`` (its own group, no other) by ``setpriv``, or as it is for
+    None. Not ``subprocess``'s ``user=``: to change users the child must be a ``fork()`` of this
+    process, which runs every ``pthread_atfork`` handler in it, and gRPC's (the Pub/Sub clients
+    beside a local cluster) crashes the child when its threads are busy: ``initdb`` died by
+    SIGSEGV before it ran. Without a change of user, ``subprocess`` starts the child by
+    ``vfork()``, which runs none."""
+    if user is None:
+        return command
+    return ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", "--", *command]
 
 
 def running(pid: int) -> bool:
