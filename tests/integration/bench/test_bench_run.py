@@ -36,6 +36,8 @@ def test_bench_run_reports_sane_numbers(tmp_path: Path) -> None:
             str(tmp_path / "bench"),
             "--plot",
             str(plot),
+            "--profile",
+            str(tmp_path / "profile"),
             "--json",
         ],
         capture_output=True,
@@ -64,3 +66,10 @@ def test_bench_run_reports_sane_numbers(tmp_path: Path) -> None:
     total = report["events"] + report["latency_events"]
     assert report["worker_counts"]["acked"] == total  # summed over both workers
     assert plot.stat().st_size > 0
+    # py-spy's samples of both workers, by stage: they share out the CPU per event.
+    stages = report["cpu_by_stage"]
+    assert stages
+    assert sum(s["share"] for s in stages) == pytest.approx(1.0)
+    assert sum(s["cpu_ms"] for s in stages) == pytest.approx(report["worker_cpu_ms_per_event"])
+    assert len(list((tmp_path / "profile").glob("*.txt"))) == 2
+    assert (tmp_path / "profile" / "stages.png").stat().st_size > 0

@@ -1,7 +1,7 @@
 """The plots of ``llm-bot bench``. ``run``: events/s and latency against in-flight, service next
 to the raw transport, one line per model latency (the raw transport does not depend on it).
 ``retrieval``: p50 and p95 bars per data set and mode. ``citus-move``: each event's latency
-over the run, the moves marked.
+over the run, the moves marked. ``run --profile``: the worker's CPU per event by stage.
 
 matplotlib and the service bench (the whole local stack) are imported only when drawn.
 """
@@ -186,6 +186,37 @@ def plot_move(run: MoveRun, model_latency_ms: float, path: Path) -> None:
         f" from {len(run.marks)} users"
     )
     axis.grid(True, alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def plot_stages(reports: list[RunReport], path: Path) -> None:
+    """The worker's CPU per event by stage, a bar per stage and setting."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    profiled = [r for r in reports if r.cpu_by_stage]
+    stages = list(dict.fromkeys(s.stage for r in profiled for s in r.cpu_by_stage))
+    figure, axis = plt.subplots(figsize=(10, 0.35 * len(stages) * max(1, len(profiled)) + 1.5))
+    height = 0.8 / max(1, len(profiled))
+    for n, report in enumerate(profiled):
+        cpu = {s.stage: s.cpu_ms for s in report.cpu_by_stage}
+        axis.barh(
+            [i + n * height for i in range(len(stages))],
+            [cpu.get(stage, 0.0) for stage in stages],
+            height=height,
+            label=f"model {report.model_latency_ms:g} ms, in-flight {report.in_flight}"
+            f"{', consolidation' if report.consolidation else ''}",
+        )
+    axis.set_yticks([i + 0.4 - height / 2 for i in range(len(stages))], stages)
+    axis.invert_yaxis()
+    axis.set(xlabel="ms of the worker's CPU per event")
+    axis.set_title("Where the worker's CPU goes (py-spy over the backlog)")
+    axis.grid(True, axis="x", alpha=0.3)
+    axis.legend(fontsize=7)
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)

@@ -52,6 +52,7 @@ from llm_bot_tools.bench.load import (
     publish_all,
 )
 from llm_bot_tools.bench.procfs import cpu_seconds, peak_rss_kb
+from llm_bot_tools.bench.stages import StageCpu, breakdown, profiled, read_samples
 from llm_bot_tools.devstack.worker_harness import (
     Bus,
     WorkerProcess,
@@ -84,6 +85,9 @@ class BenchConfig:
     # Memory consolidation on in the workers, sessions closing after a second of silence, so
     # jobs run beside the answering throughout the run.
     consolidation: bool = False
+    # Where py-spy's profiles of the workers over the backlog go (llm_bot_tools.bench.stages);
+    # None: no profile.
+    profile: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -127,6 +131,8 @@ class RunReport:
     deadlocks: int  # broken by PostgreSQL in the setting's database from ready to stop
     consolidation: bool = False
     consolidation_jobs: int = 0  # jobs done in the setting's run
+    # With a profile: the worker's CPU per event by stage (stages.py), largest first.
+    cpu_by_stage: list[StageCpu] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -295,6 +301,7 @@ def measure_service(
         deadlocks=deadlocked,
         consolidation=config.consolidation,
         consolidation_jobs=jobs,
+        cpu_by_stage=breakdown(drive.samples, drive.cpu_s * 1000 / total),
     )
 
 
@@ -322,6 +329,7 @@ class Drive:
     events_per_s: float  # the backlog's drain rate
     latencies_ms: list[float]  # closed loop
     cpu_s: float  # the workers' CPU, summed
+    samples: Counter[str]  # the workers' profile over the backlog by stage; empty: none
     peak_rss_mb: float  # the largest of the workers'
     counts: dict[str, int]  # summed over the workers, from their /metrics
     ready_s: float  # launch to /ready answering 200, the slowest worker
@@ -362,11 +370,12 @@ def drive_workers(
             tap.wait_for(warmup, config.timeout_s, progress, f"{label}, warm-up")
         on_ready()
         cpu_before = sum(cpu_seconds(worker.process.pid) for worker in workers)
-        # Published once every worker listens: the emulator hands a backlog that is already
-        # there to the first stream that connects, whatever its flow control asks for.
-        publish_all(bus.clients.publisher, bus.topology.input_topic, load.backlog)
-        ids = [e.correlation_id for e in load.backlog]
-        tap.wait_for(ids, config.timeout_s, progress, f"{label}, service backlog")
+        with profiling(config, [worker.process.pid for worker in workers], bus.prefix) as paths:
+            # Published once every worker listens: the emulator hands a backlog that is
+            # already there to the first stream that connects, whatever its flow control asks.
+            publish_all(bus.clients.publisher, bus.topology.input_topic, load.backlog)
+            ids = [e.correlation_id for e in load.backlog]
+            tap.wait_for(ids, config.timeout_s, progress, f"{label}, service backlog")
         rate = drain_rate([tap.times[i] for i in ids])
         latencies = closed_loop_latencies_ms(
             bus.clients.publisher,
@@ -388,7 +397,21 @@ def drive_workers(
         for worker in workers:
             worker.kill()
         tap.stop()
-    return Drive(rate, latencies, cpu_s, peak_rss_mb, counts, ready_s)
+    samples: Counter[str] = Counter()
+    for path in paths:
+        with path.open() as profile:
+            samples += read_samples(profile)
+    return Drive(rate, latencies, cpu_s, samples, peak_rss_mb, counts, ready_s)
+
+
+@contextlib.contextmanager
+def profiling(config: BenchConfig, pids: list[int], name: str) -> Iterator[list[Path]]:
+    """The workers profiled by py-spy within the block when the config asks for it."""
+    if config.profile is None:
+        yield []
+        return
+    with profiled(pids, config.profile, name) as paths:
+        yield paths
 
 
 def timed_start(worker: WorkerProcess) -> float:

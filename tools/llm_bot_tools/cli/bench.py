@@ -112,6 +112,12 @@ def add_run_command(kinds: Any, bench: argparse.ArgumentParser) -> None:
     )
     run.add_argument("--data-dir", type=Path, default=Path(".llm-bot/bench"))
     run.add_argument("--plot", type=Path, help="write a PNG of events/s and latency here")
+    run.add_argument(
+        "--profile",
+        type=Path,
+        help="py-spy the workers over the backlog: the raw profiles, and stages.png of the CPU"
+        " per event by stage, in this folder",
+    )
     run.add_argument("--json", action="store_true", help="print JSON")
     run.set_defaults(handler=run_service)
     # Plain `llm-bot bench`: the run with every default, as if `run` had been given.
@@ -217,7 +223,13 @@ def run_service(args: argparse.Namespace, settings: Settings) -> int:
     from llm_bot_tools.bench.service import BenchConfig, bench_stack, run_setting
 
     config = BenchConfig(
-        args.events, args.users, args.threads, args.embeddings, args.data_dir, args.workers
+        args.events,
+        args.users,
+        args.threads,
+        args.embeddings,
+        args.data_dir,
+        args.workers,
+        profile=args.profile,
     )
     configs = [config, replace(config, consolidation=True)] if args.consolidation else [config]
     with bench_stack(config.data_dir) as stack:
@@ -231,12 +243,22 @@ def run_service(args: argparse.Namespace, settings: Settings) -> int:
         from llm_bot_tools.bench.plots import plot_service
 
         plot_service(reports, args.plot)
+    if args.profile:
+        from llm_bot_tools.bench.plots import plot_stages
+
+        plot_stages(reports, args.profile / "stages.png")
     if args.json:
         print(json.dumps([r.as_dict() for r in reports], indent=2))
         return 0
     print(SERVICE_HEADER)
     for r in reports:
         print(service_row(r))
+    for r in reports:
+        if r.cpu_by_stage:
+            setting = f"model {r.model_latency_ms:g} ms, in-flight {r.in_flight}"
+            print(f"\nCPU per event by stage, {setting}")
+            for stage in r.cpu_by_stage:
+                print(f"{stage.stage:32s}  {stage.cpu_ms:6.2f} ms  {stage.share:6.1%}")
     return 0
 
 
