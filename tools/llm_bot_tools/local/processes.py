@@ -19,8 +19,8 @@ def as_user(command: list[str], user: str | None) -> list[str]:
     """``command`` run as ``user`` (its own group, no other) by ``setpriv``, or as it is for
     None. Not ``subprocess``'s ``user=``: to change users the child must be a ``fork()`` of this
     process, which runs every ``pthread_atfork`` handler in it, and gRPC's (the Pub/Sub clients
-    beside a local cluster) crashes the child when its threads are busy: ``initdb`` died by
-    SIGSEGV before it ran. Without a change of user, ``subprocess`` starts the child by
+    beside a local cluster) crashes the child when its threads are busy: ``initdb`` ends by
+    SIGSEGV before it runs. Without a change of user, ``subprocess`` starts the child by
     ``vfork()``, which runs none."""
     if user is None:
         return command
