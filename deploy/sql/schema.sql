@@ -794,3 +794,13 @@ INSERT INTO schema_migrations (version, name) VALUES (22, '0022_consolidation.sq
 CREATE INDEX IF NOT EXISTS conversation_turns_summaries_idx ON conversation_turns (thread_id, seq)
     WHERE role = 'summary';
 INSERT INTO schema_migrations (version, name) VALUES (23, '0023_summaries_by_thread.sql') ON CONFLICT DO NOTHING;
+
+-- ==== 0024_console_views_replica_identity.sql ====
+-- A table without a primary key has no replica identity, and Citus moves a shard without
+-- blocking its writes (`citus_rebalance_start()`, `citus_drain_node()` in their default
+-- mode) by logical replication, which needs one on every table of the shard's group: the
+-- console's audit alone had none, so adding or draining a node failed (docs/citus.md). Its
+-- rows are appended and deleted whole with their user, never updated, and may repeat: the
+-- whole row is their identity.
+ALTER TABLE console_views REPLICA IDENTITY FULL;
+INSERT INTO schema_migrations (version, name) VALUES (24, '0024_console_views_replica_identity.sql') ON CONFLICT DO NOTHING;
