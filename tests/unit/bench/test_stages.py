@@ -15,6 +15,7 @@ RUN = ("Runner.run", "/usr/lib/python3.11/asyncio/runners.py")
 VALIDATE = ("validate", f"{SITE}/pydantic/main.py")
 EXECUTE = ("execute", f"{SITE}/psycopg/cursor_async.py")
 LOG = ("debug", "/usr/lib/python3.11/logging/__init__.py")
+THREADING = "/usr/lib/python3.11/threading.py"
 
 
 @pytest.mark.parametrize(
@@ -65,10 +66,12 @@ def test_a_sample_goes_to_its_innermost_staged_frame(
 
 
 def test_raw_lines_are_counted_by_stage_and_shared_out_of_the_cpu() -> None:
+    """A thread waiting on a lock is no CPU, whatever py-spy took it for."""
     lines = [
         f"handle ({ROOT}/transport/handler.py:9);decode ({ROOT}/events/codec.py:45) 3\n",
         "run (/usr/lib/python3.11/asyncio/runners.py:118) 1\n",
         "not a sample\n",
+        f"run ({ROOT}/transport/handler.py:9);Condition.wait ({THREADING}:320) 5\n",
     ]
     samples = read_samples(lines)
     assert samples == {stages.DECODE: 3, stages.LOOP: 1}

@@ -7,7 +7,10 @@ that names one: a frame of logging, OpenTelemetry or the Prometheus client makes
 in :data:`STAGES` (recall's statement, run by psycopg, is memory retrieval); a sample with none
 of those belongs to the library at its innermost frame (the event loop, LangGraph's runtime,
 psycopg waiting on a socket, the Pub/Sub client's threads). py-spy samples only threads on the
-CPU (not ``--idle``), so a stage's share of the samples is its share of the worker's CPU.
+CPU (not ``--idle``), but it takes a thread blocked on a lock or a queue (the Pub/Sub client's
+and the thread pool's, waiting in C with the GIL released) for a running one: a sample whose
+innermost frame is such a wait (:data:`WAITS`) is left out. What is left, a stage's share of
+it is its share of the worker's CPU.
 """
 
 from __future__ import annotations
@@ -104,6 +107,13 @@ _LIBRARIES = (
 )
 # py-spy, installed beside this Python (a dependency of the tools).
 PY_SPY = Path(sys.executable).parent / "py-spy"
+# Innermost frames of a thread that waits (function, end of its path): not CPU.
+WAITS = (
+    ("Condition.wait", "/threading.py"),
+    ("Event.wait", "/threading.py"),
+    ("Queue.get", "/queue.py"),
+    ("_worker", "/concurrent/futures/thread.py"),
+)
 # A frame of py-spy's raw format: "function (path:line)".
 _FRAME = re.compile(r"^(?P<function>.*) \((?P<path>[^()]*):\d+\)$")
 
@@ -138,7 +148,7 @@ def stage_of(frames: list[tuple[str, str]]) -> str:
 
 def read_samples(lines: Iterable[str]) -> Counter[str]:
     """Samples by stage, from py-spy's raw format (a stack of frames joined by ";", then a
-    count)."""
+    count), less those of a thread that waits."""
     stages: Counter[str] = Counter()
     for line in lines:
         stack, _, count = line.rstrip().rpartition(" ")
@@ -149,6 +159,10 @@ def read_samples(lines: Iterable[str]) -> Counter[str]:
             for match in map(_FRAME.match, stack.split(";"))
             if match is not None
         ]
+        if frames and any(
+            frames[-1][0] == function and frames[-1][1].endswith(path) for function, path in WAITS
+        ):
+            continue
         stages[stage_of(frames)] += int(count)
     return stages
 
