@@ -66,10 +66,11 @@ def test_bench_run_reports_sane_numbers(tmp_path: Path) -> None:
     total = report["events"] + report["latency_events"]
     assert report["worker_counts"]["acked"] == total  # summed over both workers
     assert plot.stat().st_size > 0
-    # py-spy's samples of both workers, by stage: they share out the CPU per event.
-    stages = report["cpu_by_stage"]
-    assert stages
-    assert sum(s["share"] for s in stages) == pytest.approx(1.0)
-    assert sum(s["cpu_ms"] for s in stages) == pytest.approx(report["worker_cpu_ms_per_event"])
+    # The workers' loop threads sampled by py-spy, by stage, and their other threads' CPU.
+    stages = {s["stage"]: s for s in report["cpu_by_stage"]}
+    assert "other threads (Pub/Sub client, gRPC, pools)" in stages
+    assert len(stages) > 1
+    assert sum(s["share"] for s in stages.values()) == pytest.approx(1.0)
+    assert all(s["cpu_ms"] >= 0 for s in stages.values())
     assert len(list((tmp_path / "profile").glob("*.txt"))) == 2
     assert (tmp_path / "profile" / "stages.png").stat().st_size > 0

@@ -65,17 +65,22 @@ def test_a_sample_goes_to_its_innermost_staged_frame(
     assert stage_of(frames) == stage
 
 
-def test_raw_lines_are_counted_by_stage_and_shared_out_of_the_cpu() -> None:
-    """A thread waiting on a lock is no CPU, whatever py-spy took it for."""
+def test_the_loop_threads_samples_share_out_its_cpu_and_other_threads_are_one_row() -> None:
+    """A thread waiting on a lock is no CPU, whatever py-spy took it for; the other threads'
+    samples are not read (their CPU comes from the kernel)."""
     lines = [
-        f"handle ({ROOT}/transport/handler.py:9);decode ({ROOT}/events/codec.py:45) 3\n",
-        "run (/usr/lib/python3.11/asyncio/runners.py:118) 1\n",
+        f"thread (7): MainThread;handle ({ROOT}/transport/handler.py:9);"
+        f"decode ({ROOT}/events/codec.py:45) 3\n",
+        "thread (7): MainThread;run (/usr/lib/python3.11/asyncio/runners.py:118) 1\n",
+        f"thread (7): MainThread;start ({THREADING}:9);Condition.wait ({THREADING}:320) 5\n",
+        f"thread (9): Thread-2;channel_spin ({SITE}/grpc/_channel.py:2) 50\n",
         "not a sample\n",
-        f"run ({ROOT}/transport/handler.py:9);Condition.wait ({THREADING}:320) 5\n",
     ]
-    samples = read_samples(lines)
+    samples = read_samples(lines, thread=7)
     assert samples == {stages.DECODE: 3, stages.LOOP: 1}
-    [decode, loop] = breakdown(samples, cpu_ms_per_event=8.0)
-    assert (decode.stage, decode.share, decode.cpu_ms) == (stages.DECODE, 0.75, 6.0)
+    assert read_samples(lines)[stages.PUBSUB] == 50  # every thread, without one named
+    [decode, threads, loop] = breakdown(samples, loop_ms=8.0, threads_ms=4.0)
+    assert (decode.stage, decode.cpu_ms, decode.share) == (stages.DECODE, 6.0, 0.5)
+    assert (threads.stage, threads.cpu_ms) == (stages.THREADS, 4.0)
     assert (loop.stage, loop.cpu_ms) == (stages.LOOP, 2.0)
-    assert breakdown(read_samples([]), 8.0) == []
+    assert breakdown(read_samples([]), 8.0, 4.0) == []

@@ -12,9 +12,11 @@ import os
 from pathlib import Path
 
 
-def cpu_seconds(pid: int) -> float:
-    """User plus system CPU time the process has used so far, all its threads."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
+def cpu_seconds(pid: int, thread: int | None = None) -> float:
+    """User plus system CPU time the process has used so far, all its threads, or the one
+    ``thread`` (its id; the main thread's is the process's)."""
+    where = f"/proc/{pid}" if thread is None else f"/proc/{pid}/task/{thread}"
+    stat = Path(f"{where}/stat").read_text()
     # Fields after the parenthesized command name (which may itself hold spaces): state is
     # field 3, utime and stime are fields 14 and 15 (man 5 proc).
     fields = stat.rsplit(")", 1)[1].split()

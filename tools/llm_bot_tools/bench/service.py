@@ -52,7 +52,7 @@ from llm_bot_tools.bench.load import (
     publish_all,
 )
 from llm_bot_tools.bench.procfs import cpu_seconds, peak_rss_kb
-from llm_bot_tools.bench.stages import StageCpu, breakdown, profiled, read_samples
+from llm_bot_tools.bench.stages import Profile, StageCpu, profiled
 from llm_bot_tools.devstack.worker_harness import (
     Bus,
     WorkerProcess,
@@ -131,7 +131,8 @@ class RunReport:
     deadlocks: int  # broken by PostgreSQL in the setting's database from ready to stop
     consolidation: bool = False
     consolidation_jobs: int = 0  # jobs done in the setting's run
-    # With a profile: the worker's CPU per event by stage (stages.py), largest first.
+    # With a profile: the workers' CPU per event over the backlog by stage (stages.py),
+    # largest first.
     cpu_by_stage: list[StageCpu] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
@@ -301,7 +302,7 @@ def measure_service(
         deadlocks=deadlocked,
         consolidation=config.consolidation,
         consolidation_jobs=jobs,
-        cpu_by_stage=breakdown(drive.samples, drive.cpu_s * 1000 / total),
+        cpu_by_stage=drive.stages,
     )
 
 
@@ -329,7 +330,7 @@ class Drive:
     events_per_s: float  # the backlog's drain rate
     latencies_ms: list[float]  # closed loop
     cpu_s: float  # the workers' CPU, summed
-    samples: Counter[str]  # the workers' profile over the backlog by stage; empty: none
+    stages: list[StageCpu]  # the workers' CPU per event over the backlog by stage; [] unprofiled
     peak_rss_mb: float  # the largest of the workers'
     counts: dict[str, int]  # summed over the workers, from their /metrics
     ready_s: float  # launch to /ready answering 200, the slowest worker
@@ -370,7 +371,8 @@ def drive_workers(
             tap.wait_for(warmup, config.timeout_s, progress, f"{label}, warm-up")
         on_ready()
         cpu_before = sum(cpu_seconds(worker.process.pid) for worker in workers)
-        with profiling(config, [worker.process.pid for worker in workers], bus.prefix) as paths:
+        pids = [worker.process.pid for worker in workers]
+        with profiling(config, pids, bus.prefix) as profile:
             # Published once every worker listens: the emulator hands a backlog that is
             # already there to the first stream that connects, whatever its flow control asks.
             publish_all(bus.clients.publisher, bus.topology.input_topic, load.backlog)
@@ -397,21 +399,18 @@ def drive_workers(
         for worker in workers:
             worker.kill()
         tap.stop()
-    samples: Counter[str] = Counter()
-    for path in paths:
-        with path.open() as profile:
-            samples += read_samples(profile)
-    return Drive(rate, latencies, cpu_s, samples, peak_rss_mb, counts, ready_s)
+    stages = profile.breakdown(len(load.backlog)) if profile else []
+    return Drive(rate, latencies, cpu_s, stages, peak_rss_mb, counts, ready_s)
 
 
 @contextlib.contextmanager
-def profiling(config: BenchConfig, pids: list[int], name: str) -> Iterator[list[Path]]:
-    """The workers profiled by py-spy within the block when the config asks for it."""
+def profiling(config: BenchConfig, pids: list[int], name: str) -> Iterator[Profile | None]:
+    """The workers profiled within the block when the config asks for it."""
     if config.profile is None:
-        yield []
+        yield None
         return
-    with profiled(pids, config.profile, name) as paths:
-        yield paths
+    with profiled(pids, config.profile, name) as profile:
+        yield profile
 
 
 def timed_start(worker: WorkerProcess) -> float:

@@ -1,6 +1,12 @@
 """Where a benchmarked worker's CPU goes, by stage of an event: a py-spy profile of the worker
 (``llm-bot bench run --profile DIR``) read back and each sample given to one stage.
 
+Only the event loop's thread is sampled into stages: it runs every stage of every event. The
+other threads (the Pub/Sub client's streams, leases and publishing, gRPC's polling, thread
+pools) spend most of their life blocked in C, which py-spy cannot tell from running, so their
+part is taken from the kernel instead: the process's CPU less the loop thread's, both read from
+``/proc`` over the same span, is one row, "other threads".
+
 A sample is a stack of frames, outermost first. It belongs to the stage of its innermost frame
 that names one: a frame of logging, OpenTelemetry or the Prometheus client makes it telemetry
 (whoever logged); else the innermost frame of llm-bot's own code whose module or function is
@@ -25,6 +31,8 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from llm_bot_tools.bench.procfs import cpu_seconds
+
 DECODE = "decode and validation"
 CLAIM = "claim"
 BEHAVIOUR = "behaviour"
@@ -40,6 +48,7 @@ DRIVER = "database driver (psycopg)"
 PUBSUB = "Pub/Sub client"
 HTTP = "HTTP client (openai, aiohttp)"
 LOOP = "event loop and other"
+THREADS = "other threads (Pub/Sub client, gRPC, pools)"
 
 # llm-bot's code by stage: a module (path under llm_bot/, a folder ending in "/") and,
 # where one module serves two stages, the function (``module:function``). The first match of
@@ -114,7 +123,9 @@ WAITS = (
     ("Queue.get", "/queue.py"),
     ("_worker", "/concurrent/futures/thread.py"),
 )
-# A frame of py-spy's raw format: "function (path:line)".
+# A frame of py-spy's raw format: "function (path:line)"; with --threads the first is the
+# thread's: "thread (ID): name".
+_THREAD = re.compile(r"^thread \((?P<id>\d+)\)")
 _FRAME = re.compile(r"^(?P<function>.*) \((?P<path>[^()]*):\d+\)$")
 
 
@@ -146,13 +157,16 @@ def stage_of(frames: list[tuple[str, str]]) -> str:
     return next((stage for library, stage in _LIBRARIES if library in innermost), LOOP)
 
 
-def read_samples(lines: Iterable[str]) -> Counter[str]:
+def read_samples(lines: Iterable[str], thread: int | None = None) -> Counter[str]:
     """Samples by stage, from py-spy's raw format (a stack of frames joined by ";", then a
-    count), less those of a thread that waits."""
+    count; with ``--threads`` the first is ``thread (ID): name``), of ``thread`` alone when
+    given, less those of a thread that waits."""
     stages: Counter[str] = Counter()
     for line in lines:
         stack, _, count = line.rstrip().rpartition(" ")
         if not stack or not count.isdigit():
+            continue
+        if thread is not None and _thread_of(stack) != thread:
             continue
         frames = [
             (match["function"], match["path"])
@@ -167,24 +181,53 @@ def read_samples(lines: Iterable[str]) -> Counter[str]:
     return stages
 
 
-def breakdown(samples: Counter[str], cpu_ms_per_event: float) -> list[StageCpu]:
-    """Each stage's share of the samples and of the CPU per event, largest first."""
-    total = sum(samples.values())
-    if total == 0:
+def _thread_of(stack: str) -> int | None:
+    found = _THREAD.match(stack)
+    return int(found["id"]) if found else None
+
+
+def breakdown(samples: Counter[str], loop_ms: float, threads_ms: float) -> list[StageCpu]:
+    """The loop thread's CPU per event (``loop_ms``) shared out by its samples' stages, and the
+    other threads' (``threads_ms``) as one row; each row's share of the whole, largest first."""
+    sampled = sum(samples.values())
+    total = loop_ms + threads_ms
+    if sampled == 0 or total <= 0:
         return []
-    return [
-        StageCpu(stage, count / total, cpu_ms_per_event * count / total)
-        for stage, count in samples.most_common()
-    ]
+    rows = [(stage, loop_ms * count / sampled) for stage, count in samples.items()]
+    rows.append((THREADS, threads_ms))
+    return [StageCpu(stage, ms / total, ms) for stage, ms in sorted(rows, key=lambda row: -row[1])]
+
+
+@dataclass
+class Profile:
+    """What :func:`profiled` gathered of the workers ``pids``: py-spy's file of each, and the
+    CPU seconds of their loop threads and of the whole processes over the span."""
+
+    paths: list[Path]
+    pids: list[int]
+    loop_s: float = 0.0
+    process_s: float = 0.0
+
+    def breakdown(self, events: int) -> list[StageCpu]:
+        """The CPU per event of ``events`` handled in the span, by stage."""
+        samples: Counter[str] = Counter()
+        for path, pid in zip(self.paths, self.pids, strict=True):
+            with path.open() as profile:
+                samples += read_samples(profile, thread=pid)
+        per_event = 1000 / max(1, events)
+        threads_s = self.process_s - self.loop_s
+        return breakdown(samples, self.loop_s * per_event, threads_s * per_event)
 
 
 @contextmanager
-def profiled(pids: list[int], folder: Path, name: str) -> Iterator[list[Path]]:
+def profiled(pids: list[int], folder: Path, name: str) -> Iterator[Profile]:
     """py-spy records each of ``pids`` (rate 100, threads on the CPU only) until the block
-    ends; yields the raw profiles' paths, written once it has."""
+    ends, and the kernel counts their loop thread's and whole CPU; the :class:`Profile` is
+    complete once the block has ended."""
     folder.mkdir(parents=True, exist_ok=True)
     paths = [folder / f"{name}-{pid}.txt" for pid in pids]
-    options = ["--rate", "100", "--full-filenames", "--format", "raw"]
+    profile = Profile(paths, list(pids))
+    options = ["--rate", "100", "--threads", "--full-filenames", "--format", "raw"]
     recorders = [
         subprocess.Popen(
             [str(PY_SPY), "record", "--pid", str(pid), *options, "--output", str(path)],
@@ -194,9 +237,13 @@ def profiled(pids: list[int], folder: Path, name: str) -> Iterator[list[Path]]:
         )
         for pid, path in zip(pids, paths, strict=True)
     ]
+    loop = [cpu_seconds(pid, thread=pid) for pid in pids]
+    process = [cpu_seconds(pid) for pid in pids]
     try:
-        yield paths
+        yield profile
     finally:
+        profile.loop_s = sum(cpu_seconds(pid, thread=pid) for pid in pids) - sum(loop)
+        profile.process_s = sum(cpu_seconds(pid) for pid in pids) - sum(process)
         for recorder in recorders:
             recorder.send_signal(signal.SIGINT)  # py-spy writes what it has
         for recorder in recorders:
