@@ -221,9 +221,9 @@ class Profile:
 
 @contextmanager
 def profiled(pids: list[int], folder: Path, name: str) -> Iterator[Profile]:
-    """py-spy records each of ``pids`` (rate 100, threads on the CPU only) until the block
-    ends, and the kernel counts their loop thread's and whole CPU; the :class:`Profile` is
-    complete once the block has ended."""
+    """py-spy records each of ``pids`` (rate 100, each thread apart) until the block ends, and
+    the kernel counts their loop threads' CPU and their whole; the :class:`Profile` is complete
+    once the block has ended."""
     folder.mkdir(parents=True, exist_ok=True)
     paths = [folder / f"{name}-{pid}.txt" for pid in pids]
     profile = Profile(paths, list(pids))
