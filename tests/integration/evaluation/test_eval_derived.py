@@ -60,7 +60,8 @@ def test_derived_items_are_measured_beside_the_same_corpus_and_counted_by_what_t
     ]
     derived.write_text("".join(json.dumps(i | {"user_id": "kim"}) + "\n" for i in items))
     argv = ["eval", "retrieval", "--corpus", str(corpus), "--queries", str(queries)]
-    assert main([*argv, "--k", "2", "--derived", str(derived), "--json"]) == 0
+    budgets = ["--recall-budgets", "40"]
+    assert main([*argv, "--k", "2", "--derived", str(derived), *budgets, "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["derived"]["loaded"] == {"facts": 1, "summaries": 1}
     before = {r["mode"]: r for r in result["modes"]}["lexical"]
@@ -78,6 +79,13 @@ def test_derived_items_are_measured_beside_the_same_corpus_and_counted_by_what_t
     assert summary["in_memories"] == 0.0
     assert summary["summaries_shown"] == 1.0
     assert 0 < summary["summary_share"] < 1
+    # The memories section's tokens beside the recall section's: none without a fact, some with.
+    assert given["memory_tokens_p95"] == 0
+    assert derived_given["memory_tokens_p95"] > 0
+    # Each recall budget asked for is measured without and with the derived items.
+    [at_budget], [derived_at_budget] = result["budgets"], result["derived"]["budgets"]
+    assert at_budget["recall_budget_tokens"] == derived_at_budget["recall_budget_tokens"] == 40
+    assert derived_at_budget["recall_tokens_p95"] <= 40
 
 
 def test_a_bad_derived_line_is_a_one_line_error(

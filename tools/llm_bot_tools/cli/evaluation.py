@@ -32,7 +32,8 @@ MODES: tuple[SearchMode, ...] = ("dense", "lexical", "hybrid")
 # blind to it, each measured untouched first (docs/eval-attribution.md).
 ATTRIBUTION_SETS = ("", "-heldout", "-final")
 # One measurement of the queries: each mode's report, and what the model is given.
-Measured = tuple[list["ModeReport"], "ContextReport"]
+# The modes' reports, the context at the defaults, and at each of --recall-budgets.
+Measured = tuple[list["ModeReport"], "ContextReport", list["ContextReport"]]
 
 
 def add_eval_commands(commands: Any, parser_class: type[argparse.ArgumentParser]) -> None:
@@ -166,7 +167,13 @@ def run_retrieval_eval(args: argparse.Namespace, settings: Settings) -> int:
             progress(f"running {len(queries)} queries, mode {mode}")
             reports.append(await evaluate_mode(store, queries, ids, mode, args.k, asked))
         progress(f"assembling the worker's context for {len(queries)} queries")
-        return reports, await evaluate_context(store, corpus, queries, ids, settings, progress)
+        given = await evaluate_context(store, corpus, queries, ids, settings, progress)
+        budgets = []
+        for budget in args.recall_budgets:
+            progress(f"assembling the context at a recall budget of {budget} tokens")
+            at_budget = settings.model_copy(update={"recall_budget": budget})
+            budgets.append(await evaluate_context(store, corpus, queries, ids, at_budget, progress))
+        return reports, given, budgets
 
     async def run(url: str) -> tuple[Measured, tuple[Loaded, Measured] | None]:
         async with scratch_schema(url, "eval_retrieval") as scratch:
@@ -175,22 +182,15 @@ def run_retrieval_eval(args: argparse.Namespace, settings: Settings) -> int:
             async with open_memory_store(scratch_settings) as store:
                 ids = await load_through_commit(store, corpus, progress, scratch_settings)
                 without = await measured(store, ids, scratch_settings)
-                for budget in args.recall_budgets:
-                    progress(f"assembling the context at a recall budget of {budget} tokens")
-                    at_budget = scratch_settings.model_copy(update={"recall_budget": budget})
-                    budgets.append(
-                        await evaluate_context(store, corpus, queries, ids, at_budget, progress)
-                    )
                 if derived is None:
                     return without, None
                 progress(f"writing {len(derived)} derived items beside the corpus")
                 loaded = await write_derived(store, derived, ids)
                 return without, (loaded, await measured(store, ids, scratch_settings))
 
-    budgets: list[ContextReport] = []
     settings = embeddings_for_measurements(settings)  # once the arguments are read
     with database_for_measurements(settings) as url:
-        (reports, given), with_derived = asyncio.run(run(url))
+        (reports, given, budgets), with_derived = asyncio.run(run(url))
     if args.plot:
         plot_reports(reports, args.plot, given)
         if budgets:
@@ -202,11 +202,12 @@ def run_retrieval_eval(args: argparse.Namespace, settings: Settings) -> int:
             "budgets": [b.as_dict() for b in budgets],
         }
         if with_derived:
-            loaded, (derived_reports, derived_given) = with_derived
+            loaded, (derived_reports, derived_given, derived_budgets) = with_derived
             result["derived"] = {
                 "loaded": asdict(loaded),
                 "modes": [r.as_dict() for r in derived_reports],
                 "context": derived_given.as_dict(),
+                "budgets": [b.as_dict() for b in derived_budgets],
             }
         print(json.dumps(result, indent=2))
         return 0
@@ -222,7 +223,7 @@ def run_retrieval_eval(args: argparse.Namespace, settings: Settings) -> int:
     for row in hybrid.table:
         print(f"{row.threshold:9.2f}  {row.precision:9.3f}  {row.recall:6.3f}  {row.f1:5.3f}")
     if with_derived:
-        print_derived((reports, given), *with_derived)
+        print_derived((reports, given, budgets), *with_derived)
     return 0
 
 
@@ -257,11 +258,12 @@ def print_budgets(budgets: list[ContextReport]) -> None:
     if not budgets:
         return
     categories = list(budgets[0].by_category)
-    print("recall budget  section p50  all    " + "  ".join(f"{c:>11s}" for c in categories))
+    header = "recall budget  section p50  memories p50  all    "
+    print(header + "  ".join(f"{c:>11s}" for c in categories))
     for b in budgets:
         cells = "  ".join(f"{b.by_category[c].evidence_in_context:11.3f}" for c in categories)
         print(
-            f"{b.recall_budget_tokens:13d}  {b.recall_tokens_p50:11g}"
+            f"{b.recall_budget_tokens:13d}  {b.recall_tokens_p50:11g}  {b.memory_tokens_p50:12g}"
             f"  {b.overall.evidence_in_context:5.3f}  {cells}"
         )
 
@@ -271,7 +273,8 @@ def print_given(given: ContextReport, hybrid: ModeReport) -> None:
     print(
         f"what the model is given (MEMORY_RECALL_BUDGET={given.recall_budget_tokens},"
         f" CONTEXT_PAIRS={given.context_pairs}, MAX_CONTEXT_TOKENS={given.max_context_tokens}):"
-        f" recall section p50 {given.recall_tokens_p50:g} tokens, p95 {given.recall_tokens_p95:g}"
+        f" recall section p50 {given.recall_tokens_p50:g} tokens, p95 {given.recall_tokens_p95:g};"
+        f" memories section p50 {given.memory_tokens_p50:g}, p95 {given.memory_tokens_p95:g}"
     )
     k = hybrid.k
     print(f"group            queries  in context  in recall  in window  {hybrid.mode} R@{k}")
@@ -358,7 +361,7 @@ def run_standin_summaries(args: argparse.Namespace, settings: Settings) -> int:
 
 def print_derived(without: Measured, loaded: Loaded, with_derived: Measured) -> None:
     """The measures without and with the derived items, side by side (without -> with)."""
-    (before, given), (after, derived_given) = without, with_derived
+    (before, given, _), (after, derived_given, derived_budgets) = without, with_derived
     k, depths = before[0].k, list(before[0].recall_at_depth)
     print(f"with {loaded.facts} derived facts and {loaded.summaries} summaries (without -> with):")
     print(
@@ -395,6 +398,11 @@ def print_derived(without: Measured, loaded: Loaded, with_derived: Measured) -> 
         f"-{hybrid_before.conversation_spread.max:.3f}"
         f" -> {hybrid_after.conversation_spread.min:.3f}-{hybrid_after.conversation_spread.max:.3f}"
     )
+    print(
+        f"memories section p50 {derived_given.memory_tokens_p50:g} tokens,"
+        f" p95 {derived_given.memory_tokens_p95:g}; with the derived items:"
+    )
+    print_budgets(derived_budgets)
 
 
 def _recall_by_group(report: ModeReport) -> dict[str, float]:

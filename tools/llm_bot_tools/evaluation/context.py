@@ -55,6 +55,7 @@ class Shown:
     in_memories: int = 0  # cited by a fact of the memories section
     summaries: int = 0  # session summaries in the recall section
     summary_tokens: int = 0  # their lines' tokens
+    memory_tokens: int = 0  # the memories section's
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,9 @@ class ContextReport:
     evidence_not_in_corpus: int  # evidence ids of the queries no corpus turn has: never given
     recall_tokens_p50: float
     recall_tokens_p95: float
+    # The memories section's, which shares the prompt with the recall section.
+    memory_tokens_p50: float
+    memory_tokens_p95: float
     by_category: dict[str, ContextScore]
     by_conversation: dict[str, ContextScore]
     conversation_spread: Spread
@@ -119,6 +123,7 @@ def shown(
         in_memories=sum(in_memories),
         summaries=len(summaries),
         summary_tokens=sum(approx_tokens(recall_line(turn)) for turn in summaries),
+        memory_tokens=stats.get("memoriesTokens", 0),
     )
 
 
@@ -187,8 +192,8 @@ def context_report(
     limits: ContextLimits,
     not_in_corpus: int = 0,
 ) -> ContextReport:
-    tokens = [result.recall_tokens for result in results]
-    cuts = statistics.quantiles(tokens, n=20) if len(tokens) > 1 else tokens * 19
+    recall_p50, recall_p95 = _p50_p95([result.recall_tokens for result in results])
+    memory_p50, memory_p95 = _p50_p95([result.memory_tokens for result in results])
     by_conversation = _grouped(queries, results, lambda query: query.user_id)
     values = [score.evidence_in_context for score in by_conversation.values()]
     return ContextReport(
@@ -199,12 +204,19 @@ def context_report(
         threshold=limits.threshold,
         overall=score(results),
         evidence_not_in_corpus=not_in_corpus,
-        recall_tokens_p50=statistics.median(tokens),
-        recall_tokens_p95=round(cuts[18], 1),
+        recall_tokens_p50=recall_p50,
+        recall_tokens_p95=recall_p95,
+        memory_tokens_p50=memory_p50,
+        memory_tokens_p95=memory_p95,
         by_category=_grouped(queries, results, lambda query: query.category),
         by_conversation=by_conversation,
         conversation_spread=Spread.of(values),
     )
+
+
+def _p50_p95(tokens: list[int]) -> tuple[float, float]:
+    cuts = statistics.quantiles(tokens, n=20) if len(tokens) > 1 else tokens * 19
+    return statistics.median(tokens), round(cuts[18], 1)
 
 
 def score(results: Sequence[Shown]) -> ContextScore:
