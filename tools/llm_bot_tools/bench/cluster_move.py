@@ -223,11 +223,11 @@ def grow_and_drain(
         added = cluster.start_worker()
         began = time.time()
         cluster.add_worker(added)
-        moves = [_rebalance(database_url, progress)]
+        moves = [_rebalance(database_url, config.timeout_s, progress)]
         phases.append(Phase(REBALANCE, began, time.time()))
         began = time.time()
         drained = cluster.workers[0]
-        moves.append(_drain(database_url, drained, progress))
+        moves.append(_drain(database_url, drained, config.timeout_s, progress))
         cluster.remove_worker(drained)
         phases.append(Phase(DRAIN, began, time.time()))
         nodes_after = _nodes_of(database_url, sample)
@@ -346,8 +346,9 @@ def _moved(name: str, before: dict[int, tuple[int, int]], url: str, began: float
     return Move(name, len(moved), sum(before[s][1] for s in moved), time.monotonic() - began)
 
 
-def _rebalance(url: str, progress: Progress) -> Move:
-    """``citus_rebalance_start()``, watched until it ends; raises if it did not finish."""
+def _rebalance(url: str, timeout_s: float, progress: Progress) -> Move:
+    """``citus_rebalance_start()``, watched until it ends; raises if it did not finish, or
+    has not within ``timeout_s``."""
     before, began = _placements(url), time.monotonic()
     with psycopg.connect(url, autocommit=True) as connection:
         connection.execute("SELECT citus_rebalance_start()")
@@ -359,6 +360,8 @@ def _rebalance(url: str, progress: Progress) -> Move:
             state, details = (row[0], row[1]) if row else ("finished", {})
             if state in ("finished", "failed", "cancelled"):
                 break
+            if time.monotonic() - began > timeout_s:
+                raise TimeoutError(f"the rebalance still {state} after {timeout_s:g} s: {details}")
             tasks = details.get("task_state_counts", {})
             if tasks != reported:
                 progress(f"rebalance: {state}, tasks {tasks}")
@@ -369,11 +372,13 @@ def _rebalance(url: str, progress: Progress) -> Move:
     return _moved(REBALANCE, before, url, began)
 
 
-def _drain(url: str, node: CitusNode, progress: Progress) -> Move:
-    """Every shard off ``node``, then the copies the moves left behind dropped."""
+def _drain(url: str, node: CitusNode, timeout_s: float, progress: Progress) -> Move:
+    """Every shard off ``node``, then the copies the moves left behind dropped; each statement
+    within ``timeout_s``."""
     before, began = _placements(url), time.monotonic()
     progress(f"drain: {node.name}")
-    with psycopg.connect(url, autocommit=True) as connection:
+    bound = f"-c statement_timeout={int(timeout_s * 1000)}"
+    with psycopg.connect(url, autocommit=True, options=bound) as connection:
         connection.execute("SELECT citus_drain_node(%s, %s)", (LOOPBACK, node.port))
         connection.execute("CALL citus_cleanup_orphaned_resources()")
     return _moved(DRAIN, before, url, began)
