@@ -151,7 +151,7 @@ def dotted(path: Path) -> str:
 
 
 def calls(text: str, function: str) -> bool:
-    return re.search(rf"\b{function}\s*\(", text) is not None
+    return re.search(rf"\b{re.escape(function)}\s*\(", text) is not None
 
 
 def holds_sql(value: object, tables: set[str], own: set[str], functions: set[str]) -> bool:

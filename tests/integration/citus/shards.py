@@ -18,6 +18,8 @@ from llm_bot.events.models import InternalEventV2
 from llm_bot_tools.local.citus_cluster import CitusCluster, CitusNode
 from llm_bot_tools.local.prompt_events import prompt_event
 
+from ...support.scan import counted
+
 # A line of a node's log (log_line_prefix '%m [%p] %q%d '): time, pid, database, level, message.
 _LOGGED = re.compile(r"^\S+ \S+ \S+ \[\d+\] (\S+) (\w+):  (.*)$")
 # What Citus sends a worker node to commit a transaction that wrote on more than one node.
@@ -170,7 +172,6 @@ def on_node(node: CitusNode, database: str, needles: list[str]) -> dict[str, int
     """Rows holding each needle in the tables stored on ``node`` itself (its shards, hidden
     from the catalog unless asked for, and its local tables; not the distributed tables'
     shells, which read other nodes), over every column but vectors."""
-    found = dict.fromkeys(needles, 0)
     with psycopg.connect(node.url_for(database)) as conn:
         conn.execute("SET citus.override_table_visibility = off")
         columns = conn.execute(
@@ -179,12 +180,4 @@ def on_node(node: CitusNode, database: str, needles: list[str]) -> dict[str, int
             " WHERE c.table_schema = 'public' AND t.relkind = 'r' AND c.udt_name <> 'vector'"
             "   AND NOT EXISTS (SELECT FROM pg_dist_partition p WHERE p.logicalrelid = t.oid)"
         ).fetchall()
-        for table, column, kind in columns:
-            text = "encode({}, 'escape')" if kind == "bytea" else "{}::text"
-            value = sql.SQL(text).format(sql.Identifier(column))
-            count = sql.SQL("SELECT count(*) FROM {} WHERE strpos(lower({}), lower(%s)) > 0")
-            for needle in needles:
-                statement = count.format(sql.Identifier(table), value)
-                row = conn.execute(statement, (needle,)).fetchone()
-                found[needle] += int(row[0]) if row else 0
-    return found
+        return counted(conn, columns, needles)

@@ -123,10 +123,9 @@ WAITS = (
     ("Queue.get", "/queue.py"),
     ("_worker", "/concurrent/futures/thread.py"),
 )
-# A frame of py-spy's raw format: "function (path:line)"; with --threads the first is the
+# py-spy's raw format: a frame is "function (path:line)" (frame_of); with --threads the first is the
 # thread's: "thread (ID): name".
 _THREAD = re.compile(r"^thread \((?P<id>\d+)\)")
-_FRAME = re.compile(r"^(?P<function>.*) \((?P<path>[^()]*):\d+\)$")
 
 
 @dataclass(frozen=True)
@@ -168,17 +167,22 @@ def read_samples(lines: Iterable[str], thread: int | None = None) -> Counter[str
             continue
         if thread is not None and _thread_of(stack) != thread:
             continue
-        frames = [
-            (match["function"], match["path"])
-            for match in map(_FRAME.match, stack.split(";"))
-            if match is not None
-        ]
+        frames = [frame for frame in map(frame_of, stack.split(";")) if frame is not None]
         if frames and any(
             frames[-1][0] == function and frames[-1][1].endswith(path) for function, path in WAITS
         ):
             continue
         stages[stage_of(frames)] += int(count)
     return stages
+
+
+def frame_of(text: str) -> tuple[str, str] | None:
+    """(function, path) of one frame, ``function (path:line)``; None for a thread's name."""
+    function, opened, rest = text.rpartition(" (")
+    path, colon, line = rest.removesuffix(")").rpartition(":")
+    if not opened or not rest.endswith(")") or not colon or not line.isdigit():
+        return None
+    return function, path
 
 
 def _thread_of(stack: str) -> int | None:

@@ -60,6 +60,16 @@ _SETTINGS = {
 }
 
 
+_CITUS = "CREATE EXTENSION IF NOT EXISTS citus"
+_SET_COORDINATOR = "SELECT citus_set_coordinator_host(%s, %s)"
+_ADD_NODE = "SELECT citus_add_node(%s, %s)"
+_REMOVE_NODE = "SELECT citus_remove_node(%s, %s)"
+
+
+def _create(database: str) -> sql.Composed:
+    return sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database))
+
+
 class CitusClusterError(RuntimeError):
     """A node did not start, stop or join; the message carries the node's log tail."""
 
@@ -213,18 +223,23 @@ class CitusCluster(LocalService):
                 f"{result.stdout}{result.stderr}\n{log}"
             )
 
+    def _run_sql(
+        self, node: CitusNode, database: str, statement: str | sql.Composed, *params: object
+    ) -> None:
+        """One statement on ``node``'s ``database``, in autocommit (``CREATE DATABASE`` runs
+        in no transaction)."""
+        with psycopg.connect(node.url_for(database), autocommit=True) as conn:
+            conn.execute(statement, params or None)
+
     def _prepare_database(self, database: str) -> None:
         """Citus in ``database`` on every node, and the workers registered in its metadata
         (each database keeps its own)."""
         for node in self._nodes:
-            with psycopg.connect(node.url_for(database), autocommit=True) as conn:
-                conn.execute("CREATE EXTENSION IF NOT EXISTS citus")
-        with psycopg.connect(self.coordinator.url_for(database), autocommit=True) as conn:
-            conn.execute(
-                "SELECT citus_set_coordinator_host(%s, %s)", (LOOPBACK, self.coordinator.port)
-            )
-            for worker in self.workers:
-                conn.execute("SELECT citus_add_node(%s, %s)", (LOOPBACK, worker.port))
+            self._run_sql(node, database, _CITUS)
+        coordinator = self.coordinator
+        self._run_sql(coordinator, database, _SET_COORDINATOR, LOOPBACK, coordinator.port)
+        for worker in self.workers:
+            self._run_sql(coordinator, database, _ADD_NODE, LOOPBACK, worker.port)
 
     def start_worker(self) -> CitusNode:
         """A new node, started with the cluster's settings and every database of the cluster
@@ -238,10 +253,8 @@ class CitusCluster(LocalService):
         self._starting.append(node)
         for database in self._databases:
             if database != ADMIN_DATABASE:
-                with psycopg.connect(node.url_for(ADMIN_DATABASE), autocommit=True) as conn:
-                    conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
-            with psycopg.connect(node.url_for(database), autocommit=True) as conn:
-                conn.execute("CREATE EXTENSION IF NOT EXISTS citus")
+                self._run_sql(node, ADMIN_DATABASE, _create(database))
+            self._run_sql(node, database, _CITUS)
         return node
 
     def add_worker(self, node: CitusNode) -> None:
@@ -249,8 +262,7 @@ class CitusCluster(LocalService):
         ``citus_add_node``, which copies the roles and the distributed tables' definitions to
         it; it holds no shard until a rebalance moves some there."""
         for database in self._databases:
-            with psycopg.connect(self.coordinator.url_for(database), autocommit=True) as conn:
-                conn.execute("SELECT citus_add_node(%s, %s)", (LOOPBACK, node.port))
+            self._run_sql(self.coordinator, database, _ADD_NODE, LOOPBACK, node.port)
         self._starting.remove(node)
         self._nodes.append(node)
 
@@ -259,8 +271,7 @@ class CitusCluster(LocalService):
         (``citus_remove_node``, which refuses while the node holds a shard). It keeps running,
         in ``retired``, until the cluster stops: what it still holds can be read."""
         for database in self._databases:
-            with psycopg.connect(self.coordinator.url_for(database), autocommit=True) as conn:
-                conn.execute("SELECT citus_remove_node(%s, %s)", (LOOPBACK, node.port))
+            self._run_sql(self.coordinator, database, _REMOVE_NODE, LOOPBACK, node.port)
         self._nodes.remove(node)
         self.retired.append(node)
 
@@ -268,19 +279,16 @@ class CitusCluster(LocalService):
         """A new database with Citus on every node, its workers registered; the coordinator's
         URL for it."""
         for node in self._nodes:
-            with psycopg.connect(node.url_for(ADMIN_DATABASE), autocommit=True) as conn:
-                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+            self._run_sql(node, ADMIN_DATABASE, _create(name))
         self._prepare_database(name)
         self._databases.append(name)
         return self.url_for(name)
 
     def drop_database(self, name: str) -> None:
         """Drop on every node even while connections are open."""
+        drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
         for node in self._nodes:
-            with psycopg.connect(node.url_for(ADMIN_DATABASE), autocommit=True) as conn:
-                conn.execute(
-                    sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-                )
+            self._run_sql(node, ADMIN_DATABASE, drop)
         if name in self._databases:
             self._databases.remove(name)
 
