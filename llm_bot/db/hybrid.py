@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal, TypeVar
 
-from psycopg import AsyncConnection
-from psycopg.rows import class_row
+from psycopg import AsyncConnection, AsyncCursor, AsyncRawCursor, ProgrammingError
+from psycopg.rows import AsyncRowFactory, RowMaker
 
+from llm_bot.db.sql_text import positional, values
 from llm_bot.db.vectors import vector_param
 from llm_bot.llm.embeddings import MAX_CHARS
 
@@ -21,7 +22,9 @@ SearchMode = Literal["hybrid", "dense", "lexical"]
 # A query's words are read from as much of it as the embedder reads.
 QUERY_MAX_CHARS = MAX_CHARS
 
-Row = TypeVar("Row")
+
+# A named tuple whose fields are the statement's columns, in order.
+Row = TypeVar("Row", bound=tuple[Any, ...])
 
 
 def query_text(text: str) -> str:
@@ -43,7 +46,8 @@ async def hybrid_rows(
 ) -> list[Row]:
     """Rows of ``sql`` as ``row``, the ``pool`` best a side; ``scope`` names whose rows it may
     read (a user's). ``prepare=False`` plans the statement for its parameters every time (the
-    connection's default is to prepare)."""
+    connection's default is to prepare). Sent through a raw cursor (:mod:`llm_bot.db.sql_text`):
+    psycopg would parse recall's long statement anew on every call."""
     parameters = {
         **scope,
         "text": query_text(text),
@@ -52,6 +56,24 @@ async def hybrid_rows(
         "use_dense": mode != "lexical",
         "use_lexical": mode != "dense",
     }
-    async with connection.cursor(row_factory=class_row(row)) as cursor:
-        await cursor.execute(sql, parameters, prepare=prepare)
-        return await cursor.fetchall()
+    statement, names = positional(sql)
+    async with AsyncRawCursor(connection, row_factory=_tuples_of(row)) as cursor:
+        await cursor.execute(statement, values(names, parameters), prepare=prepare)
+        rows: list[Row] = await cursor.fetchall()
+        return rows
+
+
+def _tuples_of(row: type[Row]) -> AsyncRowFactory[Row]:
+    """Each row made as ``row`` from its values as they come: a statement can return a few
+    hundred rows per event, and building each through keywords cost ~4 us a row."""
+    named: Any = row  # a named tuple's class: tuple's type says nothing of its fields
+    fields: tuple[str, ...] = named._fields
+    make: RowMaker[Row] = named._make
+
+    def factory(cursor: AsyncCursor[Any]) -> RowMaker[Row]:
+        columns = tuple(column.name for column in cursor.description or ())
+        if columns != fields:
+            raise ProgrammingError(f"columns {columns} are not {row.__name__}'s {fields}")
+        return make
+
+    return factory

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row, tuple_row
@@ -194,8 +194,7 @@ LEFT JOIN lexical ON lexical.key = hit.key
 """
 
 
-@dataclass(frozen=True)
-class MemoryCandidate:
+class MemoryCandidate(NamedTuple):
     """A memory the hybrid search found, with its similarity to the query and where each side
     ranked it (None: not found by that side)."""
 

@@ -21,12 +21,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from llm_bot.events.models import InternalEventV2
+from llm_bot.events.models import Egress, InternalEventV2
 from llm_bot.llm.messages import ToolSpec
 from llm_bot.platform_tools.calls import CallKey, ToolOutcome
 
 # The fields of an egress that BitBrat's agent.sendProgressUpdate accepts (tool-gateway.ts:55-65).
 EGRESS_FIELDS = ("destination", "connector", "channel", "type")
+# Those fields in the order the event's egress has them, as its dump would give them: a string
+# each, read directly for every event rather than through a dump with an ``include`` filter.
+_EGRESS_ORDER = tuple(name for name in Egress.model_fields if name in EGRESS_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -45,7 +48,9 @@ def caller_of(event: InternalEventV2) -> Caller:
     list on ``identity.user`` is still the user's, as ``[]`` is truthy there)."""
     user, external = event.identity.user, event.identity.external
     roles = user.roles if user is not None and user.roles is not None else external.roles
-    egress = event.egress.model_dump(by_alias=True, exclude_none=True, include=set(EGRESS_FIELDS))
+    egress = {
+        name: value for name in _EGRESS_ORDER if (value := getattr(event.egress, name)) is not None
+    }
     channel = event.egress.channel or event.ingress.channel
     user_id = user.id if user is not None else external.id
     return Caller(user_id, tuple(roles or ()), egress, channel)

@@ -3,10 +3,9 @@ the depth from which a user's nearest turns come from the index."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from psycopg import AsyncConnection
 
@@ -199,8 +198,7 @@ WHERE t.embedding IS NOT NULL AND {_visible("t.visibility")}
 """
 
 
-@dataclass(frozen=True)
-class TurnCandidate:
+class TurnCandidate(NamedTuple):
     """A turn recall's statement found (or brought as a neighbour or a summary's turn): its
     similarity to the query, its BM25 score (0: none of the query's words), and whether its
     user was deep (the index served the dense side)."""
