@@ -26,6 +26,10 @@ MEMORY_CANDIDATES = 50
 # (a chat line with its time and role is ~30 tokens), at least MIN_RECALL_CANDIDATES.
 TOKENS_PER_CANDIDATE = 30
 MIN_RECALL_CANDIDATES = 5
+# The recall section looks through this many times the candidates its budget is sized for
+# (recall_candidates), best first: room for short turns, duplicates and the long turns it
+# passes over, and a bound on its work however many candidates recall found.
+SCAN_FACTOR = 2
 
 
 def memory_cost(content: str) -> int:
@@ -75,13 +79,17 @@ def select_recalled(candidates: list[RecalledTurn], budget: int) -> RecallSelect
     are spent: a turn whose words were already given is left out (a question asked twice, a
     greeting), a turn too long for what is left gives way to shorter ones after it. The section
     is sized by tokens rather than turns because turns range from "ok" to a paragraph: a count
-    of turns either wastes the budget or overruns it."""
+    of turns either wastes the budget or overruns it, so short turns fill it with more of them.
+    Candidates past ``SCAN_FACTOR`` times :func:`recall_candidates` are not looked at: over
+    budget."""
     chosen: list[RecalledTurn] = []
     given: set[str] = set()
     days: set[tuple[str, date]] = set()
     left_out = {"duplicate": 0, "over_budget": 0}
     used = approx_tokens(RECALL_HEADER)
-    for turn in candidates:
+    scanned = SCAN_FACTOR * recall_candidates(budget)
+    left_out["over_budget"] = max(0, len(candidates) - scanned)
+    for turn in candidates[:scanned]:
         words = " ".join(turn.content.casefold().split())
         if words in given:
             left_out["duplicate"] += 1

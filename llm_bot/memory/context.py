@@ -295,7 +295,8 @@ class PostgresMemoryRetriever:
                 query,
                 vector,
                 exclude={(turn.thread_id, turn.seq) for turn in window},
-                limit=recall_candidates(self._limits.recall_budget_tokens),
+                limit=None,  # the recall section takes them until its budget is spent
+                ranked=recall_candidates(self._limits.recall_budget_tokens),
                 threshold=self._limits.threshold,
                 include_private=include_private,
                 asked_at=asked_at,

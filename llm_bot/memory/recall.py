@@ -135,18 +135,21 @@ async def recall(
     vector: list[float],
     *,
     exclude: Collection[tuple[str, int]],
-    limit: int,
+    limit: int | None,
     threshold: float,
     mode: SearchMode = "hybrid",
     include_private: bool = True,
     depth: Depth = Depth(),
     asked_at: datetime | None = None,
+    ranked: int | None = None,
 ) -> Recall:
     """The ``limit`` most relevant turns above ``threshold`` (their own similarity), outside
-    ``exclude``, best first (context assembly puts the ones it keeps back in time order).
-    ``asked_at``, the question's time, places its relative dates ("yesterday", "two weeks
-    ago"); without it only the months and years it names are read."""
-    pool = max(limit, MIN_POOL) + len(exclude)
+    ``exclude``, best first (context assembly puts the ones it keeps back in time order);
+    ``limit`` None: every candidate found, best first, for a reader that takes them until its
+    budget of tokens is spent. Each side ranks ``ranked`` turns (default ``limit``), at least
+    MIN_POOL. ``asked_at``, the question's time, places its relative dates ("yesterday", "two
+    weeks ago"); without it only the months and years it names are read."""
+    pool = max(ranked or limit or 0, MIN_POOL) + len(exclude)
     rows = await candidates(
         connection,
         user_id,
@@ -194,4 +197,4 @@ async def recall(
         and (mode != "lexical" or lexical[key] > 0)
     ]
     turns.sort(key=lambda turn: (-turn.fused_score, -turn.similarity, turn.thread_id, turn.seq))
-    return Recall(turns[:limit], deep=any(row.deep for row in rows))
+    return Recall(turns if limit is None else turns[:limit], deep=any(row.deep for row in rows))

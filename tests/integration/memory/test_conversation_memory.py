@@ -15,6 +15,7 @@ from llm_bot.events.models import InternalEventV2
 from llm_bot.graph.assembly import graph_from_settings
 from llm_bot.llm.client import ModelClient
 from llm_bot.llm.embeddings import CachingEmbedder
+from llm_bot.memory.budget import recall_candidates
 from llm_bot.memory.commit import MemoryCommit
 from llm_bot.memory.context import PostgresMemoryRetriever
 from llm_bot.memory.notes_store import ManageNotesTool
@@ -188,6 +189,21 @@ async def test_an_idle_gap_starts_a_session_and_recall_brings_back_the_older_fac
             " WHERE thread_id = 'cli:room' ORDER BY 1"
         )
         assert [row["session_id"] for row in await cursor.fetchall()] == [1, 2]
+
+
+async def test_short_turns_fill_the_recall_section_past_the_count_its_budget_is_sized_for(
+    memory_store: MemoryStore, model: ModelClient, chat_server: LocalModelServer
+) -> None:
+    instance = Instance(memory_store, model, Clock(), pairs=0)  # a recall budget of 200 tokens
+    for number in range(12):
+        await instance.handle(said(f"tea n{number}"))
+    await instance.handle(said("tea?"))
+    section = next(
+        c for c in sent_contents(chat_server) if c.startswith("Earlier messages of this user")
+    )
+    lines = [line for line in section.splitlines() if line.startswith("user:")]
+    assert len(lines) == 12  # every earlier message: about 5 tokens each
+    assert len(lines) > recall_candidates(200)
 
 
 async def test_recall_never_crosses_users(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from llm_bot.memory.budget import recall_candidates, select_recalled
+from llm_bot.memory.budget import SCAN_FACTOR, recall_candidates, select_recalled
 from llm_bot.memory.recall import RecalledTurn
 from llm_bot.memory.rendering import RECALL_HEADER
 from llm_bot.memory.validation import approx_tokens
@@ -67,3 +67,12 @@ def test_nothing_recalled_is_no_section() -> None:
 def test_a_bigger_budget_ranks_more_candidates() -> None:
     assert recall_candidates(0) >= 1
     assert recall_candidates(3000) > recall_candidates(1000) > recall_candidates(100)
+
+
+def test_candidates_past_twice_the_count_the_budget_is_sized_for_are_not_looked_at() -> None:
+    budget = 10_000
+    looked_at = SCAN_FACTOR * recall_candidates(budget)
+    candidates = [turn(seq, f"w{seq}") for seq in range(1, looked_at + 11)]
+    selection = select_recalled(candidates, budget)
+    assert selection.turns == candidates[:looked_at]
+    assert selection.left_out == {"duplicate": 0, "over_budget": 10}
