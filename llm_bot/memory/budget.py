@@ -11,9 +11,11 @@ tokens of its line as :mod:`llm_bot.memory.rendering` writes it.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import date
 
+from llm_bot.memory.derived import derived_from
 from llm_bot.memory.recall import RecalledTurn
 from llm_bot.memory.rendering import RECALL_HEADER, day_line, recall_block, recall_line
 from llm_bot.memory.search import MemoryHit
@@ -50,6 +52,16 @@ def newest_pairs_within(window: list[Turn], budget: int) -> list[Turn]:
     return kept
 
 
+def cited_turns(memories: list[MemoryHit]) -> set[tuple[str, int]]:
+    """The turns ``memories`` derived from them cite (:mod:`llm_bot.memory.derived`)."""
+    return {
+        (source.thread_id, seq)
+        for hit in memories
+        if (source := derived_from(hit.metadata)) is not None
+        for seq in source.source_seqs
+    }
+
+
 def memories_within(memories: list[MemoryHit], budget: int) -> list[MemoryHit]:
     """The most similar memories until ``budget`` is spent (a long one that does not fit
     leaves room for shorter ones after it)."""
@@ -74,10 +86,15 @@ class RecallSelection:
     left_out: dict[str, int]
 
 
-def select_recalled(candidates: list[RecalledTurn], budget: int) -> RecallSelection:
+def select_recalled(
+    candidates: list[RecalledTurn],
+    budget: int,
+    cited: Collection[tuple[str, int]] = (),
+) -> RecallSelection:
     """Recall's candidates, best first, taken until ``budget`` tokens of the recall section
     are spent: a turn whose words were already given is left out (a question asked twice, a
-    greeting), a turn too long for what is left gives way to shorter ones after it. The section
+    greeting; a turn ``cited`` by a memory the context shows, whose fact is given there), a
+    turn too long for what is left gives way to shorter ones after it. The section
     is sized by tokens rather than turns because turns range from "ok" to a paragraph: a count
     of turns either wastes the budget or overruns it, so short turns fill it with more of them.
     Candidates past ``SCAN_FACTOR`` times :func:`recall_candidates` are not looked at: over
@@ -91,7 +108,7 @@ def select_recalled(candidates: list[RecalledTurn], budget: int) -> RecallSelect
     left_out["over_budget"] = max(0, len(candidates) - scanned)
     for turn in candidates[:scanned]:
         words = " ".join(turn.content.casefold().split())
-        if words in given:
+        if words in given or (turn.thread_id, turn.seq) in cited:
             left_out["duplicate"] += 1
             continue
         day = (turn.thread_id, turn.created_at.date())

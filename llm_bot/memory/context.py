@@ -24,6 +24,7 @@ from typing import TypeVar
 from llm_bot.llm.messages import ChatMessage
 from llm_bot.memory.budget import (
     MEMORY_CANDIDATES,
+    cited_turns,
     memories_within,
     memory_cost,
     newest_pairs_within,
@@ -315,7 +316,9 @@ def assemble(
     room = budget - used["notes"] - used["window"]
     memories = memories_within(parts.memories, min(limits.memory_budget_tokens, room))
     room -= sum(memory_cost(hit.content) for hit in memories)
-    selection = select_recalled(parts.recalled, min(limits.recall_budget_tokens, room))
+    selection = select_recalled(
+        parts.recalled, min(limits.recall_budget_tokens, room), cited_turns(memories)
+    )
     recalled = selection.turns
     blocks = [shared_channel_block(requester)] if shared else []
     blocks += [notes] if notes else []

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 
 from llm_bot.llm.messages import ChatMessage
 from llm_bot.memory.context import Parts, assemble
+from llm_bot.memory.derived import derived_metadata
 from llm_bot.memory.recall import RecalledTurn
 from llm_bot.memory.rendering import NOTES_HEADER, RECALL_HEADER
 from llm_bot.memory.search import MemoryHit
@@ -105,3 +106,19 @@ def test_in_a_dm_the_users_turns_are_their_own_words() -> None:
 def test_empty_notes_leave_no_block() -> None:
     messages = recalled_for(shared=False, notes="  \n")
     assert not any(m.content.startswith(NOTES_HEADER) for m in messages)
+
+
+def test_a_turn_a_shown_derived_memory_cites_is_not_recalled_beside_it() -> None:
+    cited = derived_metadata("cli:den", "1-4", (3,), AT)
+    memory = MemoryHit("fact", "likes green tea", cited, AT, AT, 0.9, 0.1)
+    other = RecalledTurn("cli:den", 9, "user", "my kettle broke", AT, 0.7, 0.05)
+    source = RecalledTurn("cli:den", 3, "user", RECALLED, AT, 0.8, 0.1)
+    context = assemble(
+        Parts("", [memory], [], [source, other]),
+        context_limits(),
+        8000,
+        requester="ada",
+        shared=False,
+    )
+    assert context.recalled == (other,)
+    assert context.left_out == {"duplicate": 1}

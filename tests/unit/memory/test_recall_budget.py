@@ -76,3 +76,10 @@ def test_candidates_past_twice_the_count_the_budget_is_sized_for_are_not_looked_
     selection = select_recalled(candidates, budget)
     assert selection.turns == candidates[:looked_at]
     assert selection.left_out == {"duplicate": 0, "over_budget": 10}
+
+
+def test_a_turn_a_shown_memory_cites_is_left_out_as_already_given() -> None:
+    cited, other = turn(1, "I moved to Lisbon in May"), turn(2, "the weather is fine")
+    selection = select_recalled([cited, other], 10_000, cited={("chat:a", 1)})
+    assert selection.turns == [other]
+    assert selection.left_out == {"duplicate": 1, "over_budget": 0}
