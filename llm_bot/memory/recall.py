@@ -7,9 +7,9 @@ then the turns around those (``NEIGHBOUR_REACH`` either side in the thread) and,
 session's summary among them, the turns it covers nearest the question.
 The same statement reads which of them consolidation recorded as corrected: a turn that only an
 earlier text of a derived memory cites (:mod:`llm_bot.memory.versions`), with the turns that
-memory's current text cites, which come with it as candidates. Python gives a corrected turn's
-scores to the later of those turns the caller may see, then fuses the two scores of every
-candidate (:mod:`llm_bot.memory.fusion`) and prefers
+memory's current text cites, which come with it as candidates. Python trades a corrected turn's
+scores with those of the later of those turns the caller may see, then fuses the two scores of
+every candidate (:mod:`llm_bot.memory.fusion`) and prefers
 turns written in a month or year the question names, or on the days its relative dates name
 ("yesterday", "last week", "two months ago") from when it was asked
 (:mod:`llm_bot.memory.dates`). Words and dates are read from the question's beginning
@@ -109,8 +109,8 @@ class RecalledTurn:
     lexical_score: float = 0.0
     dense_rank: int | None = None
     lexical_rank: int | None = None
-    # The later turns that replace it (a correction consolidation recorded): it gave them its
-    # scores and ranks by its neighbours'. Empty for a turn no correction outdated.
+    # The later turns that replace it (a correction consolidation recorded), with which it
+    # traded places (:func:`llm_bot.memory.fusion.corrected`). Empty for most turns.
     replaced_by: tuple[tuple[str, int], ...] = ()
 
 
@@ -183,7 +183,7 @@ async def recall(
         },
         {key: row.created_at for key, row in by_key.items()},
     )
-    # The scores a turn is ranked by: an outdated turn's own go to the turns replacing it.
+    # The scores a turn is ranked by: an outdated turn and the turns replacing it trade places.
     current_dense = corrected(own_dense, outdated)
     current_lexical = corrected(own_lexical, outdated)
     spans = {

@@ -156,8 +156,8 @@ hits AS (
     UNION SELECT thread_id, seq FROM dense_unindexed UNION SELECT thread_id, seq FROM lexical_top
 ),
 -- Corrections (consolidation's versions, llm_bot.memory.versions): a hit an earlier text of a
--- derived memory cites, and no current memory of the user does, is replaced by the turns the
--- memory's current text cites, which come with it. Only the citations are read, never the
+-- derived memory cites, and no current memory of the user does, trades places with the turns
+-- the memory's current text cites, which come with it. Only the citations are read, never the
 -- words: which turn corrects which is what consolidation recorded. Seqs are compared as the
 -- metadata writes them, and a cited seq that is no number is skipped.
 cited_before AS MATERIALIZED (
