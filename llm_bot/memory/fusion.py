@@ -17,11 +17,22 @@ that does not depend on that data set:
   it covers gain from it as from a neighbour, so the summary brings the session's best-matching
   turns (``SUMMARY_EXPANSION``, fetched with it) into the ranking, and the turns carry the
   evidence with their own dates.
+- **A corrected statement and its correction trade places.** When consolidation replaced a
+  derived memory's text (a correction: the phone number changed, the wedding moved), the turns
+  only its earlier text cited are outdated, and the later turns its current text cites are
+  what holds the fact now. On each side, those turns take the outdated turn's score where it
+  is better than their own, and the outdated turn keeps its own only up to theirs: the newer
+  statement ranks where the older one did, and the older no higher than the newer would have
+  by itself (so a turn that also says what was not corrected, and says it as well as the
+  correction, stays near it). Read from what consolidation recorded, never from the words: a
+  later turn close in meaning to an earlier one adds to it more often than it replaces it
+  (docs/eval-retrieval.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -55,6 +66,40 @@ def with_neighbours(
             ]
         smoothed[(thread, seq)] = own + NEIGHBOUR_WEIGHT * max([0.0, *around])
     return smoothed
+
+
+def replaced(
+    replaced_by: Mapping[Key, Sequence[Key]], written: Mapping[Key, datetime]
+) -> dict[Key, list[Key]]:
+    """The outdated turns among the candidates ``written`` (their times), each with the turns
+    that replace it: of those ``replaced_by`` names, the candidates written after it. A turn
+    none of whose replacements is a later candidate (not visible to the caller, or an earlier
+    turn, as when an older window was consolidated after a newer one) is left as it is."""
+    outdated = {}
+    for old, newer in replaced_by.items():
+        at = written.get(old)
+        later = [key for key in newer if at is not None and key in written and written[key] > at]
+        if later:
+            outdated[old] = later
+    return outdated
+
+
+def corrected(
+    scores: Mapping[Key, float], outdated: Mapping[Key, Sequence[Key]]
+) -> dict[Key, float]:
+    """``scores`` with each outdated turn and the turns that replace it trading places: each of
+    those takes the outdated turn's score when it is better than its own, and the outdated turn
+    keeps its own only up to the lowest of theirs (their own scores, before they took any)."""
+    taken: dict[Key, float] = {}
+    capped: dict[Key, float] = {}
+    for old, newer in outdated.items():
+        for key in newer:
+            taken[key] = max(taken.get(key, scores[old]), scores[old])
+        capped[old] = min(scores[key] for key in newer)
+    return {
+        key: min(score, capped[key]) if key in capped else max(score, taken.get(key, score))
+        for key, score in scores.items()
+    }
 
 
 def summaries_covering(

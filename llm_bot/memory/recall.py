@@ -5,7 +5,11 @@ One SQL statement over ``conversation_turns`` of one user
 embedding, and the best turns by BM25 over their full-text vectors, each side ``pool`` deep,
 then the turns around those (``NEIGHBOUR_REACH`` either side in the thread) and, for a
 session's summary among them, the turns it covers nearest the question.
-Python fuses the two scores of every candidate (:mod:`llm_bot.memory.fusion`) and prefers
+The same statement reads which of them consolidation recorded as corrected: a turn that only an
+earlier text of a derived memory cites (:mod:`llm_bot.memory.versions`), with the turns that
+memory's current text cites, which come with it as candidates. Python trades a corrected turn's
+scores with those of the later of those turns the caller may see, then fuses the two scores of
+every candidate (:mod:`llm_bot.memory.fusion`) and prefers
 turns written in a month or year the question names, or on the days its relative dates name
 ("yesterday", "last week", "two months ago") from when it was asked
 (:mod:`llm_bot.memory.dates`). Words and dates are read from the question's beginning
@@ -53,7 +57,14 @@ from psycopg import AsyncConnection
 from llm_bot.db.hybrid import SearchMode, query_text
 from llm_bot.memory.dates import DATE_BONUS, date_window
 from llm_bot.memory.derived import summary_window
-from llm_bot.memory.fusion import fused, ranks, summaries_covering, with_neighbours
+from llm_bot.memory.fusion import (
+    corrected,
+    fused,
+    ranks,
+    replaced,
+    summaries_covering,
+    with_neighbours,
+)
 from llm_bot.memory.turns.recall import candidates
 from llm_bot.telemetry.traces import memory_search
 
@@ -98,6 +109,9 @@ class RecalledTurn:
     lexical_score: float = 0.0
     dense_rank: int | None = None
     lexical_rank: int | None = None
+    # The later turns that replace it (a correction consolidation recorded), with which it
+    # traded places (:func:`llm_bot.memory.fusion.corrected`). Empty for most turns.
+    replaced_by: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -164,12 +178,23 @@ async def recall(
     by_key = {(row.thread_id, row.seq): row for row in rows}
     own_dense = {key: float(row.similarity) for key, row in by_key.items()}
     own_lexical = {key: float(row.keyword_score) for key, row in by_key.items()}
+    outdated = replaced(
+        {
+            key: list(zip(row.replaced_by_threads, row.replaced_by_seqs, strict=True))
+            for key, row in by_key.items()
+            if row.replaced_by_seqs
+        },
+        {key: row.created_at for key, row in by_key.items()},
+    )
+    # The scores a turn is ranked by: an outdated turn and the turns replacing it trade places.
+    current_dense = corrected(own_dense, outdated)
+    current_lexical = corrected(own_lexical, outdated)
     spans = {
         key: summary_window(key[1], row.pair_index) for key, row in by_key.items() if key[1] < 0
     }
     covering = summaries_covering(spans, by_key)
-    dense = with_neighbours(own_dense, covering)
-    lexical = with_neighbours(own_lexical, covering)
+    dense = with_neighbours(current_dense, covering)
+    lexical = with_neighbours(current_lexical, covering)
     scores = fused(dense, lexical, use_dense=mode != "lexical", use_lexical=mode != "dense")
     dense_ranks = ranks(own_dense) if mode != "lexical" else {}
     lexical_ranks = ranks(own_lexical, scored=lambda score: score > 0) if mode != "dense" else {}
@@ -190,9 +215,10 @@ async def recall(
             own_lexical[key],
             dense_ranks.get(key),
             lexical_ranks.get(key),
+            tuple(outdated.get(key, ())),
         )
         for key, row in by_key.items()
-        if float(row.similarity) >= threshold
+        if max(float(row.similarity), current_dense[key]) >= threshold
         and key not in exclude
         and (mode != "lexical" or lexical[key] > 0)
     ]

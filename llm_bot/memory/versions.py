@@ -8,6 +8,10 @@ retired text is never injected again, and ``llm-bot memories get --history`` sho
 changed. Forgetting a memory (``deleteMemory``, ``llm-bot memories delete``) removes its
 versions too: a user who asks us to forget something is not asking us to remember that they
 once said it.
+
+A derived memory's versions keep the turns each text cited (``sourceTurns``): recall's statement
+(:mod:`llm_bot.memory.turns.recall`) reads them, so that a turn only a replaced text cites
+trades places with the later turns the current text cites (:mod:`llm_bot.memory.fusion`).
 """
 
 from __future__ import annotations

@@ -154,6 +154,32 @@ hits AS (
     SELECT thread_id, seq FROM dense_exact UNION SELECT thread_id, seq FROM dense_near
     UNION SELECT thread_id, seq FROM dense_unindexed UNION SELECT thread_id, seq FROM lexical_top
 ),
+-- Corrections (consolidation's versions, llm_bot.memory.versions): a hit an earlier text of a
+-- derived memory cites, and no current memory of the user does, trades places with the turns
+-- the memory's current text cites, which come with it. Only the citations are read, never the
+-- words: which turn corrects which is what consolidation recorded. Seqs are compared as the
+-- metadata writes them, and a cited seq that is no number is skipped.
+cited_before AS MATERIALIZED (
+    SELECT DISTINCT hits.thread_id, hits.seq, v.key
+    FROM memory_versions v
+    CROSS JOIN LATERAL unnest(string_to_array(v.metadata->>'sourceTurns', ',')) AS cited(seq)
+    JOIN hits ON hits.thread_id = v.metadata->>'derivedFrom' AND hits.seq::text = cited.seq
+    WHERE v.user_id = %(user)s AND hits.seq > 0
+),
+replaced AS MATERIALIZED (
+    SELECT DISTINCT earlier.thread_id, earlier.seq, m.metadata->>'derivedFrom' AS by_thread,
+           CASE WHEN cur.seq ~ '^[0-9]{{1,18}}$' THEN cur.seq::bigint END AS by_seq
+    FROM cited_before earlier
+    JOIN memories m ON m.user_id = %(user)s AND m.key = earlier.key
+    CROSS JOIN LATERAL unnest(string_to_array(m.metadata->>'sourceTurns', ',')) AS cur(seq)
+    WHERE m.metadata->>'derivedFrom' IS NOT NULL AND cur.seq ~ '^[0-9]{{1,18}}$'
+      AND NOT EXISTS (
+          SELECT FROM memories c
+          WHERE c.user_id = %(user)s AND c.metadata->>'derivedFrom' = earlier.thread_id
+            AND earlier.seq::text = ANY(string_to_array(c.metadata->>'sourceTurns', ','))
+      )
+),
+found AS (SELECT thread_id, seq FROM hits UNION SELECT by_thread, by_seq FROM replaced),
 -- A session's summary (seq < 0: minus the last seq it covers, its pair_index the seq before the
 -- first) stands for the turns it covers: the {SUMMARY_EXPANSION} of them nearest the question
 -- come with it, found or not by either side, each a primary-key range of at most a session.
@@ -177,9 +203,9 @@ covered AS (
 ),
 around AS (
     SELECT hit.thread_id, hit.seq + step AS seq
-    FROM hits hit, generate_series(-{NEIGHBOUR_REACH}, {NEIGHBOUR_REACH}) AS step
+    FROM found hit, generate_series(-{NEIGHBOUR_REACH}, {NEIGHBOUR_REACH}) AS step
     WHERE hit.seq > 0
-    UNION SELECT thread_id, seq FROM hits
+    UNION SELECT thread_id, seq FROM found
     UNION SELECT thread_id, seq FROM covered
 )
 -- A primary-key lookup per candidate (LIMIT 1 keeps the planner from reading the user's whole
@@ -187,13 +213,20 @@ around AS (
 -- a shared channel may be another speaker's turn: not the user's, so not found.
 SELECT t.thread_id, t.seq, t.session_id, t.pair_index, t.role, t.content, t.created_at,
        1 - (t.embedding <=> %(vector)s::vector) AS similarity,
-       coalesce({_BM25}, 0) AS keyword_score, (SELECT deep FROM depth) AS deep
+       coalesce({_BM25}, 0) AS keyword_score, (SELECT deep FROM depth) AS deep,
+       coalesce(r.threads, '{{}}') AS replaced_by_threads,
+       coalesce(r.seqs, '{{}}') AS replaced_by_seqs
 FROM around
 CROSS JOIN LATERAL (
     SELECT * FROM conversation_turns
     WHERE user_id = %(user)s AND thread_id = around.thread_id AND seq = around.seq
     LIMIT 1
 ) t
+CROSS JOIN LATERAL (
+    SELECT array_agg(by_thread ORDER BY by_thread, by_seq) AS threads,
+           array_agg(by_seq ORDER BY by_thread, by_seq) AS seqs
+    FROM replaced WHERE replaced.thread_id = t.thread_id AND replaced.seq = t.seq
+) r
 WHERE t.embedding IS NOT NULL AND {_visible("t.visibility")}
 """
 
@@ -213,6 +246,10 @@ class TurnCandidate(NamedTuple):
     similarity: float
     keyword_score: float
     deep: bool
+    # The later turns that replace it: those the current text of a memory cites, whose earlier
+    # text alone cited this one (a correction consolidation recorded); empty for most turns.
+    replaced_by_threads: list[str]
+    replaced_by_seqs: list[int]
 
 
 async def candidates(

@@ -1,7 +1,8 @@
 """Recall's ranking on the real database, with vectors chosen by the test: BM25 weighs a word by
 how few of the user's turns hold it, a turn comes with its neighbours (never another user's,
 never a private one in public), a month named in the question prefers turns of then, and each
-recalled turn says how each side ranked it."""
+recalled turn says how each side ranked it; a statement that consolidation's versions record as
+corrected and its correction trade places."""
 
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ import pytest
 
 from llm_bot.db.hybrid import SearchMode
 from llm_bot.db.vectors import vector_param
+from llm_bot.memory.derived import derived_metadata
 from llm_bot.memory.recall import RecalledTurn, recall_turns
+from llm_bot.memory.run_writes import Visibility
+from llm_bot.memory.store import put_memory
 from llm_bot.memory.turns.consolidation import Summary, insert_summary
 
 from .conftest import Connection
@@ -228,3 +232,106 @@ async def test_a_recalled_summary_brings_the_turns_it_covers_nearest_the_questio
     found = await recalled(connection, "ana", "What about the Hemsedal ski trip?")
     assert found[0] == "Ana planned her Hemsedal ski trip"
     assert sorted(found[1:]) == [f"we talked about thing {n}" for n in (0, 1, 4)]
+
+
+async def put_fact(
+    connection: Connection,
+    key: str,
+    text: str,
+    thread: str,
+    seqs: Sequence[int],
+    at: datetime,
+    visibility: Visibility = "public",
+) -> None:
+    """A fact of ana's as consolidation writes it: under ``key`` (a correction names the memory
+    it replaces), citing ``seqs`` of ``thread``, at its sources' time."""
+    metadata = derived_metadata(thread, f"0-{max(seqs)}", seqs, at)
+    await put_memory(connection, "ana", key, text, metadata, visibility, None, at)
+
+
+async def phone_history(
+    connection: Connection, correction_visibility: Visibility = "public"
+) -> None:
+    """Ana's number told in May, noise, then a new number told in September in other words
+    (orthogonal to the question, no word of it): the question matches the old statement."""
+    near = [1.0, 0.0, 0.0]
+    await add(connection, "may", [("ana", "my phone number is 0471 22 90 13"), ("ana", "saved")])
+    await connection.execute(
+        "UPDATE conversation_turns SET embedding = %s::vector WHERE thread_id = 'may' AND seq = 1",
+        (vector_param(near),),
+    )
+    await add(connection, "noise", [("ana", f"unrelated turn {n}") for n in range(6)])
+    later = START.replace(month=9)
+    await add(
+        connection,
+        "sept",
+        [("ana", "I changed it again, it is 0472 31 18 44 from today"), ("ana", "got it")],
+        at=later,
+        visibility=correction_visibility,
+    )
+
+
+async def test_a_correction_consolidation_recorded_outranks_the_statement_it_replaces(
+    connection: Connection,
+) -> None:
+    """Consolidation's versions of one memory cite the May turn, then the September one: the
+    September turn takes the May turn's place on each side, and the May turn ranks no higher
+    than the September turn would have by itself (here: by its neighbours alone) and says which
+    turn replaced it."""
+    await phone_history(connection)
+    question = "What is my phone number?"
+    modes: tuple[SearchMode, ...] = ("hybrid", "lexical", "dense")
+    for mode in modes:
+        assert (await recalled(connection, "ana", question, mode=mode))[0].startswith("my phone")
+    may, september = START + timedelta(minutes=1), START.replace(month=9) + timedelta(minutes=1)
+    await put_fact(connection, "phone", "Ana's phone number is 0471 22 90 13", "may", [1], may)
+    await put_fact(
+        connection, "phone", "Ana's phone number is 0472 31 18 44", "sept", [1], september
+    )
+
+    for mode in modes:
+        turns = await recall_turns(
+            connection,
+            "ana",
+            question,
+            [1.0, 0.0, 0.0],
+            exclude=(),
+            limit=10,
+            threshold=-1.0,
+            mode=mode,
+        )
+        order = [(turn.thread_id, turn.seq) for turn in turns]
+        assert order[:2] == [("sept", 1), ("sept", 2)], mode  # the correction, and its reply
+        if mode != "lexical":  # where it scores no word of its own or of a neighbour's: gone
+            old = next(turn for turn in turns if (turn.thread_id, turn.seq) == ("may", 1))
+            assert old.replaced_by == (("sept", 1),)
+            assert turns[0].similarity < old.similarity  # its own scores, as they are
+
+
+async def test_an_outdated_turn_keeps_its_place_unless_a_later_visible_turn_replaces_it(
+    connection: Connection,
+) -> None:
+    """No correction demotes a turn from where the caller cannot see it, a turn a current fact
+    still cites is not outdated, and a version written after a newer one (an older window
+    consolidated late) replaces nothing."""
+    await phone_history(connection, correction_visibility="dm")
+    question = "What is my phone number?"
+    may, september = START + timedelta(minutes=1), START.replace(month=9) + timedelta(minutes=1)
+    await put_fact(connection, "phone", "Ana's phone number is 0471 22 90 13", "may", [1], may)
+    new = "Ana's phone number is 0472 31 18 44"
+    await put_fact(connection, "phone", new, "sept", [1], september, "dm")
+
+    public = await recalled(connection, "ana", question, mode="hybrid", include_private=False)
+    assert public[0] == "my phone number is 0471 22 90 13"  # the correction is a DM's
+    assert (await recalled(connection, "ana", question, mode="hybrid"))[0].startswith("I changed")
+
+    await put_fact(connection, "phone-kept", "Ana's phone number is 0471 22 90 13", "may", [1], may)
+    assert (await recalled(connection, "ana", question, mode="hybrid"))[0].startswith("my phone")
+
+    await connection.execute("DELETE FROM memories")
+    await connection.execute("DELETE FROM memory_versions")
+    await put_fact(
+        connection, "phone", "Ana's phone number is 0472 31 18 44", "sept", [1], september
+    )
+    await put_fact(connection, "phone", "Ana's phone number is 0471 22 90 13", "may", [1], may)
+    assert (await recalled(connection, "ana", question, mode="hybrid"))[0].startswith("my phone")

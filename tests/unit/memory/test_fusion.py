@@ -1,8 +1,13 @@
-"""Recall's fusion: scores (not ranks) averaged after scaling, and neighbours within a thread."""
+"""Recall's fusion: scores (not ranks) averaged after scaling, neighbours within a thread, and a
+corrected turn's scores given to the later turns that replace it."""
 
 from __future__ import annotations
 
-from llm_bot.memory.fusion import fused, with_neighbours
+from datetime import UTC, datetime, timedelta
+
+from llm_bot.memory.fusion import corrected, fused, replaced, with_neighbours
+
+AT = datetime(2026, 5, 1, 12, tzinfo=UTC)
 
 
 def test_how_far_ahead_a_turn_is_counts_not_only_its_place() -> None:
@@ -32,3 +37,35 @@ def test_neighbours_lift_a_turn_within_reach_in_its_own_thread_only() -> None:
     assert smoothed[("t", 2)] == 4.0  # its own score, no neighbour scores more than 0
     assert smoothed[("t", 5)] == 0.0  # three turns away
     assert smoothed[("u", 3)] == 0.0  # another thread
+
+
+def test_a_corrected_turn_and_the_later_turns_that_replace_it_trade_places() -> None:
+    may, sept, reply = ("a", 1), ("b", 1), ("b", 2)
+    written = {may: AT, sept: AT + timedelta(days=120), reply: AT + timedelta(days=120)}
+    outdated = replaced({may: [sept, ("b", 9)]}, written)  # b#9: not a candidate (not visible)
+    assert outdated == {may: [sept]}
+    assert corrected({may: 0.9, sept: 0.1, reply: 0.2}, outdated) == {
+        may: 0.1,  # no higher than the correction would have been by itself
+        sept: 0.9,
+        reply: 0.2,
+    }
+    # Where the correction scores better by itself, both keep their own.
+    assert corrected({may: 0.3, sept: 0.5, reply: 0.2}, outdated) == {
+        may: 0.3,
+        sept: 0.5,
+        reply: 0.2,
+    }
+
+
+def test_several_corrections_of_several_turns_are_read_from_the_scores_before_any_trade() -> None:
+    old, older, new, newer = ("a", 1), ("a", 3), ("b", 1), ("b", 3)
+    outdated = {old: [new, newer], older: [new]}
+    scores = {old: 0.8, older: 0.6, new: 0.1, newer: 0.4}
+    assert corrected(scores, outdated) == {old: 0.1, older: 0.1, new: 0.8, newer: 0.8}
+
+
+def test_a_turn_is_outdated_only_by_a_later_candidate() -> None:
+    old, new = ("a", 1), ("b", 1)
+    assert replaced({new: [old]}, {old: AT, new: AT + timedelta(days=1)}) == {}  # earlier
+    assert replaced({old: [new]}, {old: AT}) == {}  # the replacement is no candidate
+    assert replaced({old: [new]}, {new: AT}) == {}  # nor the turn itself

@@ -12,7 +12,10 @@ recall with them against recall without them on the same stored corpus:
   with the sources' visibility and an embedding from the store's embedder;
 - a fact is a memory written by :func:`llm_bot.memory.store.put_memory` with consolidation's
   metadata (:func:`llm_bot.memory.derived.derived_metadata`), observed at its last
-  source's time, under its ``key`` or where consolidation's key resolution puts it.
+  source's time, under its ``key`` or where consolidation's key resolution puts it. Items are
+  written in the file's order, so a fact under the ``key`` of an earlier one replaces it as a
+  correction that names the memory does: the earlier text becomes a version of the memory
+  (:mod:`llm_bot.memory.versions`), citing its own sources.
 
 No model runs here: what the items say is whatever the file says (hand-written, or the
 extractive stand-ins of :mod:`llm_bot_tools.evaluation.standin`).
