@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import date
 
 from llm_bot.memory.derived import derived_from
+from llm_bot.memory.long_term import HEADER, memory_cost
 from llm_bot.memory.recall import RecalledTurn
 from llm_bot.memory.rendering import RECALL_HEADER, day_line, recall_block, recall_line
 from llm_bot.memory.search import MemoryHit
@@ -32,11 +33,6 @@ MIN_RECALL_CANDIDATES = 5
 # (recall_candidates), best first: room for short turns, duplicates and the long turns it
 # passes over, and a bound on its work however many candidates recall found.
 SCAN_FACTOR = 2
-
-
-def memory_cost(content: str) -> int:
-    """Tokens a memory or recalled message takes in the context, with its bullet, key or date."""
-    return approx_tokens(content) + 8
 
 
 def newest_pairs_within(window: list[Turn], budget: int) -> list[Turn]:
@@ -63,12 +59,13 @@ def cited_turns(memories: list[MemoryHit]) -> set[tuple[str, int]]:
 
 
 def memories_within(memories: list[MemoryHit], budget: int) -> list[MemoryHit]:
-    """The most similar memories until ``budget`` is spent (a long one that does not fit
-    leaves room for shorter ones after it)."""
+    """The most similar memories until ``budget`` is spent by their block, header and lines as
+    :mod:`llm_bot.memory.long_term` renders them, so every memory chosen is shown (a long one
+    that does not fit leaves room for shorter ones after it)."""
     chosen: list[MemoryHit] = []
-    used = 0
+    used = approx_tokens(HEADER)
     for hit in sorted(memories, key=lambda hit: -hit.similarity):
-        cost = memory_cost(hit.content)
+        cost = memory_cost(hit)
         if used + cost <= budget:
             chosen.append(hit)
             used += cost

@@ -26,12 +26,11 @@ from llm_bot.memory.budget import (
     MEMORY_CANDIDATES,
     cited_turns,
     memories_within,
-    memory_cost,
     newest_pairs_within,
     recall_candidates,
     select_recalled,
 )
-from llm_bot.memory.long_term import render_memories
+from llm_bot.memory.long_term import memory_cost, render_memories
 from llm_bot.memory.notes_store import NO_NOTES, NotesAndWindow, read_notes_and_window
 from llm_bot.memory.recall import NO_RECALL, Recall, RecalledTurn, recall
 from llm_bot.memory.rendering import (
@@ -273,7 +272,7 @@ class PostgresMemoryRetriever:
             vector=vector,
             include_private=include_private,
         )
-        fits = sum(memory_cost(hit.content) for hit in hits) <= self._limits.memory_budget_tokens
+        fits = sum(memory_cost(hit) for hit in hits) <= self._limits.memory_budget_tokens
         if len(hits) < MEMORY_CANDIDATES and fits:
             return hits, 0
         threshold = self._limits.threshold
@@ -315,7 +314,7 @@ def assemble(
     used["window"] = sum(approx_tokens(turn.content) for turn in window)
     room = budget - used["notes"] - used["window"]
     memories = memories_within(parts.memories, min(limits.memory_budget_tokens, room))
-    room -= sum(memory_cost(hit.content) for hit in memories)
+    room -= sum(memory_cost(hit) for hit in memories)
     selection = select_recalled(
         parts.recalled, min(limits.recall_budget_tokens, room), cited_turns(memories)
     )

@@ -7,9 +7,11 @@ from typing import Any
 
 import pytest
 
-from llm_bot.memory.long_term import HEADER, render_memories
+from llm_bot.memory.budget import memories_within
+from llm_bot.memory.derived import derived_metadata
+from llm_bot.memory.long_term import HEADER, memory_cost, render_memories
 from llm_bot.memory.search import MemoryHit, rrf
-from llm_bot.memory.validation import InvalidMemory, validate_memory
+from llm_bot.memory.validation import InvalidMemory, approx_tokens, validate_memory
 
 
 def test_a_valid_memory_is_normalised() -> None:
@@ -95,3 +97,27 @@ def test_a_memory_is_one_line_whatever_its_content_key_and_labels_hold() -> None
 def test_reciprocal_rank_fusion_rewards_agreement() -> None:
     assert rrf(1, 1) > rrf(1, None) > rrf(2, None)
     assert rrf(None, None) == 0
+
+
+def test_a_derived_memory_shows_the_day_it_was_said_and_not_its_provenance() -> None:
+    said = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    metadata = {**derived_metadata("locomo:conv26-0", "1-18", (3, 5), said), "topic": "pets"}
+    hit = MemoryHit("f1", "adopted a grey kitten", metadata, said, said, 0.9, 0.1)
+    text, shown = render_memories([hit], 1000)
+    assert text.splitlines()[1:] == [
+        '- [f1] "adopted a grey kitten" (said 2023-05-08) {"topic": "pets"}'
+    ]
+    assert shown == 1
+
+
+def test_the_memories_chosen_for_the_budget_are_the_memories_shown() -> None:
+    said = datetime(2023, 5, 8, tzinfo=UTC)
+    hits = [
+        MemoryHit(f"f{n}", f"fact number {n} of a conversation", metadata, said, said, 0.9, 0.1)
+        for n in range(100)
+        if (metadata := derived_metadata("locomo:conv26-0", "1-18", (n,), said))
+    ]
+    chosen = memories_within(hits, 1000)
+    _, shown = render_memories(chosen, 1000)
+    assert shown == len(chosen) < len(hits)
+    assert sum(memory_cost(hit) for hit in chosen) + approx_tokens(HEADER) <= 1000
