@@ -30,7 +30,7 @@ from llm_bot.memory.budget import (
     recall_candidates,
     select_recalled,
 )
-from llm_bot.memory.long_term import memory_cost, render_memories
+from llm_bot.memory.long_term import HEADER, memory_cost, render_memories
 from llm_bot.memory.notes_store import NO_NOTES, NotesAndWindow, read_notes_and_window
 from llm_bot.memory.recall import NO_RECALL, Recall, RecalledTurn, recall
 from llm_bot.memory.rendering import (
@@ -61,6 +61,12 @@ class ContextLimits:
     threshold: float
     session_idle: timedelta
     private_in_public: bool  # MEMORY_PRIVATE_IN_PUBLIC: DM knowledge in shared channels
+
+    @property
+    def recall_and_unused_memory_tokens(self) -> int:
+        """The most the recall section can hold: its own budget and all of the memories'
+        (a user without memories); recall ranks candidates for that much."""
+        return self.recall_budget_tokens + self.memory_budget_tokens
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ContextLimits:
@@ -296,7 +302,7 @@ class PostgresMemoryRetriever:
                 vector,
                 exclude={(turn.thread_id, turn.seq) for turn in window},
                 limit=None,  # the recall section takes them until its budget is spent
-                ranked=recall_candidates(self._limits.recall_budget_tokens),
+                ranked=recall_candidates(self._limits.recall_and_unused_memory_tokens),
                 threshold=self._limits.threshold,
                 include_private=include_private,
                 asked_at=asked_at,
@@ -314,9 +320,12 @@ def assemble(
     used["window"] = sum(approx_tokens(turn.content) for turn in window)
     room = budget - used["notes"] - used["window"]
     memories = memories_within(parts.memories, min(limits.memory_budget_tokens, room))
-    room -= sum(memory_cost(hit) for hit in memories)
+    spent = approx_tokens(HEADER) + sum(map(memory_cost, memories)) if memories else 0
+    room -= spent
+    # What the memories leave of their budget is the recall section's: the two share one.
+    unused = limits.memory_budget_tokens - spent
     selection = select_recalled(
-        parts.recalled, min(limits.recall_budget_tokens, room), cited_turns(memories)
+        parts.recalled, min(limits.recall_budget_tokens + unused, room), cited_turns(memories)
     )
     recalled = selection.turns
     blocks = [shared_channel_block(requester)] if shared else []
