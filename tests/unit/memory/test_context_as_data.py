@@ -122,3 +122,23 @@ def test_a_turn_a_shown_derived_memory_cites_is_not_recalled_beside_it() -> None
     )
     assert context.recalled == (other,)
     assert context.left_out == {"duplicate": 1}
+
+
+def test_what_the_memories_leave_of_their_budget_the_recall_section_may_take() -> None:
+    lines = [
+        RecalledTurn("cli:den", seq, "user", f"{seq:03} " + "w" * 32, AT, 0.8, 1 / seq)
+        for seq in range(1, 61)
+    ]
+    limits = context_limits(memory_budget_tokens=300, recall_budget_tokens=200)
+
+    def recalled_with(memories: list[MemoryHit]) -> int:
+        context = assemble(
+            Parts("", memories, [], lines), limits, 8000, requester="ada", shared=False
+        )
+        assert context.stats["memoriesTokens"] + context.stats["recallTokens"] <= 500
+        return len(context.recalled)
+
+    alone = recalled_with([])
+    memory = MemoryHit("k1", "x" * 400, {}, AT, AT, 0.9, 0.1)  # about 110 of the 300 tokens
+    beside_one = recalled_with([memory])
+    assert alone > beside_one > 200 // 12  # a line is 12 tokens: more than its own budget holds
