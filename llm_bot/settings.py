@@ -245,7 +245,7 @@ class Settings(BaseSettings):
     dedup_threshold: Similarity = Field(0.95, alias="MEMORY_DEDUP_THRESHOLD")
     similarity_threshold: Similarity | None = Field(None, alias="MEMORY_SIMILARITY_THRESHOLD")
     injection_budget: Count = Field(1000, alias="MEMORY_INJECTION_BUDGET")
-    recall_budget: Count = Field(1500, alias="MEMORY_RECALL_BUDGET")
+    recall_budget: Count = Field(1000, alias="MEMORY_RECALL_BUDGET")
     retrieval_timeout_ms: Millis = Field(5000, alias="MEMORY_RETRIEVAL_TIMEOUT_MS")
     # The server ends any one statement of the memory pool past this (0: never). The slowest
     # normal one, recall of a deep user, takes under 100 ms at p95 on a loaded 2-core machine

@@ -32,6 +32,8 @@ def test_all_three_modes_run_per_category_and_hybrid_beats_each_side_where_it_is
 ) -> None:
     monkeypatch.setenv("DATABASE_URL", fresh_database_url)
     monkeypatch.setenv("MEMORY_EMBEDDING_PROVIDER", "local")
+    # The corpus has no memories: the recall section may take their whole budget beside its own.
+    monkeypatch.setenv("MEMORY_INJECTION_BUDGET", "20")
     plot = tmp_path / "eval.png"
     argv = ["eval", "retrieval", "--k", "4", "--json", "--plot", str(plot)]
     argv += ["--recall-budgets", "60,400"]
@@ -69,7 +71,7 @@ def test_all_three_modes_run_per_category_and_hybrid_beats_each_side_where_it_is
     assert hybrid["recall_at_k"] + hybrid["mrr"] > lexical["recall_at_k"] + lexical["mrr"]
     assert plot.stat().st_size > 10_000
     given = result["context"]
-    assert given["recall_budget_tokens"] == 1500  # the worker's defaults
+    assert given["recall_budget_tokens"] == 1000  # the worker's defaults
     assert given["context_pairs"] == 15
     assert given["overall"]["queries"] == len(queries)
     for score in [given["overall"], *given["by_category"].values()]:
@@ -84,7 +86,7 @@ def test_all_three_modes_run_per_category_and_hybrid_beats_each_side_where_it_is
     assert 0 < given["recall_tokens_p50"] <= given["recall_tokens_p95"]
     small, large = result["budgets"]
     assert (small["recall_budget_tokens"], large["recall_budget_tokens"]) == (60, 400)
-    assert small["recall_tokens_p95"] <= 60 < large["recall_tokens_p95"] <= 400
+    assert small["recall_tokens_p95"] <= 60 + 20 < large["recall_tokens_p95"] <= 400 + 20
     assert small["overall"]["in_recall"] < large["overall"]["in_recall"]
     assert (tmp_path / "eval-budgets.png").stat().st_size > 10_000
 

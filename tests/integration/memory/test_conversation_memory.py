@@ -52,10 +52,19 @@ class Instance:
     """One worker's memory side: its own pool, retriever, tools and committer."""
 
     def __init__(
-        self, store: MemoryStore, model: ModelClient, clock: Clock, pairs: int = 3
+        self,
+        store: MemoryStore,
+        model: ModelClient,
+        clock: Clock,
+        pairs: int = 3,
+        memory_budget: int = 1000,
     ) -> None:
         limits = context_limits(
-            context_pairs=pairs, threshold=0.3, session_idle=IDLE, recall_budget_tokens=200
+            context_pairs=pairs,
+            threshold=0.3,
+            session_idle=IDLE,
+            recall_budget_tokens=200,
+            memory_budget_tokens=memory_budget,
         )
         self.store = store
         context = graph_context(
@@ -194,7 +203,8 @@ async def test_an_idle_gap_starts_a_session_and_recall_brings_back_the_older_fac
 async def test_short_turns_fill_the_recall_section_past_the_count_its_budget_is_sized_for(
     memory_store: MemoryStore, model: ModelClient, chat_server: LocalModelServer
 ) -> None:
-    instance = Instance(memory_store, model, Clock(), pairs=0)  # a recall budget of 200 tokens
+    # A recall budget of 200 tokens, none for memories to leave it.
+    instance = Instance(memory_store, model, Clock(), pairs=0, memory_budget=0)
     for number in range(12):
         await instance.handle(said(f"tea n{number}"))
     await instance.handle(said("tea?"))
