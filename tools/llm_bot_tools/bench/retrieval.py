@@ -31,6 +31,7 @@ from psycopg.types.json import Jsonb
 from llm_bot.db.hybrid import SearchMode
 from llm_bot.db.migrate import migrate
 from llm_bot.memory.budget import recall_candidates
+from llm_bot.memory.context import ContextLimits
 from llm_bot.memory.recall import recall_turns
 from llm_bot.memory.search import hybrid_search
 from llm_bot.memory.store import MemoryStore
@@ -45,8 +46,11 @@ WORDS = [
 ]
 DIMENSIONS = 384
 MODES: tuple[SearchMode, ...] = ("hybrid", "dense", "lexical")
-# The candidates recall ranks for the worker at its default recall budget.
-WORKER_RECALL = recall_candidates(Settings.model_fields["recall_budget"].default)
+# The candidates recall ranks for the worker at its default budgets: the recall section's and
+# the memories', which it takes where they leave it.
+WORKER_RECALL = recall_candidates(
+    ContextLimits.from_settings(Settings.model_construct()).recall_and_unused_memory_tokens
+)
 
 
 @dataclass(frozen=True)
