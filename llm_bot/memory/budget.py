@@ -4,9 +4,11 @@ A prompt has room for so much of the past, and the parts compete for it: the bud
 choices within them are tuned against the retrieval evaluation (docs/eval-retrieval.md) apart
 from how the parts are read or worded, and are tested without a database. Memories fill at
 most ``MEMORY_INJECTION_BUDGET`` tokens, the most similar first (:func:`memories_within`);
-recalled messages at most ``MEMORY_RECALL_BUDGET`` (:func:`select_recalled`), the best first;
-the window keeps its newest pairs (:func:`newest_pairs_within`). A recalled message costs the
-tokens of its line as :mod:`llm_bot.memory.rendering` writes it.
+recalled messages ``MEMORY_RECALL_BUDGET`` and what the memories left of theirs
+(:func:`select_recalled`, assembled by :func:`llm_bot.memory.context.assemble`), the best
+first; the window keeps its newest pairs (:func:`newest_pairs_within`). A memory or a recalled
+message costs the tokens of its line as :mod:`llm_bot.memory.long_term` or
+:mod:`llm_bot.memory.rendering` writes it.
 """
 
 from __future__ import annotations
