@@ -40,6 +40,8 @@ _log = logging.getLogger(__name__)
 
 SUPERUSER = "postgres"
 ADMIN_DATABASE = "postgres"
+# How often a database's drop is tried while a session of Citus's own enters it.
+DROP_ATTEMPTS = 20
 LOOPBACK = "127.0.0.1"
 _SYSTEM_USER = "pgserver"
 _COMMAND_TIMEOUT_S = 120.0
@@ -285,10 +287,19 @@ class CitusCluster(LocalService):
         return self.url_for(name)
 
     def drop_database(self, name: str) -> None:
-        """Drop on every node even while connections are open."""
+        """Drop on every node even while connections are open. ``WITH (FORCE)`` ends the
+        sessions in it, but a session of Citus's own (its maintenance daemon, a connection the
+        coordinator was opening) can enter between that and the drop: the drop is tried again,
+        at most ``DROP_ATTEMPTS`` times."""
         drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
         for node in self._nodes:
-            self._run_sql(node, ADMIN_DATABASE, drop)
+            for attempt in range(1, DROP_ATTEMPTS + 1):
+                try:
+                    self._run_sql(node, ADMIN_DATABASE, drop)
+                    break
+                except psycopg.errors.ObjectInUse:
+                    if attempt == DROP_ATTEMPTS:
+                        raise
         if name in self._databases:
             self._databases.remove(name)
 
