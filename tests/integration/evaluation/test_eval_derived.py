@@ -60,7 +60,7 @@ def test_derived_items_are_measured_beside_the_same_corpus_and_counted_by_what_t
     ]
     derived.write_text("".join(json.dumps(i | {"user_id": "kim"}) + "\n" for i in items))
     argv = ["eval", "retrieval", "--corpus", str(corpus), "--queries", str(queries)]
-    budgets = ["--recall-budgets", "40"]
+    budgets = ["--recall-budgets", "40,400", "--plot", str(tmp_path / "eval.png")]
     assert main([*argv, "--k", "2", "--derived", str(derived), *budgets, "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["derived"]["loaded"] == {"facts": 1, "summaries": 1}
@@ -83,7 +83,9 @@ def test_derived_items_are_measured_beside_the_same_corpus_and_counted_by_what_t
     assert given["memory_tokens_p95"] == 0
     assert derived_given["memory_tokens_p95"] > 0
     # Each recall budget asked for is measured without and with the derived items.
-    [at_budget], [derived_at_budget] = result["budgets"], result["derived"]["budgets"]
+    [at_budget, _], [derived_at_budget, _] = result["budgets"], result["derived"]["budgets"]
+    # Drawn against the two sections' tokens, without and with the derived items.
+    assert (tmp_path / "eval-budgets.png").stat().st_size > 10_000
     assert at_budget["recall_budget_tokens"] == derived_at_budget["recall_budget_tokens"] == 40
     # The recall section's budget and what the memories left of theirs (1,000 by default).
     assert (

@@ -194,7 +194,9 @@ def run_retrieval_eval(args: argparse.Namespace, settings: Settings) -> int:
     if args.plot:
         plot_reports(reports, args.plot, given)
         if budgets:
-            plot_budgets(budgets, args.plot.with_name(f"{args.plot.stem}-budgets.png"))
+            derived_budgets = with_derived[1][2] if with_derived else ()
+            path = args.plot.with_name(f"{args.plot.stem}-budgets.png")
+            plot_budgets(budgets, path, derived_budgets)
     if args.json:
         result = {
             "modes": [r.as_dict() for r in reports],

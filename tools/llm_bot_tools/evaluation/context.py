@@ -244,24 +244,35 @@ def _grouped(
     return {name: score(members) for name, members in sorted(groups.items())}
 
 
-def plot_budgets(budgets: Sequence[ContextReport], path: Path) -> None:
-    """Evidence in context against the recall budget, overall and per category: where another
-    hundred tokens stops buying evidence."""
+def plot_budgets(
+    budgets: Sequence[ContextReport], path: Path, derived: Sequence[ContextReport] = ()
+) -> None:
+    """Evidence in context against the tokens the memories and the recall section took (their
+    medians), overall and per category, and with ``derived`` the same with the derived items
+    (overall): where another hundred tokens stops buying evidence, and what a model's facts
+    and summaries are worth at equal tokens."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    def tokens(reports: Sequence[ContextReport]) -> list[float]:
+        return [r.memory_tokens_p50 + r.recall_tokens_p50 for r in reports]
+
     figure, axis = plt.subplots(figsize=(7, 4.5))
-    x = [b.recall_budget_tokens for b in budgets]
-    axis.plot(x, [b.overall.evidence_in_context for b in budgets], marker="o", label="all")
+    x = tokens(budgets)
+    label = "all, without derived items" if derived else "all"
+    axis.plot(x, [b.overall.evidence_in_context for b in budgets], marker="o", label=label)
     for category in budgets[0].by_category:
         y = [b.by_category[category].evidence_in_context for b in budgets]
         axis.plot(x, y, marker=".", linestyle="--", label=category)
-    axis.set_xlabel("MEMORY_RECALL_BUDGET (tokens)")
+    if derived:
+        y = [d.overall.evidence_in_context for d in derived]
+        axis.plot(tokens(derived), y, marker="s", color="black", label="all, with derived items")
+    axis.set_xlabel("memories + recall section (tokens, median)")
     axis.set_ylabel("evidence in context")
     axis.set_ylim(0, 1)
-    axis.set_title("What the model is given against the recall budget")
+    axis.set_title("What the model is given against its tokens")
     axis.legend(loc="lower right")
     axis.grid(alpha=0.3)
     figure.tight_layout()
