@@ -13,7 +13,7 @@ message costs the tokens of its line as :mod:`llm_bot.memory.long_term` or
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import date
 
@@ -50,7 +50,7 @@ def newest_pairs_within(window: list[Turn], budget: int) -> list[Turn]:
     return kept
 
 
-def cited_turns(memories: list[MemoryHit]) -> set[tuple[str, int]]:
+def cited_turns(memories: Iterable[MemoryHit]) -> set[tuple[str, int]]:
     """The turns ``memories`` derived from them cite (:mod:`llm_bot.memory.derived`)."""
     return {
         (source.thread_id, seq)
@@ -60,10 +60,11 @@ def cited_turns(memories: list[MemoryHit]) -> set[tuple[str, int]]:
     }
 
 
-def memories_within(memories: list[MemoryHit], budget: int) -> list[MemoryHit]:
+def memories_within(memories: list[MemoryHit], budget: int) -> tuple[list[MemoryHit], int]:
     """The most similar memories until ``budget`` is spent by their block, header and lines as
     :mod:`llm_bot.memory.long_term` renders them, so every memory chosen is shown (a long one
-    that does not fit leaves room for shorter ones after it)."""
+    that does not fit leaves room for shorter ones after it), and the tokens they spent (0:
+    none chosen, no block)."""
     chosen: list[MemoryHit] = []
     used = approx_tokens(HEADER)
     for hit in sorted(memories, key=lambda hit: -hit.similarity):
@@ -71,7 +72,7 @@ def memories_within(memories: list[MemoryHit], budget: int) -> list[MemoryHit]:
         if used + cost <= budget:
             chosen.append(hit)
             used += cost
-    return chosen
+    return chosen, used if chosen else 0
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from llm_bot.memory.budget import (
     recall_candidates,
     select_recalled,
 )
-from llm_bot.memory.long_term import HEADER, memory_cost, render_memories
+from llm_bot.memory.long_term import memory_cost, render_memories
 from llm_bot.memory.notes_store import NO_NOTES, NotesAndWindow, read_notes_and_window
 from llm_bot.memory.recall import NO_RECALL, Recall, RecalledTurn, recall
 from llm_bot.memory.rendering import (
@@ -319,8 +319,7 @@ def assemble(
     window = newest_pairs_within(parts.window, budget - used["notes"])
     used["window"] = sum(approx_tokens(turn.content) for turn in window)
     room = budget - used["notes"] - used["window"]
-    memories = memories_within(parts.memories, min(limits.memory_budget_tokens, room))
-    spent = approx_tokens(HEADER) + sum(map(memory_cost, memories)) if memories else 0
+    memories, spent = memories_within(parts.memories, min(limits.memory_budget_tokens, room))
     room -= spent
     # What the memories leave of their budget is the recall section's: the two share one.
     unused = limits.memory_budget_tokens - spent

@@ -35,10 +35,11 @@ def render_memories(
     used = approx_tokens(HEADER)
     shown = 0
     for hit in hits:
-        cost = memory_cost(hit)
+        line = memory_line(hit)
+        cost = _line_cost(line)
         if used + cost > budget_tokens:
             break
-        lines.append(memory_line(hit))
+        lines.append(line)
         used += cost
         shown += 1
     more = (len(hits) if total is None else total) - shown
@@ -59,7 +60,11 @@ def memory_line(hit: MemoryHit) -> str:
 
 def memory_cost(hit: MemoryHit) -> int:
     """Tokens ``hit``'s line takes in the block: what the memory budget is spent by."""
-    return approx_tokens(memory_line(hit)) + 1
+    return _line_cost(memory_line(hit))
+
+
+def _line_cost(line: str) -> int:
+    return approx_tokens(line) + 1
 
 
 def _said(metadata: Mapping[str, str]) -> str:

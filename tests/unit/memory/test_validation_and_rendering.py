@@ -117,7 +117,7 @@ def test_the_memories_chosen_for_the_budget_are_the_memories_shown() -> None:
         for n in range(100)
         if (metadata := derived_metadata("locomo:conv26-0", "1-18", (n,), said))
     ]
-    chosen = memories_within(hits, 1000)
+    chosen, _ = memories_within(hits, 1000)
     _, shown = render_memories(chosen, 1000)
     assert shown == len(chosen) < len(hits)
     assert sum(memory_cost(hit) for hit in chosen) + approx_tokens(HEADER) <= 1000

@@ -24,8 +24,8 @@ from typing import Any
 
 from llm_bot.events.identity import is_shared_thread
 from llm_bot.llm.messages import ChatMessage
+from llm_bot.memory.budget import cited_turns
 from llm_bot.memory.context import ContextLimits, PostgresMemoryRetriever
-from llm_bot.memory.derived import derived_from
 from llm_bot.memory.recall import RecalledTurn
 from llm_bot.memory.rendering import attributed, recall_line
 from llm_bot.memory.search import MemoryHit
@@ -104,7 +104,7 @@ def shown(
     ``None`` is an evidence id the corpus lacks, never given (as recall@k counts it)."""
     given = {(turn.thread_id, turn.seq) for turn in recalled if turn.role != "summary"}
     window = {message.content for message in messages if message.role != "system"}
-    cited = {cite for memory in memories for cite in _cited(memory)}
+    cited = cited_turns(memories)
     in_recall = [turn is not None and (turn.thread_id, turn.seq) in given for turn in evidence]
     windowed = [
         turn is not None
@@ -125,12 +125,6 @@ def shown(
         summary_tokens=sum(approx_tokens(recall_line(turn)) for turn in summaries),
         memory_tokens=stats.get("memoriesTokens", 0),
     )
-
-
-def _cited(memory: MemoryHit) -> list[tuple[str, int]]:
-    """The turns a derived memory names as its sources (none for one the user saved)."""
-    origin = derived_from(memory.metadata)
-    return [] if origin is None else [(origin.thread_id, seq) for seq in origin.source_seqs]
 
 
 async def stored_turns(
