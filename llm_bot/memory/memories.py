@@ -357,6 +357,26 @@ def derived_of_thread(thread_id: str) -> Rows:
     return Rows("memories", where, {"thread": thread_id})
 
 
+def replacing_turns(earlier: str) -> str:
+    """Recall's rows (:mod:`llm_bot.memory.turns.recall`): for each turn of ``earlier`` (its
+    ``thread_id``, ``seq`` and the ``key`` of a memory whose earlier text cites it), the turns
+    that memory's current text cites (``by_thread``, ``by_seq``), unless a current memory of
+    ``%(user)s`` still cites the earlier turn. A cited seq that is no number is skipped."""
+    return f"""
+    SELECT DISTINCT {earlier}.thread_id, {earlier}.seq, m.metadata->>'derivedFrom' AS by_thread,
+           CASE WHEN cur.seq ~ '^[0-9]{{1,18}}$' THEN cur.seq::bigint END AS by_seq
+    FROM {earlier}
+    JOIN memories m ON m.user_id = %(user)s AND m.key = {earlier}.key
+    CROSS JOIN LATERAL unnest(string_to_array(m.metadata->>'sourceTurns', ',')) AS cur(seq)
+    WHERE m.metadata->>'derivedFrom' IS NOT NULL AND cur.seq ~ '^[0-9]{{1,18}}$'
+      AND NOT EXISTS (
+          SELECT FROM memories c
+          WHERE c.user_id = %(user)s AND c.metadata->>'derivedFrom' = {earlier}.thread_id
+            AND {earlier}.seq::text = ANY(string_to_array(c.metadata->>'sourceTurns', ','))
+      )
+"""
+
+
 # The user's memories learned in DMs, counted up to ``candidates`` when ``withheld`` (a shared
 # channel that may not show them): what an answer's explanation counts as left out for being of
 # another scope. One row always (an aggregate), so context assembly reads it with the notes and

@@ -85,6 +85,22 @@ DELETE FROM memory_versions v USING taken
  WHERE v.user_id = taken.user_id AND v.metadata->>'derivedFrom' = taken.thread_id
    AND taken.seq = ANY(string_to_array(v.metadata->>'sourceTurns', ','))
 """
+
+
+def cited_by_earlier_texts(turns: str) -> str:
+    """Recall's rows (:mod:`llm_bot.memory.turns.recall`) of ``turns``, a relation of
+    ``thread_id`` and ``seq``, that an earlier text of one of ``%(user)s``'s derived memories
+    cites, each with that memory's key. Only the citations are read, never the words; seqs are
+    compared as the metadata writes them."""
+    return f"""
+    SELECT DISTINCT {turns}.thread_id, {turns}.seq, v.key
+    FROM memory_versions v
+    CROSS JOIN LATERAL unnest(string_to_array(v.metadata->>'sourceTurns', ',')) AS cited(seq)
+    JOIN {turns} ON {turns}.thread_id = v.metadata->>'derivedFrom' AND {turns}.seq::text = cited.seq
+    WHERE v.user_id = %(user)s AND {turns}.seq > 0
+"""
+
+
 # The user's most recently retired earlier texts, newest first (the operator console shows
 # them by memory; a fact rewritten daily for years must not make its page unbounded).
 _VERSIONS_OF_USER = (

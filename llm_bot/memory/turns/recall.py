@@ -12,6 +12,8 @@ from psycopg import AsyncConnection
 from llm_bot.db.hybrid import SearchMode, hybrid_rows
 from llm_bot.db.turn_index import LIVE_COLUMN, in_space, near_distance
 from llm_bot.memory.fusion import NEIGHBOUR_REACH, SUMMARY_EXPANSION
+from llm_bot.memory.memories import replacing_turns
+from llm_bot.memory.versions import cited_by_earlier_texts
 
 # Recall's statement (:mod:`llm_bot.memory.recall` says how it ranks). BM25's statistics come
 # from the user's this many most recent turns.
@@ -159,26 +161,8 @@ hits AS (
 -- the memory's current text cites, which come with it. Only the citations are read, never the
 -- words: which turn corrects which is what consolidation recorded. Seqs are compared as the
 -- metadata writes them, and a cited seq that is no number is skipped.
-cited_before AS MATERIALIZED (
-    SELECT DISTINCT hits.thread_id, hits.seq, v.key
-    FROM memory_versions v
-    CROSS JOIN LATERAL unnest(string_to_array(v.metadata->>'sourceTurns', ',')) AS cited(seq)
-    JOIN hits ON hits.thread_id = v.metadata->>'derivedFrom' AND hits.seq::text = cited.seq
-    WHERE v.user_id = %(user)s AND hits.seq > 0
-),
-replaced AS MATERIALIZED (
-    SELECT DISTINCT earlier.thread_id, earlier.seq, m.metadata->>'derivedFrom' AS by_thread,
-           CASE WHEN cur.seq ~ '^[0-9]{{1,18}}$' THEN cur.seq::bigint END AS by_seq
-    FROM cited_before earlier
-    JOIN memories m ON m.user_id = %(user)s AND m.key = earlier.key
-    CROSS JOIN LATERAL unnest(string_to_array(m.metadata->>'sourceTurns', ',')) AS cur(seq)
-    WHERE m.metadata->>'derivedFrom' IS NOT NULL AND cur.seq ~ '^[0-9]{{1,18}}$'
-      AND NOT EXISTS (
-          SELECT FROM memories c
-          WHERE c.user_id = %(user)s AND c.metadata->>'derivedFrom' = earlier.thread_id
-            AND earlier.seq::text = ANY(string_to_array(c.metadata->>'sourceTurns', ','))
-      )
-),
+cited_before AS MATERIALIZED ({cited_by_earlier_texts("hits")}),
+replaced AS MATERIALIZED ({replacing_turns("cited_before")}),
 found AS (SELECT thread_id, seq FROM hits UNION SELECT by_thread, by_seq FROM replaced),
 -- A session's summary (seq < 0: minus the last seq it covers, its pair_index the seq before the
 -- first) stands for the turns it covers: the {SUMMARY_EXPANSION} of them nearest the question
