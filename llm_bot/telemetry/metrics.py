@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from opentelemetry import metrics
-from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter, ExemplarFilter, MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, Metric
@@ -136,15 +136,20 @@ def setup_metrics(
         PrometheusMetricReader(registry=registry, scope_info_enabled=False),
         *readers,
     ]
+    # An exemplar ties a measurement to its trace, and only OTLP carries one: without it, the
+    # SDK's default filter would still look up the current span at every measurement.
+    exemplars: ExemplarFilter | None = AlwaysOffExemplarFilter()
     if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get(
         "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"
     ):
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
         all_readers.append(PeriodicExportingMetricReader(OTLPMetricExporter()))
+        exemplars = None  # the SDK's default: OTEL_METRICS_EXEMPLAR_FILTER, else trace-based
     provider = MeterProvider(
         metric_readers=all_readers,
         resource=service_resource(),
+        exemplar_filter=exemplars,
     )
     metrics.set_meter_provider(provider)
     return registry
