@@ -63,9 +63,10 @@ from llm_bot.memory.fusion import (
     ranks,
     replaced,
     summaries_covering,
+    with_exchanges,
     with_neighbours,
 )
-from llm_bot.memory.turns.recall import candidates
+from llm_bot.memory.turns.recall import TurnCandidate, candidates
 from llm_bot.telemetry.traces import memory_search
 
 # The lexical side ranks the turns matching the query among the user's most recent this many:
@@ -186,6 +187,7 @@ async def recall(
         },
         {key: row.created_at for key, row in by_key.items()},
     )
+    outdated = with_exchanges(outdated, _exchange_partners(rows))
     # The scores a turn is ranked by: an outdated turn and the turns replacing it trade places.
     current_dense = corrected(own_dense, outdated)
     current_lexical = corrected(own_lexical, outdated)
@@ -224,3 +226,20 @@ async def recall(
     ]
     turns.sort(key=lambda turn: (-turn.fused_score, -turn.similarity, turn.thread_id, turn.seq))
     return Recall(turns if limit is None else turns[:limit], deep=any(row.deep for row in rows))
+
+
+def _exchange_partners(rows: Collection[TurnCandidate]) -> dict[tuple[str, int], tuple[str, int]]:
+    """Each candidate's other turn of its exchange among the candidates: the user's turn and
+    the reply stored with it share a thread and a pair index (a summary is of no exchange)."""
+    exchanges: dict[tuple[str, int], list[tuple[str, int]]] = {}
+    for row in rows:
+        if row.seq > 0:
+            exchanges.setdefault((row.thread_id, row.pair_index), []).append(
+                (row.thread_id, row.seq)
+            )
+    return {
+        key: mate
+        for pair in exchanges.values()
+        if len(pair) == 2
+        for key, mate in (pair, pair[::-1])
+    }

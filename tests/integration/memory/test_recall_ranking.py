@@ -49,7 +49,7 @@ async def add(
                 seq,
                 user,
                 session,
-                seq // 2,
+                (seq + 1) // 2,  # as the history's writer numbers them: a user's turn and its reply
                 "user" if seq % 2 else "assistant",
                 text,
                 at + timedelta(minutes=seq),
@@ -306,6 +306,42 @@ async def test_a_correction_consolidation_recorded_outranks_the_statement_it_rep
             old = next(turn for turn in turns if (turn.thread_id, turn.seq) == ("may", 1))
             assert old.replaced_by == (("sept", 1),)
             assert turns[0].similarity < old.similarity  # its own scores, as they are
+
+
+async def test_the_reply_to_a_corrected_statement_gives_way_to_the_reply_to_the_correction(
+    connection: Connection,
+) -> None:
+    """The May exchange's reply repeats the old number (close to the question, its words too);
+    the September reply says only "got it". Once consolidation recorded the correction, the
+    September reply takes the May reply's place, as the statements do, on each side."""
+    near = [1.0, 0.0, 0.0]
+    may_reply = "noted, your phone number is 0471 22 90 13"
+    await add(connection, "may", [("ana", "my phone number is 0471 22 90 13"), ("ana", may_reply)])
+    await connection.execute(
+        "UPDATE conversation_turns SET embedding = %s::vector WHERE thread_id = 'may'",
+        (vector_param(near),),
+    )
+    await add(connection, "noise", [("ana", f"unrelated turn {n}") for n in range(6)])
+    later = START.replace(month=9)
+    correction = [("ana", "I changed it again, it is 0472 31 18 44 from today"), ("ana", "got it")]
+    await add(connection, "sept", correction, at=later)
+    question = "What is my phone number?"
+    assert (await recalled(connection, "ana", question, mode="hybrid"))[1] == may_reply
+    may, september = START + timedelta(minutes=1), later + timedelta(minutes=1)
+    await put_fact(connection, "phone", "Ana's phone number is 0471 22 90 13", "may", [1], may)
+    await put_fact(
+        connection, "phone", "Ana's phone number is 0472 31 18 44", "sept", [1], september
+    )
+
+    for mode in ("hybrid", "lexical", "dense"):
+        turns = await recall_turns(
+            connection, "ana", question, near, exclude=(), limit=10, threshold=-1.0, mode=mode
+        )
+        order = [(turn.thread_id, turn.seq) for turn in turns]
+        assert order[:2] == [("sept", 1), ("sept", 2)], mode
+        if mode != "lexical":  # there, capped at the September turns' own scores: none
+            reply = next(turn for turn in turns if (turn.thread_id, turn.seq) == ("may", 2))
+            assert reply.replaced_by == (("sept", 2),), mode
 
 
 async def test_an_outdated_turn_keeps_its_place_unless_a_later_visible_turn_replaces_it(
