@@ -35,6 +35,7 @@ from llm_bot.clock import iso_timestamp
 from llm_bot.db.batches import LockKey
 from llm_bot.db.embedding_space import EmbeddingSpace
 from llm_bot.errors import ForwardAsError
+from llm_bot.events.codec import copy_of
 from llm_bot.events.inbound import Inbound
 from llm_bot.events.models import (
     SOURCE,
@@ -166,10 +167,10 @@ class Answerer:
             logger.exception("graph failed", extra={"correlationId": inbound.key.correlation_id})
             failure = InternalFailure("llm-bot failed unexpectedly")
         # A fresh copy: the graph's may be half-way through its changes.
-        return failed(inbound.event.model_copy(deep=True), context, failure)
+        return failed(copy_of(inbound.event), context, failure)
 
     async def _run(self, inbound: Inbound, context: GraphContext) -> Answer:
-        working = inbound.event.model_copy(deep=True)
+        working = copy_of(inbound.event)
         state = {"event": working, "inbound": inbound}
         # None when the run wrote none of the outputs (an event without a prompt).
         final = await self._graph.ainvoke(state, context=context, output_keys=OUTPUT) or {}

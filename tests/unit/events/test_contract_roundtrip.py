@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llm_bot.events.codec import decode, encode, from_document, to_document
+from llm_bot.events.codec import copy_of, decode, encode, from_document, to_document
 from llm_bot.events.limits import InvalidEvent
 from llm_bot.events.models import RoutingStatus
 
@@ -165,3 +165,17 @@ def test_nothing_published_carries_nan_or_an_infinity() -> None:
         event = from_document({**document, "annotations": [{**score, "score": value}]})
         with pytest.raises(ValueError, match="not JSON compliant"):
             encode(event)
+
+
+@pytest.mark.parametrize("path", example_events(), ids=lambda p: p.name)
+def test_a_copy_publishes_as_the_event_and_shares_nothing_it_may_change(path: Path) -> None:
+    document = json.loads(path.read_text())
+    document["routing"]["slip"] = [{"id": "llm-bot", "status": "PENDING", "xNote": {"n": 1}}]
+    event = from_document(document)
+    before = encode(event)
+    copy = copy_of(event)
+    assert encode(copy) == before
+    copy.routing.slip[0].status = "OK"
+    copy.routing.slip[0].model_extra["xNote"]["n"] = 2  # type: ignore[index]
+    copy.egress.destination = "elsewhere"
+    assert encode(event) == before
