@@ -63,9 +63,9 @@ class ContextLimits:
     private_in_public: bool  # MEMORY_PRIVATE_IN_PUBLIC: DM knowledge in shared channels
 
     @property
-    def recall_and_unused_memory_tokens(self) -> int:
-        """The most the recall section can hold: its own budget and all of the memories'
-        (a user without memories); recall ranks candidates for that much."""
+    def memory_and_recall_tokens(self) -> int:
+        """The two sections' budgets together, which they share: the most the recall section
+        can hold (a user without memories), so recall ranks candidates for that much."""
         return self.recall_budget_tokens + self.memory_budget_tokens
 
     @classmethod
@@ -302,11 +302,21 @@ class PostgresMemoryRetriever:
                 vector,
                 exclude={(turn.thread_id, turn.seq) for turn in window},
                 limit=None,  # the recall section takes them until its budget is spent
-                ranked=recall_candidates(self._limits.recall_and_unused_memory_tokens),
+                ranked=recall_candidates(self._limits.memory_and_recall_tokens),
                 threshold=self._limits.threshold,
                 include_private=include_private,
                 asked_at=asked_at,
             )
+
+
+def memory_share(limits: ContextLimits, shared_tokens: int, *, recalled: bool) -> int:
+    """The most of ``shared_tokens`` (the two sections' budgets, within the room the notes and
+    window leave) the memories may spend: their own budget, and no more than half while
+    recalled turns wait for the rest. Taken first and whole, a full memory budget would crowd
+    out the best recalled turns whenever the recall budget is the smaller; the top of each
+    ranking holds more evidence than the tail of either (docs/eval-retrieval.md, "A model's
+    facts and summaries"). What the memories leave, recall takes."""
+    return min(limits.memory_budget_tokens, shared_tokens // 2 if recalled else shared_tokens)
 
 
 def assemble(
@@ -319,13 +329,11 @@ def assemble(
     window = newest_pairs_within(parts.window, budget - used["notes"])
     used["window"] = sum(approx_tokens(turn.content) for turn in window)
     room = budget - used["notes"] - used["window"]
-    memories, spent = memories_within(parts.memories, min(limits.memory_budget_tokens, room))
-    room -= spent
-    # What the memories leave of their budget is the recall section's: the two share one.
-    unused = limits.memory_budget_tokens - spent
-    selection = select_recalled(
-        parts.recalled, min(limits.recall_budget_tokens + unused, room), cited_turns(memories)
+    shared_tokens = min(limits.memory_and_recall_tokens, room)
+    memories, spent = memories_within(
+        parts.memories, memory_share(limits, shared_tokens, recalled=bool(parts.recalled))
     )
+    selection = select_recalled(parts.recalled, shared_tokens - spent, cited_turns(memories))
     recalled = selection.turns
     blocks = [shared_channel_block(requester)] if shared else []
     blocks += [notes] if notes else []

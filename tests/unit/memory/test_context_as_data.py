@@ -142,3 +142,26 @@ def test_what_the_memories_leave_of_their_budget_the_recall_section_may_take() -
     memory = MemoryHit("k1", "x" * 400, {}, AT, AT, 0.9, 0.1)  # about 110 of the 300 tokens
     beside_one = recalled_with([memory])
     assert alone > beside_one > 200 // 12  # a line is 12 tokens: more than its own budget holds
+
+
+def test_memories_take_no_more_than_half_of_the_shared_budget_while_recalled_turns_wait() -> None:
+    lines = [
+        RecalledTurn("cli:den", seq, "user", f"{seq:03} " + "w" * 32, AT, 0.8, 1 / seq)
+        for seq in range(1, 61)
+    ]
+    memories = [
+        MemoryHit(f"k{i}", f"fact {i:02} " + "x" * 40, {}, AT, AT, 0.9, 0.1) for i in range(40)
+    ]
+    # The memories' budget is the larger: taken first and whole, it would leave recall 100.
+    limits = context_limits(memory_budget_tokens=500, recall_budget_tokens=100)
+
+    def tokens(recalled: list[RecalledTurn]) -> tuple[int, int]:
+        context = assemble(
+            Parts("", memories, [], recalled), limits, 8000, requester="ada", shared=False
+        )
+        return context.stats["memoriesTokens"], context.stats["recallTokens"]
+
+    memory_tokens, recall_tokens = tokens(lines)
+    assert memory_tokens <= 300 < memory_tokens + recall_tokens <= 600
+    assert recall_tokens > 200  # more than its own budget: half of the two together
+    assert tokens([])[0] > 450  # with nothing recalled, the memories fill their own

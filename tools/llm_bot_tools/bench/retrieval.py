@@ -49,7 +49,7 @@ MODES: tuple[SearchMode, ...] = ("hybrid", "dense", "lexical")
 # The candidates recall ranks for the worker at its default budgets: the recall section's and
 # the memories', which it takes where they leave it.
 WORKER_RECALL = recall_candidates(
-    ContextLimits.from_settings(Settings.model_construct()).recall_and_unused_memory_tokens
+    ContextLimits.from_settings(Settings.model_construct()).memory_and_recall_tokens
 )
 
 
