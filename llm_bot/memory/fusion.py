@@ -57,16 +57,20 @@ def with_neighbours(
     present in ``scores`` count). A summary (seq < 0) has no neighbours: the seqs beside its
     own are other summaries'."""
     covering = covering or {}
+    steps = [step for step in range(-reach, reach + 1) if step != 0]
+    score_of = scores.get  # a few hundred candidates, each read with its neighbours: no lists
     smoothed = {}
-    for (thread, seq), own in scores.items():
-        around = [scores.get(summary, 0.0) for summary in covering.get((thread, seq), ())]
+    for key, own in scores.items():
+        thread, seq = key
+        best = 0.0
+        for summary in covering.get(key, ()):
+            if (score := score_of(summary, 0.0)) > best:
+                best = score
         if seq > 0:
-            around += [
-                scores.get((thread, seq + step), 0.0)
-                for step in range(-reach, reach + 1)
-                if step != 0
-            ]
-        smoothed[(thread, seq)] = own + NEIGHBOUR_WEIGHT * max([0.0, *around])
+            for step in steps:
+                if (score := score_of((thread, seq + step), 0.0)) > best:
+                    best = score
+        smoothed[key] = own + NEIGHBOUR_WEIGHT * best
     return smoothed
 
 
