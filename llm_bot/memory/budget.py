@@ -3,7 +3,8 @@
 A prompt has room for so much of the past, and the parts compete for it: the budgets and the
 choices within them are tuned against the retrieval evaluation (docs/eval-retrieval.md) apart
 from how the parts are read or worded, and are tested without a database. Memories fill at
-most ``MEMORY_INJECTION_BUDGET`` tokens, the most similar first (:func:`memories_within`);
+most ``MEMORY_INJECTION_BUDGET`` tokens and half of the two budgets together
+(:func:`llm_bot.memory.context.memory_share`), the most similar first (:func:`memories_within`);
 recalled messages ``MEMORY_RECALL_BUDGET`` and what the memories left of theirs
 (:func:`select_recalled`, assembled by :func:`llm_bot.memory.context.assemble`), the best
 first; the window keeps its newest pairs (:func:`newest_pairs_within`). A memory or a recalled
