@@ -25,6 +25,7 @@ from llm_bot.db.processed_events import (
     store_output,
     try_claim,
 )
+from llm_bot.db.vectors import register_vectors
 from llm_bot.memory.recall import recall
 from llm_bot.memory.turns.window import PairRows, read_window, write_pair
 from llm_bot_tools.local.citus_cluster import CitusCluster
@@ -57,6 +58,7 @@ async def session(citus_database_url: str) -> AsyncIterator[Session]:
     async with await AsyncConnection.connect(citus_database_url, autocommit=True) as conn:
         await conn.execute("INSERT INTO embedding_space (model, dimensions) VALUES ('m', 3)")
         await register_vector_async(conn)
+        register_vectors(conn)  # vector_param's
         logged: list[str] = []
         conn.add_notice_handler(lambda notice: logged.append(notice.message_primary or ""))
         await conn.execute("SET citus.log_remote_commands = on")

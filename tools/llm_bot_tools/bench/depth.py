@@ -29,6 +29,7 @@ from psycopg import AsyncConnection
 from llm_bot.db.migrate import migrate
 from llm_bot.db.placements import tenant_of_thread
 from llm_bot.db.turn_index import SEARCH_SETTINGS
+from llm_bot.db.vectors import register_vectors
 from llm_bot.lifecycle.turn_backfill import index_deep_users
 from llm_bot.memory.recall import Depth, recall_turns
 from llm_bot.memory.store import MemoryStore, settle_space
@@ -109,7 +110,8 @@ async def load_turns(
 ) -> None:
     """``turns`` messages in user/assistant pairs by binary COPY; pair ``i`` is ``speaker(i)``'s
     in ``thread(i)``, a minute after the one before."""
-    await register_vector_async(connection)
+    await register_vector_async(connection)  # numpy arrays, for COPY
+    register_vectors(connection)  # vector_param's, for the searches
     columns = "thread_id, seq, user_id, session_id, pair_index, role, content, created_at,"
     columns += " source_event, embedding, visibility"
     next_seq: dict[str, int] = {}

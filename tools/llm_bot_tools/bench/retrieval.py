@@ -30,6 +30,7 @@ from psycopg.types.json import Jsonb
 
 from llm_bot.db.hybrid import SearchMode
 from llm_bot.db.migrate import migrate
+from llm_bot.db.vectors import register_vectors
 from llm_bot.memory.budget import recall_candidates
 from llm_bot.memory.context import ContextLimits
 from llm_bot.memory.recall import recall_turns
@@ -85,7 +86,8 @@ async def load_memories(
 ) -> None:
     """Fill ``memories`` of the current schema by binary COPY, round robin over the users
     ``{owner}-0`` to ``{owner}-{users - 1}``."""
-    await register_vector_async(connection)
+    await register_vector_async(connection)  # numpy arrays, for COPY
+    register_vectors(connection)  # vector_param's, for the searches
     at = datetime(2026, 1, 1, tzinfo=UTC)
     columns = "user_id, key, content, metadata, visibility, embedding, created_at, updated_at"
     async with (
@@ -256,7 +258,8 @@ async def load_history(
 ) -> None:
     """``turns`` messages in alternating pairs over five threads per user, users named
     ``{owner}-0`` to ``{owner}-{users - 1}``."""
-    await register_vector_async(connection)
+    await register_vector_async(connection)  # numpy arrays, for COPY
+    register_vectors(connection)  # vector_param's, for the searches
     next_seq: dict[str, int] = {}
     columns = "thread_id, seq, user_id, session_id, pair_index, role, content, created_at,"
     columns += " source_event, embedding"
