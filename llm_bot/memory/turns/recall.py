@@ -109,29 +109,45 @@ query AS (
 -- Every word of the query, which a turn must hold to score above 0: one that holds none is
 -- not read word by word (most of the neighbours brought below).
 every_word AS (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS words FROM weights),
-lexical_top AS (
-    SELECT t.thread_id, t.seq
+-- The user's depth, counted no further than the depth from which the index reads less (an
+-- index-only scan; see ANN_ROW_COST) or past the lexical window, picks one of the two dense
+-- sides and one of the two lexical ones below. The choice is a LIMIT of 0 rather than a
+-- filter: a Limit node with nothing to return never starts its input, where a filter was
+-- placed under a parallel sort whose workers started anyway (~9 ms).
+deep_from AS ({_USERS_DEEP_FROM}),
+depth AS (
+    SELECT count(*) >= (SELECT turns FROM deep_from) AS deep,
+           count(*) > %(lexical_window)s AS beyond_window
+    FROM (
+        SELECT FROM conversation_turns WHERE user_id = %(user)s
+        LIMIT greatest((SELECT turns FROM deep_from), %(lexical_window)s + 1)
+    ) mine
+),
+-- The turns the words are matched among: the most recent ``lexical_window``, or, for a user
+-- with no more turns than that, all of them read without sorting them by time (a sort of 10k
+-- turns was a tenth of a 10k-turn user's recall). Each is a LIMIT of 0 for the other users
+-- (see ``depth``); a LIMIT of NULL is none.
+lexical_matches AS (
+    SELECT thread_id, seq, search FROM conversation_turns
+    WHERE user_id = %(user)s AND %(use_lexical)s AND {_visible("visibility")}
+      AND search @@ (SELECT terms FROM query)
+    LIMIT CASE WHEN (SELECT beyond_window FROM depth) THEN 0 END
+),
+lexical_window AS (
+    SELECT t.thread_id, t.seq, t.search
     FROM (
         SELECT thread_id, seq, search FROM conversation_turns
         WHERE user_id = %(user)s AND %(use_lexical)s AND {_visible("visibility")}
         ORDER BY created_at DESC
-        LIMIT %(lexical_window)s
+        LIMIT CASE WHEN (SELECT beyond_window FROM depth) THEN %(lexical_window)s ELSE 0 END
     ) t
     WHERE t.search @@ (SELECT terms FROM query)
+),
+lexical_top AS (
+    SELECT t.thread_id, t.seq
+    FROM (SELECT * FROM lexical_matches UNION ALL SELECT * FROM lexical_window) t
     ORDER BY {_BM25} DESC, t.thread_id, t.seq
     LIMIT %(pool)s
-),
--- The user's depth, counted no further than the depth from which the index reads less (an
--- index-only scan; see ANN_ROW_COST), picks one of the two dense sides below. The choice is a
--- LIMIT of 0 rather than a filter: a Limit node with nothing to return never starts its input,
--- where a filter was placed under a parallel sort whose workers started anyway (~9 ms).
-deep_from AS ({_USERS_DEEP_FROM}),
-depth AS (
-    SELECT count(*) >= (SELECT turns FROM deep_from) AS deep
-    FROM (
-        SELECT FROM conversation_turns WHERE user_id = %(user)s
-        LIMIT (SELECT turns FROM deep_from)
-    ) mine
 ),
 dense_exact AS (
     SELECT thread_id, seq FROM conversation_turns
