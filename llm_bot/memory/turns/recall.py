@@ -111,9 +111,7 @@ query AS (
 every_word AS (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS words FROM weights),
 -- The user's depth, counted no further than the depth from which the index reads less (an
 -- index-only scan; see ANN_ROW_COST) or past the lexical window, picks one of the two dense
--- sides and one of the two lexical ones below. The choice is a LIMIT of 0 rather than a
--- filter: a Limit node with nothing to return never starts its input, where a filter was
--- placed under a parallel sort whose workers started anyway (~9 ms).
+-- sides and one of the two lexical ones below.
 deep_from AS ({_USERS_DEEP_FROM}),
 depth AS (
     SELECT count(*) >= (SELECT turns FROM deep_from) AS deep,
@@ -123,23 +121,33 @@ depth AS (
         LIMIT greatest((SELECT turns FROM deep_from), %(lexical_window)s + 1)
     ) mine
 ),
+-- The scans of one user's turns below are each read beside ``depth`` and filtered by it: the
+-- planner takes the filter as a one-time filter that starts nothing for the users it excludes,
+-- and plans no parallel scan under an outer reference. Parallel workers cost more than they
+-- save here (~10 ms to start two under load, while the events beside it want the cores): the
+-- planner chose them for a deep user's unmarked turns, estimated as their share of every
+-- unmarked turn (tens of thousands) where maintain leaves none.
+--
 -- The turns the words are matched among: the most recent ``lexical_window``, or, for a user
 -- with no more turns than that, all of them read without sorting them by time (a sort of 10k
--- turns was a tenth of a 10k-turn user's recall). Each is a LIMIT of 0 for the other users
--- (see ``depth``); a LIMIT of NULL is none.
+-- turns was a tenth of a 10k-turn user's recall; the LIMIT, which takes none away, keeps the
+-- scan beside ``depth`` rather than merged into the statement).
 lexical_matches AS (
-    SELECT thread_id, seq, search FROM conversation_turns
-    WHERE user_id = %(user)s AND %(use_lexical)s AND {_visible("visibility")}
-      AND search @@ (SELECT terms FROM query)
-    LIMIT CASE WHEN (SELECT beyond_window FROM depth) THEN 0 END
+    SELECT m.thread_id, m.seq, m.search FROM depth CROSS JOIN LATERAL (
+        SELECT thread_id, seq, search FROM conversation_turns
+        WHERE user_id = %(user)s AND %(use_lexical)s AND {_visible("visibility")}
+          AND search @@ (SELECT terms FROM query) AND NOT depth.beyond_window
+        LIMIT %(lexical_window)s
+    ) m
 ),
 lexical_window AS (
     SELECT t.thread_id, t.seq, t.search
-    FROM (
+    FROM depth CROSS JOIN LATERAL (
         SELECT thread_id, seq, search FROM conversation_turns
         WHERE user_id = %(user)s AND %(use_lexical)s AND {_visible("visibility")}
+          AND depth.beyond_window
         ORDER BY created_at DESC
-        LIMIT CASE WHEN (SELECT beyond_window FROM depth) THEN %(lexical_window)s ELSE 0 END
+        LIMIT %(lexical_window)s
     ) t
     WHERE t.search @@ (SELECT terms FROM query)
 ),
@@ -150,14 +158,17 @@ lexical_top AS (
     LIMIT %(pool)s
 ),
 dense_exact AS (
-    SELECT thread_id, seq FROM conversation_turns
-    WHERE user_id = %(user)s AND embedding IS NOT NULL AND %(use_dense)s
-      AND {_visible("visibility")}
-    ORDER BY embedding <=> %(vector)s::vector, thread_id, seq
-    LIMIT CASE WHEN (SELECT deep FROM depth) THEN 0 ELSE %(pool)s END
+    SELECT e.thread_id, e.seq FROM depth CROSS JOIN LATERAL (
+        SELECT thread_id, seq FROM conversation_turns
+        WHERE user_id = %(user)s AND embedding IS NOT NULL AND %(use_dense)s
+          AND {_visible("visibility")} AND NOT depth.deep
+        ORDER BY embedding <=> %(vector)s::vector, thread_id, seq
+        LIMIT %(pool)s
+    ) e
 ),
 -- The index returns rows roughly in order of distance (pgvector's relaxed_order iterative
--- scan); the exact similarity of each is computed below.
+-- scan); the exact similarity of each is computed below. An index scan, never parallel, limited
+-- to nothing for a user who is not deep (a Limit of 0 never starts its input).
 dense_near AS MATERIALIZED (
     SELECT thread_id, seq FROM conversation_turns
     WHERE user_id = %(user)s AND {in_space(LIVE_COLUMN, dimensions)} AND %(use_dense)s
@@ -166,11 +177,6 @@ dense_near AS MATERIALIZED (
     LIMIT CASE WHEN (SELECT deep FROM depth) THEN %(pool)s ELSE 0 END
 ),
 -- A deep user's turns the index does not hold yet, exactly (none once maintain marked them).
--- Read beside ``depth`` rather than limited by it: the planner takes ``depth.deep`` as a
--- one-time filter that starts nothing for a user who is not deep, and plans no parallel scan
--- under an outer reference. It estimates a deep user's unmarked turns as their share of every
--- unmarked turn (tens of thousands) where maintain leaves none, and the two workers such a
--- plan launched took ~10 ms of the deep user's recall.
 dense_unindexed AS (
     SELECT u.thread_id, u.seq FROM depth CROSS JOIN LATERAL (
         SELECT thread_id, seq FROM conversation_turns
