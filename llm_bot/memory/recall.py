@@ -179,15 +179,19 @@ async def recall(
     by_key = {(row.thread_id, row.seq): row for row in rows}
     own_dense = {key: float(row.similarity) for key, row in by_key.items()}
     own_lexical = {key: float(row.keyword_score) for key, row in by_key.items()}
-    outdated = replaced(
-        {
-            key: list(zip(row.replaced_by_threads, row.replaced_by_seqs, strict=True))
-            for key, row in by_key.items()
-            if row.replaced_by_seqs
-        },
-        {key: row.created_at for key, row in by_key.items()},
+    replacing = {
+        key: list(zip(row.replaced_by_threads or (), row.replaced_by_seqs, strict=True))
+        for key, row in by_key.items()
+        if row.replaced_by_seqs
+    }
+    outdated = (
+        with_exchanges(
+            replaced(replacing, {key: row.created_at for key, row in by_key.items()}),
+            _exchange_partners(rows),
+        )
+        if replacing
+        else {}
     )
-    outdated = with_exchanges(outdated, _exchange_partners(rows))
     # The scores a turn is ranked by: an outdated turn and the turns replacing it trade places.
     current_dense = corrected(own_dense, outdated)
     current_lexical = corrected(own_lexical, outdated)

@@ -58,7 +58,9 @@ def _visible(visibility: str) -> str:
     return f"(%(include_private)s OR {visibility} = 'public')"
 
 
-# BM25 of the turn ``t`` for the query's weighted terms (a term's frequency is its positions).
+# BM25 of the turn ``t`` for the query's weighted terms (a term's frequency is its positions),
+# a float8 (``stats`` and ``weights`` are): a numeric reaches Python as a Decimal, read and
+# converted for each of the hundreds of candidates.
 _BM25 = f"""(
     SELECT sum(weights.idf * tf.n * {BM25_K1 + 1} / (tf.n + {BM25_K1} * (
         1 - {BM25_B} + {BM25_B} * length(t.search) / (SELECT avgdl FROM stats))))
@@ -86,10 +88,10 @@ sample AS MATERIALIZED (
     ORDER BY created_at DESC
     LIMIT {STATS_TURNS}
 ),
-stats AS (SELECT count(*) AS n, greatest(avg(length(search)), 1) AS avgdl FROM sample),
+stats AS (SELECT count(*) AS n, greatest(avg(length(search))::float8, 1) AS avgdl FROM sample),
 weights AS (
     SELECT terms.lexeme, stats.n, held.df,
-           ln(1 + (stats.n - held.df + 0.5) / (held.df + 0.5)) AS idf
+           ln(1 + (stats.n - held.df + 0.5::float8) / (held.df + 0.5::float8)) AS idf
     FROM terms CROSS JOIN stats
     CROSS JOIN LATERAL (
         SELECT count(*) AS df FROM sample
@@ -104,39 +106,69 @@ query AS (
     FROM weights
     WHERE n < {STATS_TURNS} OR df * 2 <= n
 ),
-lexical_top AS (
-    SELECT t.thread_id, t.seq
+-- Every word of the query, which a turn must hold to score above 0: one that holds none is
+-- not read word by word (most of the neighbours brought below).
+every_word AS (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS words FROM weights),
+-- The user's depth, counted no further than the depth from which the index reads less (an
+-- index-only scan; see ANN_ROW_COST) or past the lexical window, picks one of the two dense
+-- sides and one of the two lexical ones below.
+deep_from AS ({_USERS_DEEP_FROM}),
+depth AS (
+    SELECT count(*) >= (SELECT turns FROM deep_from) AS deep,
+           count(*) > %(lexical_window)s AS beyond_window
     FROM (
+        SELECT FROM conversation_turns WHERE user_id = %(user)s
+        LIMIT greatest((SELECT turns FROM deep_from), %(lexical_window)s + 1)
+    ) mine
+),
+-- The scans of one user's turns below are each read beside ``depth`` and filtered by it: the
+-- planner takes the filter as a one-time filter that starts nothing for the users it excludes,
+-- and plans no parallel scan under an outer reference. Parallel workers cost more than they
+-- save here (~10 ms to start two under load, while the events beside it want the cores): the
+-- planner chose them for a deep user's unmarked turns, estimated as their share of every
+-- unmarked turn (tens of thousands) where maintain leaves none.
+--
+-- The turns the words are matched among: the most recent ``lexical_window``, or, for a user
+-- with no more turns than that, all of them read without sorting them by time (a sort of 10k
+-- turns was a tenth of a 10k-turn user's recall; the LIMIT, which takes none away, keeps the
+-- scan beside ``depth`` rather than merged into the statement).
+lexical_matches AS (
+    SELECT m.thread_id, m.seq, m.search FROM depth CROSS JOIN LATERAL (
         SELECT thread_id, seq, search FROM conversation_turns
         WHERE user_id = %(user)s AND %(use_lexical)s AND {_visible("visibility")}
+          AND search @@ (SELECT terms FROM query) AND NOT depth.beyond_window
+        LIMIT %(lexical_window)s
+    ) m
+),
+lexical_window AS (
+    SELECT t.thread_id, t.seq, t.search
+    FROM depth CROSS JOIN LATERAL (
+        SELECT thread_id, seq, search FROM conversation_turns
+        WHERE user_id = %(user)s AND %(use_lexical)s AND {_visible("visibility")}
+          AND depth.beyond_window
         ORDER BY created_at DESC
         LIMIT %(lexical_window)s
     ) t
     WHERE t.search @@ (SELECT terms FROM query)
+),
+lexical_top AS (
+    SELECT t.thread_id, t.seq
+    FROM (SELECT * FROM lexical_matches UNION ALL SELECT * FROM lexical_window) t
     ORDER BY {_BM25} DESC, t.thread_id, t.seq
     LIMIT %(pool)s
 ),
--- The user's depth, counted no further than the depth from which the index reads less (an
--- index-only scan; see ANN_ROW_COST), picks one of the two dense sides below. The choice is a
--- LIMIT of 0 rather than a filter: a Limit node with nothing to return never starts its input,
--- where a filter was placed under a parallel sort whose workers started anyway (~9 ms).
-deep_from AS ({_USERS_DEEP_FROM}),
-depth AS (
-    SELECT count(*) >= (SELECT turns FROM deep_from) AS deep
-    FROM (
-        SELECT FROM conversation_turns WHERE user_id = %(user)s
-        LIMIT (SELECT turns FROM deep_from)
-    ) mine
-),
 dense_exact AS (
-    SELECT thread_id, seq FROM conversation_turns
-    WHERE user_id = %(user)s AND embedding IS NOT NULL AND %(use_dense)s
-      AND {_visible("visibility")}
-    ORDER BY embedding <=> %(vector)s::vector, thread_id, seq
-    LIMIT CASE WHEN (SELECT deep FROM depth) THEN 0 ELSE %(pool)s END
+    SELECT e.thread_id, e.seq FROM depth CROSS JOIN LATERAL (
+        SELECT thread_id, seq FROM conversation_turns
+        WHERE user_id = %(user)s AND embedding IS NOT NULL AND %(use_dense)s
+          AND {_visible("visibility")} AND NOT depth.deep
+        ORDER BY embedding <=> %(vector)s::vector, thread_id, seq
+        LIMIT %(pool)s
+    ) e
 ),
 -- The index returns rows roughly in order of distance (pgvector's relaxed_order iterative
--- scan); the exact similarity of each is computed below.
+-- scan); the exact similarity of each is computed below. An index scan, never parallel, limited
+-- to nothing for a user who is not deep (a Limit of 0 never starts its input).
 dense_near AS MATERIALIZED (
     SELECT thread_id, seq FROM conversation_turns
     WHERE user_id = %(user)s AND {in_space(LIVE_COLUMN, dimensions)} AND %(use_dense)s
@@ -146,11 +178,13 @@ dense_near AS MATERIALIZED (
 ),
 -- A deep user's turns the index does not hold yet, exactly (none once maintain marked them).
 dense_unindexed AS (
-    SELECT thread_id, seq FROM conversation_turns
-    WHERE user_id = %(user)s AND NOT indexed AND embedding IS NOT NULL AND %(use_dense)s
-      AND {_visible("visibility")}
-    ORDER BY embedding <=> %(vector)s::vector, thread_id, seq
-    LIMIT CASE WHEN (SELECT deep FROM depth) THEN %(pool)s ELSE 0 END
+    SELECT u.thread_id, u.seq FROM depth CROSS JOIN LATERAL (
+        SELECT thread_id, seq FROM conversation_turns
+        WHERE user_id = %(user)s AND NOT indexed AND embedding IS NOT NULL AND %(use_dense)s
+          AND {_visible("visibility")} AND depth.deep
+        ORDER BY embedding <=> %(vector)s::vector, thread_id, seq
+        LIMIT %(pool)s
+    ) u
 ),
 hits AS (
     SELECT thread_id, seq FROM dense_exact UNION SELECT thread_id, seq FROM dense_near
@@ -164,6 +198,11 @@ hits AS (
 cited_before AS MATERIALIZED ({cited_by_earlier_texts("hits")}),
 replaced AS MATERIALIZED ({replacing_turns("cited_before")}),
 found AS (SELECT thread_id, seq FROM hits UNION SELECT by_thread, by_seq FROM replaced),
+replaced_by AS (
+    SELECT thread_id, seq, array_agg(by_thread ORDER BY by_thread, by_seq) AS threads,
+           array_agg(by_seq ORDER BY by_thread, by_seq) AS seqs
+    FROM replaced GROUP BY thread_id, seq
+),
 -- A session's summary (seq < 0: minus the last seq it covers, its pair_index the seq before the
 -- first) stands for the turns it covers: the {SUMMARY_EXPANSION} of them nearest the question
 -- come with it, found or not by either side, each a primary-key range of at most a session.
@@ -197,20 +236,17 @@ around AS (
 -- a shared channel may be another speaker's turn: not the user's, so not found.
 SELECT t.thread_id, t.seq, t.session_id, t.pair_index, t.role, t.content, t.created_at,
        1 - (t.embedding <=> %(vector)s::vector) AS similarity,
-       coalesce({_BM25}, 0) AS keyword_score, (SELECT deep FROM depth) AS deep,
-       coalesce(r.threads, '{{}}') AS replaced_by_threads,
-       coalesce(r.seqs, '{{}}') AS replaced_by_seqs
+       CASE WHEN t.search @@ (SELECT words FROM every_word) THEN coalesce({_BM25}, 0) ELSE 0 END
+           AS keyword_score,
+       (SELECT deep FROM depth) AS deep,
+       r.threads AS replaced_by_threads, r.seqs AS replaced_by_seqs
 FROM around
 CROSS JOIN LATERAL (
     SELECT * FROM conversation_turns
     WHERE user_id = %(user)s AND thread_id = around.thread_id AND seq = around.seq
     LIMIT 1
 ) t
-CROSS JOIN LATERAL (
-    SELECT array_agg(by_thread ORDER BY by_thread, by_seq) AS threads,
-           array_agg(by_seq ORDER BY by_thread, by_seq) AS seqs
-    FROM replaced WHERE replaced.thread_id = t.thread_id AND replaced.seq = t.seq
-) r
+LEFT JOIN replaced_by r ON r.thread_id = t.thread_id AND r.seq = t.seq
 WHERE t.embedding IS NOT NULL AND {_visible("t.visibility")}
 """
 
@@ -231,9 +267,9 @@ class TurnCandidate(NamedTuple):
     keyword_score: float
     deep: bool
     # The later turns that replace it: those the current text of a memory cites, whose earlier
-    # text alone cited this one (a correction consolidation recorded); empty for most turns.
-    replaced_by_threads: list[str]
-    replaced_by_seqs: list[int]
+    # text alone cited this one (a correction consolidation recorded); None for most turns.
+    replaced_by_threads: list[str] | None
+    replaced_by_seqs: list[int] | None
 
 
 async def candidates(
@@ -259,5 +295,5 @@ async def candidates(
     }
     sql = _recall_sql(len(vector))
     return await hybrid_rows(
-        connection, sql, TurnCandidate, scope, text, vector, pool, mode, prepare=False
+        connection, sql, TurnCandidate, scope, text, vector, pool, mode, prepare=False, binary=True
     )
