@@ -26,9 +26,9 @@ that does not depend on that data set:
   by itself (so a turn that also says what was not corrected, and says it as well as the
   correction, stays near it). Read from what consolidation recorded, never from the words: a
   later turn close in meaning to an earlier one adds to it more often than it replaces it
-  (docs/eval-retrieval.md). The reply in a corrected turn's exchange (the assistant's "noted,
+  (docs/eval-retrieval.md). The reply in a corrected turn's pair (the assistant's "noted,
   your manager is Ana") is as outdated as the turn, and trades places with the replies in the
-  correcting turns' exchanges in the same way.
+  correcting turns' pairs in the same way.
 """
 
 from __future__ import annotations
@@ -91,12 +91,12 @@ def replaced(
     return outdated
 
 
-def with_exchanges(
+def with_pairs(
     outdated: Mapping[Key, Sequence[Key]], partner: Mapping[Key, Key]
 ) -> dict[Key, list[Key]]:
-    """``outdated`` with the other turn of each outdated turn's exchange (``partner``: the
+    """``outdated`` with the other turn of each outdated turn's pair (``partner``: the
     user's turn and the reply to it) replaced by the other turns of the replacing turns'
-    exchanges. A partner already outdated in its own right, or replacing, is left as it is."""
+    pairs. A partner already outdated in its own right, or replacing, is left as it is."""
     extended = {old: list(newer) for old, newer in outdated.items()}
     replacing = {key for newer in outdated.values() for key in newer}
     for old, newer in outdated.items():

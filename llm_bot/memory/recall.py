@@ -63,8 +63,8 @@ from llm_bot.memory.fusion import (
     ranks,
     replaced,
     summaries_covering,
-    with_exchanges,
     with_neighbours,
+    with_pairs,
 )
 from llm_bot.memory.turns.recall import TurnCandidate, candidates
 from llm_bot.telemetry.traces import memory_search
@@ -185,9 +185,9 @@ async def recall(
         if row.replaced_by_seqs
     }
     outdated = (
-        with_exchanges(
+        with_pairs(
             replaced(replacing, {key: row.created_at for key, row in by_key.items()}),
-            _exchange_partners(rows),
+            _pair_partners(rows),
         )
         if replacing
         else {}
@@ -232,18 +232,13 @@ async def recall(
     return Recall(turns if limit is None else turns[:limit], deep=any(row.deep for row in rows))
 
 
-def _exchange_partners(rows: Collection[TurnCandidate]) -> dict[tuple[str, int], tuple[str, int]]:
-    """Each candidate's other turn of its exchange among the candidates: the user's turn and
-    the reply stored with it share a thread and a pair index (a summary is of no exchange)."""
-    exchanges: dict[tuple[str, int], list[tuple[str, int]]] = {}
+def _pair_partners(rows: Collection[TurnCandidate]) -> dict[tuple[str, int], tuple[str, int]]:
+    """Each candidate's other turn of its pair among the candidates: the user's turn and the
+    reply stored with it share a thread and a pair index (a summary is of no pair)."""
+    pairs: dict[tuple[str, int], list[tuple[str, int]]] = {}
     for row in rows:
         if row.seq > 0:
-            exchanges.setdefault((row.thread_id, row.pair_index), []).append(
-                (row.thread_id, row.seq)
-            )
+            pairs.setdefault((row.thread_id, row.pair_index), []).append((row.thread_id, row.seq))
     return {
-        key: mate
-        for pair in exchanges.values()
-        if len(pair) == 2
-        for key, mate in (pair, pair[::-1])
+        key: mate for pair in pairs.values() if len(pair) == 2 for key, mate in (pair, pair[::-1])
     }

@@ -311,7 +311,7 @@ async def test_a_correction_consolidation_recorded_outranks_the_statement_it_rep
 async def test_the_reply_to_a_corrected_statement_gives_way_to_the_reply_to_the_correction(
     connection: Connection,
 ) -> None:
-    """The May exchange's reply repeats the old number (close to the question, its words too);
+    """The May pair's reply repeats the old number (close to the question, its words too);
     the September reply says only "got it". Once consolidation recorded the correction, the
     September reply takes the May reply's place, as the statements do, on each side."""
     near = [1.0, 0.0, 0.0]

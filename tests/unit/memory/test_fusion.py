@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from llm_bot.memory.fusion import corrected, fused, replaced, with_exchanges, with_neighbours
+from llm_bot.memory.fusion import corrected, fused, replaced, with_neighbours, with_pairs
 
 AT = datetime(2026, 5, 1, 12, tzinfo=UTC)
 
@@ -71,12 +71,12 @@ def test_a_turn_is_outdated_only_by_a_later_candidate() -> None:
     assert replaced({old: [new]}, {new: AT}) == {}  # nor the turn itself
 
 
-def test_the_reply_in_a_corrected_exchange_is_replaced_by_the_replies_to_the_correction() -> None:
+def test_the_reply_in_a_corrected_pair_is_replaced_by_the_replies_to_the_correction() -> None:
     old, old_reply, new, new_reply = ("a", 1), ("a", 2), ("b", 1), ("b", 2)
     partner = {old: old_reply, old_reply: old, new: new_reply, new_reply: new}
-    extended = with_exchanges({old: [new]}, partner)
+    extended = with_pairs({old: [new]}, partner)
     assert extended == {old: [new], old_reply: [new_reply]}
-    assert with_exchanges({old: [new]}, {old: old_reply}) == {old: [new]}  # no reply to take it
+    assert with_pairs({old: [new]}, {old: old_reply}) == {old: [new]}  # no reply to take it
     # A reply outdated in its own right keeps what replaces it; one that replaces stays.
-    assert with_exchanges({old: [new], old_reply: [("c", 1)]}, partner)[old_reply] == [("c", 1)]
-    assert with_exchanges({old: [old_reply]}, partner) == {old: [old_reply]}
+    assert with_pairs({old: [new], old_reply: [("c", 1)]}, partner)[old_reply] == [("c", 1)]
+    assert with_pairs({old: [old_reply]}, partner) == {old: [old_reply]}
