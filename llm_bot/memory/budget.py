@@ -4,7 +4,7 @@ A prompt has room for so much of the past, and the parts compete for it: the bud
 choices within them are tuned against the retrieval evaluation (docs/eval-retrieval.md) apart
 from how the parts are read or worded, and are tested without a database. Memories fill at
 most ``MEMORY_INJECTION_BUDGET`` tokens and half of the two budgets together
-(:func:`llm_bot.memory.context.memory_share`), the most similar first (:func:`memories_within`);
+(:func:`memory_share`), the most similar first (:func:`memories_within`);
 recalled messages ``MEMORY_RECALL_BUDGET`` and what the memories left of theirs
 (:func:`select_recalled`, assembled by :func:`llm_bot.memory.context.assemble`), the best
 first; the window keeps its newest pairs (:func:`newest_pairs_within`). A memory or a recalled
@@ -74,6 +74,16 @@ def memories_within(memories: list[MemoryHit], budget: int) -> tuple[list[Memory
             chosen.append(hit)
             used += cost
     return chosen, used if chosen else 0
+
+
+def memory_share(memory_budget: int, shared_tokens: int, *, recalled: bool) -> int:
+    """The most of ``shared_tokens`` (the two sections' budgets, within the room the notes and
+    window leave) the memories may spend: their own ``memory_budget``, and no more than half
+    while recalled turns wait for the rest. Taken first and whole, a full memory budget would
+    crowd out the best recalled turns whenever the recall budget is the smaller; the top of
+    each ranking holds more evidence than the tail of either (docs/eval-retrieval.md, "A
+    model's facts and summaries"). What the memories leave, recall takes."""
+    return min(memory_budget, shared_tokens // 2 if recalled else shared_tokens)
 
 
 @dataclass(frozen=True)

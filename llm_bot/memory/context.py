@@ -26,6 +26,7 @@ from llm_bot.memory.budget import (
     MEMORY_CANDIDATES,
     cited_turns,
     memories_within,
+    memory_share,
     newest_pairs_within,
     recall_candidates,
     select_recalled,
@@ -309,16 +310,6 @@ class PostgresMemoryRetriever:
             )
 
 
-def memory_share(limits: ContextLimits, shared_tokens: int, *, recalled: bool) -> int:
-    """The most of ``shared_tokens`` (the two sections' budgets, within the room the notes and
-    window leave) the memories may spend: their own budget, and no more than half while
-    recalled turns wait for the rest. Taken first and whole, a full memory budget would crowd
-    out the best recalled turns whenever the recall budget is the smaller; the top of each
-    ranking holds more evidence than the tail of either (docs/eval-retrieval.md, "A model's
-    facts and summaries"). What the memories leave, recall takes."""
-    return min(limits.memory_budget_tokens, shared_tokens // 2 if recalled else shared_tokens)
-
-
 def assemble(
     parts: Parts, limits: ContextLimits, budget: int, *, requester: str, shared: bool
 ) -> MemoryContext:
@@ -331,7 +322,8 @@ def assemble(
     room = budget - used["notes"] - used["window"]
     shared_tokens = min(limits.memory_and_recall_tokens, room)
     memories, spent = memories_within(
-        parts.memories, memory_share(limits, shared_tokens, recalled=bool(parts.recalled))
+        parts.memories,
+        memory_share(limits.memory_budget_tokens, shared_tokens, recalled=bool(parts.recalled)),
     )
     selection = select_recalled(parts.recalled, shared_tokens - spent, cited_turns(memories))
     recalled = selection.turns

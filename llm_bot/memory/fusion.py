@@ -56,7 +56,7 @@ def with_neighbours(
     within ``reach`` of it in the same thread and the summaries ``covering`` it (only keys
     present in ``scores`` count). A summary (seq < 0) has no neighbours: the seqs beside its
     own are other summaries'. A loop without lists per turn: recall smooths both sides of some
-    600 candidates an event, and building each turn's list of neighbours cost ~6 us a turn."""
+    600 candidates an event, and a list of neighbours per turn costs ~6 µs a turn."""
     covering = covering or {}
     steps = [step for step in range(-reach, reach + 1) if step != 0]
     score_of = scores.get
