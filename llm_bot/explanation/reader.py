@@ -200,8 +200,15 @@ def _turn_part(
     turn: TurnSource, texts: Mapping[tuple[str, int], tuple[int, str]], kind: str
 ) -> Part:
     """A recalled or window turn; a recalled session summary (seq < 0, minus the last turn it
-    covers) names the consolidation job that wrote it and the turns it covers."""
+    covers) names the consolidation job that wrote it and the turns it covers; a recalled turn a
+    correction moved names the turns it traded places with (its scores alone do not say why)."""
     why = "the thread's newest turns" if turn.scores is None else _why(turn.scores)
+    why += "".join(
+        f"; corrects {thread}#{seq}, ranked in its place" for thread, seq in turn.replaces
+    )
+    why += "".join(
+        f"; corrected by {thread}#{seq}, ranked no higher" for thread, seq in turn.replaced_by
+    )
     found = texts.get((turn.thread_id, turn.seq))
     text = found[1] if found else None
     label, origin = f"{kind} {turn.thread_id}#{turn.seq}", "conversation_turns"

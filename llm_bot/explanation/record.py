@@ -97,6 +97,11 @@ class TurnSource:
     thread_id: str
     seq: int
     scores: Scores | None = None
+    # A correction consolidation recorded, by which recall ranked the turn where its own
+    # scores would not (:func:`llm_bot.memory.fusion.corrected`): the outdated turns whose
+    # places it took, or the later turns that took its own.
+    replaces: tuple[tuple[str, int], ...] = ()
+    replaced_by: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -278,14 +283,31 @@ def _memory_of(data: Sequence[Any]) -> MemorySource:
 
 
 def _turn_json(turn: TurnSource) -> list[Any]:
-    """``[thread, seq]``, and for a recalled turn its scores as a memory's."""
+    """``[thread, seq]``, and for a recalled turn its scores as a memory's, then, for the few
+    a correction moved, ``{"replaces": [[thread, seq], ...], "replacedBy": [...]}``."""
     scores = [] if turn.scores is None else _scores_json(turn.scores)
-    return [turn.thread_id, turn.seq, *scores]
+    corrections = {
+        name: [list(key) for key in keys]
+        for name, keys in (("replaces", turn.replaces), ("replacedBy", turn.replaced_by))
+        if keys
+    }
+    return [turn.thread_id, turn.seq, *scores, *([corrections] if corrections else [])]
 
 
 def _turn_of(data: Sequence[Any]) -> TurnSource:
     thread, seq, *scores = data
-    return TurnSource(str(thread), int(seq), _scores_of(scores) if scores else None)
+    corrections = scores.pop() if scores and isinstance(scores[-1], Mapping) else {}
+    return TurnSource(
+        str(thread),
+        int(seq),
+        _scores_of(scores) if scores else None,
+        _keys_of(corrections.get("replaces", ())),
+        _keys_of(corrections.get("replacedBy", ())),
+    )
+
+
+def _keys_of(data: Iterable[Sequence[Any]]) -> tuple[tuple[str, int], ...]:
+    return tuple((str(thread), int(seq)) for thread, seq in data)
 
 
 def _tool_json(tool: ToolSource) -> dict[str, Any]:

@@ -111,8 +111,11 @@ class RecalledTurn:
     dense_rank: int | None = None
     lexical_rank: int | None = None
     # The later turns that replace it (a correction consolidation recorded), with which it
-    # traded places (:func:`llm_bot.memory.fusion.corrected`). Empty for most turns.
+    # traded places (:func:`llm_bot.memory.fusion.corrected`), and the other way round the
+    # outdated turns whose places it took: an explanation says why a turn ranks above its own
+    # scores, or below. Empty for most turns.
     replaced_by: tuple[tuple[str, int], ...] = ()
+    replaces: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -192,6 +195,10 @@ async def recall(
         if replacing
         else {}
     )
+    replaces: dict[tuple[str, int], list[tuple[str, int]]] = {}
+    for old, newer in outdated.items():
+        for key in newer:
+            replaces.setdefault(key, []).append(old)
     # The scores a turn is ranked by: an outdated turn and the turns replacing it trade places.
     current_dense = corrected(own_dense, outdated)
     current_lexical = corrected(own_lexical, outdated)
@@ -222,6 +229,7 @@ async def recall(
             dense_ranks.get(key),
             lexical_ranks.get(key),
             tuple(outdated.get(key, ())),
+            tuple(replaces.get(key, ())),
         )
         for key, row in by_key.items()
         if max(float(row.similarity), current_dense[key]) >= threshold

@@ -72,6 +72,8 @@ def sources_of(memory_context: MemoryContext) -> ContextSources:
                 turn.thread_id,
                 turn.seq,
                 Scores(turn.dense_rank, turn.lexical_rank, turn.similarity, turn.fused_score),
+                turn.replaces,
+                turn.replaced_by,
             )
             for turn in chosen.recalled
         ),

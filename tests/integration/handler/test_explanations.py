@@ -20,6 +20,8 @@ from psycopg.rows import dict_row
 from llm_bot.cli import main
 from llm_bot.explanation.reader import explanation_for
 from llm_bot.explanation.view import Explanation
+from llm_bot.memory.derived import derived_metadata
+from llm_bot.memory.store import put_memory
 from llm_bot.memory.wiring import open_memory_store
 
 from ...support.conversation import say, upsert
@@ -135,6 +137,44 @@ async def test_a_dm_memory_is_counted_in_a_shared_channel_never_shown(
     assert explanation.left_out.get("another_scope") == 1, explanation.as_json()
     assert not labelled(explanation, "Memory")
     assert "peanuts" not in json.dumps(explanation.as_json())
+
+
+async def test_a_turn_a_correction_moved_names_the_turn_it_traded_places_with(
+    explaining_bus: MemoryBus, fresh_database_url: str
+) -> None:
+    """Consolidation recorded that Ada's number changed: the fact first cited the pair that
+    told the old number, its current text the pair that told the new one. Recall then ranks
+    the old statement no higher than the correction and the correction's pair where the old
+    one stood; the explanation of the next answer says so on each turn moved, since its
+    similarity alone would not."""
+    bus, url = explaining_bus, fresh_database_url
+    async with bus.serving(bus.settings()):
+        await say(bus, "ada", "my phone number is 0471 22 90 13", thread="inbox", dm=True)
+        await say(bus, "ada", "the weather is grey today", thread="inbox", dm=True)
+        await say(bus, "ada", "I changed it, it is 0472 31 18 44 now", thread="inbox", dm=True)
+        await say(bus, "ada", "off to the market", thread="inbox", dm=True)
+        async with await AsyncConnection.connect(url, autocommit=True) as db:
+            rows = await db.execute(
+                "SELECT thread_id, seq, created_at FROM conversation_turns"
+                " WHERE role = 'user' ORDER BY created_at"
+            )
+            (thread, told, told_at), _, (_, changed, changed_at), _ = await rows.fetchall()
+            for seq, at, number in (
+                (told, told_at, "0471 22 90 13"),
+                (changed, changed_at, "0472 31 18 44"),
+            ):
+                metadata = derived_metadata(thread, f"0-{seq}", [seq], at)
+                text = f"Ada's phone number is {number}"
+                await put_memory(db, "ada", "phone", text, metadata, "dm", None, at)
+        asked = await say(bus, "ada", "what is my phone number?", thread="inbox", dm=True)
+
+    recalled = {
+        part["label"]: part["why"] for part in labelled(await explained(url, asked), "Recalled")
+    }
+    old, reply = f"Recalled message {thread}#{told}", f"Recalled message {thread}#{changed + 1}"
+    assert f"corrected by {thread}#{changed}, ranked no higher" in recalled[old], recalled
+    assert f"corrects {thread}#{told + 1}, ranked in its place" in recalled[reply], recalled
+    assert sum("correct" in why for why in recalled.values()) == 3, recalled
 
 
 async def test_a_forgotten_speakers_words_are_erased_from_another_users_explanation(

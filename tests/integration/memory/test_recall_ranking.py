@@ -302,6 +302,7 @@ async def test_a_correction_consolidation_recorded_outranks_the_statement_it_rep
         )
         order = [(turn.thread_id, turn.seq) for turn in turns]
         assert order[:2] == [("sept", 1), ("sept", 2)], mode  # the correction, and its reply
+        assert [turn.replaces for turn in turns[:2]] == [(("may", 1),), (("may", 2),)], mode
         if mode != "lexical":  # where it scores no word of its own or of a neighbour's: gone
             old = next(turn for turn in turns if (turn.thread_id, turn.seq) == ("may", 1))
             assert old.replaced_by == (("sept", 1),)
