@@ -28,6 +28,7 @@ def test_dev_runs_the_worker_shows_the_conversation_and_stops_cleanly(tmp_path: 
         stderr=subprocess.DEVNULL,
         text=True,
         env=env,
+        start_new_session=True,  # its group: what outlives a failed stop is killed with it
     )
     lines: list[str] = []
     ready = threading.Event()
@@ -60,6 +61,12 @@ def test_dev_runs_the_worker_shows_the_conversation_and_stops_cleanly(tmp_path: 
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=60) == 0
     finally:
+        # After a failed assertion, stop it as a user would, so it stops what it started (the
+        # emulator, Postgres, the model server); a kill would leave them running.
         if process.poll() is None:
-            process.kill()
-            process.wait()
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
