@@ -1,0 +1,137 @@
+"""The worker's publisher against the emulator: messages published at the same instant arrive
+once each under the ids it returned, one ordering key's in the order they were published, and
+a message Pub/Sub refuses is refused alone, never the messages that shared its request."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+from google.cloud import pubsub_v1
+
+from llm_bot.transport.clients import request_client, subscriber_client
+from llm_bot.transport.publisher import MAX_REQUEST_BYTES, Publisher, PublishRejected
+from llm_bot_tools.local.pubsub_emulator import PubSubEmulator
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def subscriber(pubsub_emulator: PubSubEmulator) -> Iterator[pubsub_v1.SubscriberClient]:
+    client = subscriber_client(pubsub_emulator.host)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+async def publisher(pubsub_emulator: PubSubEmulator) -> AsyncIterator[Publisher]:
+    publisher = Publisher(request_client(pubsub_emulator.host), pubsub_emulator.project)
+    yield publisher
+    await asyncio.to_thread(publisher.close)
+
+
+def topic_with_subscription(
+    emulator: PubSubEmulator, subscriber: pubsub_v1.SubscriberClient, name: str
+) -> str:
+    """``name``'s topic and its subscription (ordered), created; the subscription's path."""
+    client = request_client(emulator.host)
+    client.create_topic(name=client.topic_path(emulator.project, name))
+    subscription = subscriber.subscription_path(emulator.project, name)
+    subscriber.create_subscription(
+        request={
+            "name": subscription,
+            "topic": client.topic_path(emulator.project, name),
+            "enable_message_ordering": True,
+        }
+    )
+    client.transport.close()
+    return subscription
+
+
+def received(
+    subscriber: pubsub_v1.SubscriberClient, subscription: str, count: int
+) -> list[pubsub_v1.types.PubsubMessage]:
+    """``count`` messages of ``subscription`` in the order delivered, each acked as it comes
+    (an ordered subscription delivers a key's next message once the one before is acked)."""
+    messages: list[pubsub_v1.types.PubsubMessage] = []
+    for _ in range(200):
+        if len(messages) >= count:
+            break
+        response = subscriber.pull(
+            request={"subscription": subscription, "max_messages": 100}, timeout=10
+        )
+        if response.received_messages:
+            subscriber.acknowledge(
+                request={
+                    "subscription": subscription,
+                    "ack_ids": [each.ack_id for each in response.received_messages],
+                }
+            )
+        messages += [each.message for each in response.received_messages]
+    return messages
+
+
+async def test_messages_published_at_the_same_instant_arrive_once_each_under_their_ids(
+    pubsub_emulator: PubSubEmulator,
+    subscriber: pubsub_v1.SubscriberClient,
+    publisher: Publisher,
+    unique_name: str,
+) -> None:
+    subscription = topic_with_subscription(pubsub_emulator, subscriber, unique_name)
+    sent = [f"message {n}".encode() for n in range(300)]
+
+    ids = await asyncio.gather(
+        *(publisher.publish(unique_name, data, {"n": str(n)}) for n, data in enumerate(sent))
+    )
+
+    messages = await asyncio.to_thread(received, subscriber, subscription, len(sent))
+    assert sorted(message.data for message in messages) == sorted(sent)
+    assert {message.message_id: message.data for message in messages} == dict(
+        zip(ids, sent, strict=True)
+    )
+
+
+async def test_one_ordering_keys_messages_arrive_in_the_order_published(
+    pubsub_emulator: PubSubEmulator,
+    subscriber: pubsub_v1.SubscriberClient,
+    publisher: Publisher,
+    unique_name: str,
+) -> None:
+    subscription = topic_with_subscription(pubsub_emulator, subscriber, unique_name)
+    keys = ("thread-a", "thread-b", "thread-c")
+    sends = [(key, f"{key} {n}".encode()) for n in range(40) for key in keys]
+
+    await asyncio.gather(*(publisher.publish(unique_name, data, {}, key) for key, data in sends))
+
+    messages = await asyncio.to_thread(received, subscriber, subscription, len(sends))
+    for key in keys:
+        published = [data for each, data in sends if each == key]
+        assert [m.data for m in messages if m.ordering_key == key] == published, key
+
+
+async def test_a_message_pubsub_refuses_is_refused_alone(
+    pubsub_emulator: PubSubEmulator,
+    subscriber: pubsub_v1.SubscriberClient,
+    publisher: Publisher,
+    unique_name: str,
+) -> None:
+    """The emulator refuses a request holding an empty message, every message of it."""
+    subscription = topic_with_subscription(pubsub_emulator, subscriber, unique_name)
+    sent = [f"message {n}".encode() for n in range(20)]
+
+    results = await asyncio.gather(
+        *(publisher.publish(unique_name, data, {}) for data in sent[:10]),
+        publisher.publish(unique_name, b"", {}),
+        publisher.publish(unique_name, b"x" * (MAX_REQUEST_BYTES + 1), {}),
+        publisher.publish("t-no-such-topic", b"lost", {}),
+        *(publisher.publish(unique_name, data, {}) for data in sent[10:]),
+        return_exceptions=True,
+    )
+
+    refused = results[10:13]
+    assert all(isinstance(result, PublishRejected) for result in refused), refused
+    confirmed = results[:10] + results[13:]
+    assert all(isinstance(result, str) for result in confirmed), confirmed
+    messages = await asyncio.to_thread(received, subscriber, subscription, len(sent))
+    assert sorted(message.data for message in messages) == sorted(sent)
