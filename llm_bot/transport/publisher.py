@@ -2,12 +2,12 @@
 together, a request per topic (and ordering key), sent from a pool of long-lived threads; the
 loop only awaits the confirmation, within a bound.
 
-The client library's batcher (``PublisherClient.publish``) is not used: it waits for company
-(``max_latency``) and starts two threads for every batch (a timer and the request), and at tens
-of events per second nearly every message is a batch of its own. That cost ~1.8 ms of CPU and
-~6 ms of wall time a message alone, against ~0.6 and ~1.4 ms for the same request sent from a
-thread that stays (docs/performance.md, "Measured choices"). Here a message waits for no timer:
-what is queued while a request is on its way goes in the next one.
+The client library's batcher (``PublisherClient.publish``) is not used. It fails every message
+of a batch when Pub/Sub refuses one of them, so one event's bad output would dead-letter the
+events published beside it; and it waits for company (``max_latency``) and starts two threads
+for every batch (a timer and the request), at tens of events per second for nearly every
+message. Here a message waits for no timer: what is queued while a request is on its way goes
+in the next one (docs/performance.md, "Measured choices").
 
 A request is sent with the client's own retry and timeout. Each topic has at most
 ``MAX_REQUESTS_PER_TOPIC`` requests on their way, so a topic whose requests are retried holds
@@ -50,6 +50,7 @@ _CONFIRM_TIMEOUT_S = PUBLISH_TIMEOUT_S + 5.0
 MAX_REQUEST_BYTES = 10_000_000
 MAX_REQUEST_MESSAGES = 1_000
 MAX_REQUESTS_PER_TOPIC = 4
+_FRAMING_BYTES = 8  # a message's field tag and length within the request
 PUBLISH_THREADS = 16
 
 
@@ -115,7 +116,7 @@ class Publisher:
             message = PubsubMessage(data=data, attributes=attributes, ordering_key=ordering_key)
         except (TypeError, ValueError) as error:
             raise PublishRejected(f"publish to {topic!r} refused: {error}") from error
-        size = PubsubMessage.pb(message).ByteSize()
+        size = PubsubMessage.pb(message).ByteSize() + _FRAMING_BYTES
         if size + len(path) > MAX_REQUEST_BYTES:
             raise PublishRejected(f"publish to {topic!r} refused: {size} bytes, over the limit")
         loop = asyncio.get_running_loop()
