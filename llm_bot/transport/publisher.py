@@ -13,13 +13,14 @@ A request is sent with the client's own retry and timeout. Each topic has at mos
 ``MAX_REQUESTS_PER_TOPIC`` requests on their way, so a topic whose requests are retried holds
 that many threads, never all of them. A topic's messages of one ordering key (the handler
 gives one with ``LLM_BOT_ORDERING`` on) go one request at a time, in the order they were
-published, never in a request with another key's; when
-a request fails, the messages of its key already queued behind it fail with it (as the client's
-paused key would fail them), and the nacked events' redeliveries publish them again in order.
+published, never in a request with another key's; when one of them fails for a reason that may
+pass, the messages of its key behind it fail with it (as the client's paused key would fail
+them), and the nacked events' redeliveries publish them again in order.
 
-Pub/Sub refuses a whole request for one bad message (a topic that does not exist, an attribute
-past its limits); a refused request of several messages is sent again one message a request,
-so only the bad message's event is refused and dead-lettered.
+Pub/Sub refuses a whole request for one bad message (an attribute past its limits, an empty
+message); a refused request of several messages is sent again one message a request, so only
+the bad message's event is refused and dead-lettered. A topic that does not exist or is
+forbidden refuses every message sent to it.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -76,6 +77,11 @@ class EventPublisher(Protocol):
     async def publish(
         self, topic: str, data: bytes, attributes: Mapping[str, str], ordering_key: str = ""
     ) -> str: ...
+
+
+class _Behind(Exception):
+    """A message not sent because one before it in its request or ordering key failed for a
+    reason that may pass: its event is retried (:class:`PublishFailed`), never refused."""
 
 
 @dataclass
@@ -161,19 +167,27 @@ class Publisher:
         if not lane.queued and not lane.sending:
             del self._lanes[key]
 
-    def _request(self, path: str, messages: list[PubsubMessage]) -> list[str | BaseException]:
-        """One request (in a thread), or a request a message when Pub/Sub refused the lot."""
+    def _request(self, path: str, messages: list[PubsubMessage]) -> Sequence[str | BaseException]:
+        """One request (in a thread). Pub/Sub refuses a whole request for one bad message, so a
+        refused request of several is sent again a message a request, in order, until one fails
+        for another reason: the rest then fail too, to be published in order on redelivery. A
+        topic that is missing or forbidden refuses them all."""
         try:
-            return list(self._call(path, messages))
-        except _REJECTIONS as error:
+            return self._call(path, messages)
+        except InvalidArgument as error:
             if len(messages) == 1:
                 return [error]
+        except _REJECTIONS as error:
+            return [error] * len(messages)
         results: list[str | BaseException] = []
-        for message in messages:
+        for index, message in enumerate(messages):
             try:
-                results.extend(self._call(path, [message]))
-            except Exception as error:
+                results += self._call(path, [message])
+            except InvalidArgument as error:
                 results.append(error)
+            except Exception as error:
+                behind = _Behind(f"a message before it failed: {type(error).__name__}")
+                return [*results, error, *[behind] * (len(messages) - index - 1)]
         return results
 
     def _call(self, path: str, messages: list[PubsubMessage]) -> list[str]:
@@ -187,11 +201,11 @@ class Publisher:
         key: tuple[str, str],
         lane: _Lane,
         batch: list[_Queued],
-        done: asyncio.Future[list[str | BaseException]],
+        done: asyncio.Future[Sequence[str | BaseException]],
     ) -> None:
         lane.sending -= 1
         error = RuntimeError("publish request cancelled") if done.cancelled() else done.exception()
-        results: list[str | BaseException] = (
+        results: Sequence[str | BaseException] = (
             [error] * len(batch) if error is not None else done.result()
         )
         for queued, result in zip(batch, results, strict=True):
@@ -201,12 +215,16 @@ class Publisher:
                 queued.confirmed.set_exception(result)
             else:
                 queued.confirmed.set_result(result)
-        failed = next((each for each in results if isinstance(each, BaseException)), None)
-        if key[1] and failed is not None:
-            while lane.queued:  # behind the failure: published again in order on redelivery
+        # Behind a message of its ordering key that may yet be published (not one refused for
+        # good): failed too, so redelivery publishes them again in order.
+        if key[1] and any(
+            isinstance(each, BaseException) and not isinstance(each, _REJECTIONS)
+            for each in results
+        ):
+            while lane.queued:
                 queued = lane.queued.popleft()
                 if not queued.confirmed.done():
-                    queued.confirmed.set_exception(failed)
+                    queued.confirmed.set_exception(_Behind("a message of its key failed"))
         self._send_from(key, lane)
 
     def close(self) -> None:

@@ -135,3 +135,26 @@ async def test_a_message_pubsub_refuses_is_refused_alone(
     assert all(isinstance(result, str) for result in confirmed), confirmed
     messages = await asyncio.to_thread(received, subscriber, subscription, len(sent))
     assert sorted(message.data for message in messages) == sorted(sent)
+
+
+async def test_a_refused_message_of_an_ordering_key_holds_back_none_of_the_rest(
+    pubsub_emulator: PubSubEmulator,
+    subscriber: pubsub_v1.SubscriberClient,
+    publisher: Publisher,
+    unique_name: str,
+) -> None:
+    """A message refused for good is never published, so the key's later messages need not
+    wait for it: they go out, in order."""
+    subscription = topic_with_subscription(pubsub_emulator, subscriber, unique_name)
+    sent = [f"message {n}".encode() for n in range(12)]
+    datas = [*sent[:6], b"", *sent[6:]]
+
+    results = await asyncio.gather(
+        *(publisher.publish(unique_name, data, {}, "thread-a") for data in datas),
+        return_exceptions=True,
+    )
+
+    assert isinstance(results[6], PublishRejected), results
+    assert all(isinstance(result, str) for result in results[:6] + results[7:]), results
+    messages = await asyncio.to_thread(received, subscriber, subscription, len(sent))
+    assert [message.data for message in messages] == sent
