@@ -71,6 +71,14 @@ _BM25 = f"""(
 
 # Each side keeps its best ``pool`` by a top-N sort (a heap of ``pool`` rows): numbering or
 # materializing every row of a user would spill to disk at 100k turns.
+#
+# A deep user's dense side keeps half the pool. Its index walk visits ~``pool / share`` entries,
+# each with a row read, so its cost is the pool's (a 100k-turn user in a 1.1M-turn table: ~730
+# entries for 66 turns), while the scan's is the user's turns whatever the pool. The nearest
+# turns past the first half add no evidence: with every user's dense side at half, LoCoMo's dev
+# half gives the same evidence in context (0.896; 0.909 with derived memories against 0.910) and
+# hybrid recall@10 (0.757) as the whole pool (docs/eval-retrieval.md).
+_DEEP_DENSE_POOL = "(%(pool)s + 1) / 2"
 
 
 @cache
@@ -174,7 +182,7 @@ dense_near AS MATERIALIZED (
     WHERE user_id = %(user)s AND {in_space(LIVE_COLUMN, dimensions)} AND %(use_dense)s
       AND {_visible("visibility")}
     ORDER BY {near_distance(LIVE_COLUMN, dimensions)}
-    LIMIT CASE WHEN (SELECT deep FROM depth) THEN %(pool)s ELSE 0 END
+    LIMIT CASE WHEN (SELECT deep FROM depth) THEN {_DEEP_DENSE_POOL} ELSE 0 END
 ),
 -- A deep user's turns the index does not hold yet, exactly (none once maintain marked them).
 dense_unindexed AS (
@@ -183,7 +191,7 @@ dense_unindexed AS (
         WHERE user_id = %(user)s AND NOT indexed AND embedding IS NOT NULL AND %(use_dense)s
           AND {_visible("visibility")} AND depth.deep
         ORDER BY embedding <=> %(vector)s::vector, thread_id, seq
-        LIMIT %(pool)s
+        LIMIT {_DEEP_DENSE_POOL}
     ) u
 ),
 hits AS (

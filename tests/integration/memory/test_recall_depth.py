@@ -21,7 +21,7 @@ from llm_bot.db.turn_index import (
     near_distance,
 )
 from llm_bot.db.vectors import vector_param
-from llm_bot.memory.recall import Depth, RecalledTurn, recall, recall_turns
+from llm_bot.memory.recall import MIN_POOL, Depth, RecalledTurn, recall, recall_turns
 
 from .conftest import Connection
 from .test_recall_ranking import add
@@ -86,10 +86,11 @@ async def uses_index(connection: Connection) -> None:
 async def test_a_deep_user_whose_turns_the_index_can_all_return_gets_the_exact_answer(
     connection: Connection,
 ) -> None:
-    """The index is approximate, but a user with fewer turns than a side's pool (20 for five
-    turns) must get every one of them from it (the scan goes on until the pool is full or the
-    index is exhausted), and then each is scored exactly: the same turns, the same scores, in
-    every mode. Other users' turns fill the index around them."""
+    """The index is approximate, but a user with fewer turns than the deep dense side's pool
+    (20 for five turns: half a side's MIN_POOL of 40) must get every one of them from it (the
+    scan goes on until the pool is full or the index is exhausted), and then each is scored
+    exactly: the same turns, the same scores, in every mode. Other users' turns fill the index
+    around them."""
     await uses_index(connection)
     for other in range(6):
         await history(connection, f"other-{other}", 40)
@@ -100,6 +101,29 @@ async def test_a_deep_user_whose_turns_the_index_can_all_return_gets_the_exact_a
             exact = await recalled(connection, "ada", TOPICS[topic], EXACT, mode=mode)
             assert exact, (topic, mode)
             assert await recalled(connection, "ada", TOPICS[topic], DEEP, mode=mode) == exact
+
+
+async def test_a_deep_users_dense_side_ranks_half_the_pool(connection: Connection) -> None:
+    """The index walk's cost is its pool's, so a deep user's nearest turns are half of what a
+    side ranks; the exact scan, whose cost is the user's turns, ranks them all."""
+    await uses_index(connection)
+    await history(connection, "ada", 2 * MIN_POOL, threads=2 * MIN_POOL)  # no neighbours
+    await connection.execute("UPDATE conversation_turns SET indexed = true")
+    found = {}
+    for name, depth in (("deep", DEEP), ("exact", EXACT)):
+        result = await recall(
+            connection,
+            "ada",
+            "what about tea?",
+            direction(0, 1000),
+            exclude=(),
+            limit=None,
+            threshold=-1.0,
+            mode="dense",
+            depth=depth,
+        )
+        found[name] = len(result.turns)
+    assert found == {"deep": MIN_POOL // 2, "exact": MIN_POOL}
 
 
 async def test_the_index_serves_the_deep_dense_side(connection: Connection) -> None:
