@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 
 import pytest
 from google.cloud import pubsub_v1
@@ -31,22 +32,26 @@ async def publisher(pubsub_emulator: PubSubEmulator) -> AsyncIterator[Publisher]
     await asyncio.to_thread(publisher.close)
 
 
-def topic_with_subscription(
-    emulator: PubSubEmulator, subscriber: pubsub_v1.SubscriberClient, name: str
-) -> str:
-    """``name``'s topic and its subscription (ordered), created; the subscription's path."""
-    client = request_client(emulator.host)
-    client.create_topic(name=client.topic_path(emulator.project, name))
-    subscription = subscriber.subscription_path(emulator.project, name)
-    subscriber.create_subscription(
-        request={
-            "name": subscription,
-            "topic": client.topic_path(emulator.project, name),
-            "enable_message_ordering": True,
-        }
-    )
+@dataclass(frozen=True)
+class Topic:
+    name: str
+    subscription: str  # its path; ordered
+
+
+@pytest.fixture
+def topic(
+    pubsub_emulator: PubSubEmulator, subscriber: pubsub_v1.SubscriberClient, unique_name: str
+) -> Topic:
+    """The test's topic and its subscription, ordered."""
+    client = request_client(pubsub_emulator.host)
+    path = client.topic_path(pubsub_emulator.project, unique_name)
+    client.create_topic(name=path)
     client.transport.close()
-    return subscription
+    subscription = subscriber.subscription_path(pubsub_emulator.project, unique_name)
+    subscriber.create_subscription(
+        request={"name": subscription, "topic": path, "enable_message_ordering": True}
+    )
+    return Topic(unique_name, subscription)
 
 
 def received(
@@ -73,19 +78,15 @@ def received(
 
 
 async def test_messages_published_at_the_same_instant_arrive_once_each_under_their_ids(
-    pubsub_emulator: PubSubEmulator,
-    subscriber: pubsub_v1.SubscriberClient,
-    publisher: Publisher,
-    unique_name: str,
+    subscriber: pubsub_v1.SubscriberClient, publisher: Publisher, topic: Topic
 ) -> None:
-    subscription = topic_with_subscription(pubsub_emulator, subscriber, unique_name)
     sent = [f"message {n}".encode() for n in range(300)]
 
     ids = await asyncio.gather(
-        *(publisher.publish(unique_name, data, {"n": str(n)}) for n, data in enumerate(sent))
+        *(publisher.publish(topic.name, data, {"n": str(n)}) for n, data in enumerate(sent))
     )
 
-    messages = await asyncio.to_thread(received, subscriber, subscription, len(sent))
+    messages = await asyncio.to_thread(received, subscriber, topic.subscription, len(sent))
     assert sorted(message.data for message in messages) == sorted(sent)
     assert {message.message_id: message.data for message in messages} == dict(
         zip(ids, sent, strict=True)
@@ -93,39 +94,31 @@ async def test_messages_published_at_the_same_instant_arrive_once_each_under_the
 
 
 async def test_one_ordering_keys_messages_arrive_in_the_order_published(
-    pubsub_emulator: PubSubEmulator,
-    subscriber: pubsub_v1.SubscriberClient,
-    publisher: Publisher,
-    unique_name: str,
+    subscriber: pubsub_v1.SubscriberClient, publisher: Publisher, topic: Topic
 ) -> None:
-    subscription = topic_with_subscription(pubsub_emulator, subscriber, unique_name)
     keys = ("thread-a", "thread-b", "thread-c")
     sends = [(key, f"{key} {n}".encode()) for n in range(40) for key in keys]
 
-    await asyncio.gather(*(publisher.publish(unique_name, data, {}, key) for key, data in sends))
+    await asyncio.gather(*(publisher.publish(topic.name, data, {}, key) for key, data in sends))
 
-    messages = await asyncio.to_thread(received, subscriber, subscription, len(sends))
+    messages = await asyncio.to_thread(received, subscriber, topic.subscription, len(sends))
     for key in keys:
         published = [data for each, data in sends if each == key]
         assert [m.data for m in messages if m.ordering_key == key] == published, key
 
 
 async def test_a_message_pubsub_refuses_is_refused_alone(
-    pubsub_emulator: PubSubEmulator,
-    subscriber: pubsub_v1.SubscriberClient,
-    publisher: Publisher,
-    unique_name: str,
+    subscriber: pubsub_v1.SubscriberClient, publisher: Publisher, topic: Topic
 ) -> None:
     """The emulator refuses a request holding an empty message, every message of it."""
-    subscription = topic_with_subscription(pubsub_emulator, subscriber, unique_name)
     sent = [f"message {n}".encode() for n in range(20)]
 
     results = await asyncio.gather(
-        *(publisher.publish(unique_name, data, {}) for data in sent[:10]),
-        publisher.publish(unique_name, b"", {}),
-        publisher.publish(unique_name, b"x" * (MAX_REQUEST_BYTES + 1), {}),
+        *(publisher.publish(topic.name, data, {}) for data in sent[:10]),
+        publisher.publish(topic.name, b"", {}),
+        publisher.publish(topic.name, b"x" * (MAX_REQUEST_BYTES + 1), {}),
         publisher.publish("t-no-such-topic", b"lost", {}),
-        *(publisher.publish(unique_name, data, {}) for data in sent[10:]),
+        *(publisher.publish(topic.name, data, {}) for data in sent[10:]),
         return_exceptions=True,
     )
 
@@ -133,28 +126,24 @@ async def test_a_message_pubsub_refuses_is_refused_alone(
     assert all(isinstance(result, PublishRejected) for result in refused), refused
     confirmed = results[:10] + results[13:]
     assert all(isinstance(result, str) for result in confirmed), confirmed
-    messages = await asyncio.to_thread(received, subscriber, subscription, len(sent))
+    messages = await asyncio.to_thread(received, subscriber, topic.subscription, len(sent))
     assert sorted(message.data for message in messages) == sorted(sent)
 
 
 async def test_a_refused_message_of_an_ordering_key_holds_back_none_of_the_rest(
-    pubsub_emulator: PubSubEmulator,
-    subscriber: pubsub_v1.SubscriberClient,
-    publisher: Publisher,
-    unique_name: str,
+    subscriber: pubsub_v1.SubscriberClient, publisher: Publisher, topic: Topic
 ) -> None:
     """A message refused for good is never published, so the key's later messages need not
     wait for it: they go out, in order."""
-    subscription = topic_with_subscription(pubsub_emulator, subscriber, unique_name)
     sent = [f"message {n}".encode() for n in range(12)]
     datas = [*sent[:6], b"", *sent[6:]]
 
     results = await asyncio.gather(
-        *(publisher.publish(unique_name, data, {}, "thread-a") for data in datas),
+        *(publisher.publish(topic.name, data, {}, "thread-a") for data in datas),
         return_exceptions=True,
     )
 
     assert isinstance(results[6], PublishRejected), results
     assert all(isinstance(result, str) for result in results[:6] + results[7:]), results
-    messages = await asyncio.to_thread(received, subscriber, subscription, len(sent))
+    messages = await asyncio.to_thread(received, subscriber, topic.subscription, len(sent))
     assert [message.data for message in messages] == sent
