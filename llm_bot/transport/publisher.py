@@ -10,12 +10,12 @@ message. Here a message waits for no timer: what is queued while a request is on
 in the next one (docs/performance.md, "Measured choices").
 
 A request is sent with the client's own retry and timeout. Each topic has at most
-``MAX_REQUESTS_PER_TOPIC`` requests on their way, so a topic whose requests are retried holds
-that many threads, never all of them. A topic's messages of one ordering key (the handler
-gives one with ``LLM_BOT_ORDERING`` on) go one request at a time, in the order they were
-published, never in a request with another key's; when one of them fails for a reason that may
-pass, the messages of its key behind it fail with it (as the client's paused key would fail
-them), and the nacked events' redeliveries publish them again in order.
+``MAX_REQUESTS_PER_TOPIC`` requests on their way, whatever their ordering keys, so a topic whose
+requests are retried holds that many threads, never all of them. A topic's messages of one
+ordering key (the handler gives one with ``LLM_BOT_ORDERING`` on) go one request at a time, in
+the order they were published, never in a request with another key's; when one of them fails for
+a reason that may pass, the messages of its key behind it fail with it (as the client's paused
+key would fail them), and the nacked events' redeliveries publish them again in order.
 
 Pub/Sub refuses a whole request for one bad message (an attribute past its limits, an empty
 message); a refused request of several messages is sent again one message a request, so only
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -50,9 +50,11 @@ _CONFIRM_TIMEOUT_S = PUBLISH_TIMEOUT_S + 5.0
 # Pub/Sub's limits of one publish request.
 MAX_REQUEST_BYTES = 10_000_000
 MAX_REQUEST_MESSAGES = 1_000
-MAX_REQUESTS_PER_TOPIC = 4
+# Requests on their way to one topic, whatever their ordering keys: a topic whose requests are
+# retried holds that many of the threads, never all of them.
+MAX_REQUESTS_PER_TOPIC = 8
+PUBLISH_THREADS = 32
 _FRAMING_BYTES = 8  # a message's field tag and length within the request
-PUBLISH_THREADS = 16
 
 
 class PublishFailed(RetryLaterError):
@@ -93,10 +95,10 @@ class _Queued:
 
 @dataclass
 class _Lane:
-    """The messages of one topic (and, with ordering on, one ordering key) not yet sent, and
-    how many of its requests are on their way."""
+    """The messages of one topic and ordering key not yet sent, and how many of its requests
+    are on their way (one at most for a key, so that its messages keep their order)."""
 
-    limit: int
+    ordered: bool
     queued: deque[_Queued] = field(default_factory=deque)
     sending: int = 0
 
@@ -107,6 +109,7 @@ class Publisher:
         self._project = project
         self._threads = ThreadPoolExecutor(PUBLISH_THREADS, thread_name_prefix="publish")
         self._lanes: dict[tuple[str, str], _Lane] = {}
+        self._sending_to: Counter[str] = Counter()  # requests on their way, by topic path
         self._flushing = False
 
     @classmethod
@@ -130,7 +133,7 @@ class Publisher:
         key = (path, ordering_key)
         lane = self._lanes.get(key)
         if lane is None:
-            lane = self._lanes[key] = _Lane(1 if ordering_key else MAX_REQUESTS_PER_TOPIC)
+            lane = self._lanes[key] = _Lane(ordered=bool(ordering_key))
         lane.queued.append(_Queued(message, size, confirmed))
         if not self._flushing:
             self._flushing = True
@@ -149,7 +152,11 @@ class Publisher:
             self._send_from(key, lane)
 
     def _send_from(self, key: tuple[str, str], lane: _Lane) -> None:
-        while lane.queued and lane.sending < lane.limit:
+        while (
+            lane.queued
+            and not (lane.ordered and lane.sending)
+            and self._sending_to[key[0]] < MAX_REQUESTS_PER_TOPIC
+        ):
             batch = [lane.queued.popleft()]
             size = len(key[0]) + batch[0].size
             while (
@@ -160,6 +167,7 @@ class Publisher:
                 size += lane.queued[0].size
                 batch.append(lane.queued.popleft())
             lane.sending += 1
+            self._sending_to[key[0]] += 1
             sent = asyncio.get_running_loop().run_in_executor(
                 self._threads, self._request, key[0], [each.message for each in batch]
             )
@@ -204,6 +212,9 @@ class Publisher:
         done: asyncio.Future[Sequence[str | BaseException]],
     ) -> None:
         lane.sending -= 1
+        self._sending_to[key[0]] -= 1
+        if not self._sending_to[key[0]]:
+            del self._sending_to[key[0]]
         error = RuntimeError("publish request cancelled") if done.cancelled() else done.exception()
         results: Sequence[str | BaseException] = (
             [error] * len(batch) if error is not None else done.result()
@@ -225,7 +236,7 @@ class Publisher:
                 queued = lane.queued.popleft()
                 if not queued.confirmed.done():
                     queued.confirmed.set_exception(_Behind("a message of its key failed"))
-        self._send_from(key, lane)
+        self._flush()  # this lane, and the topic's others, may have waited for it to end
 
     def close(self) -> None:
         """Wait for the requests on their way, then drop the connection; blocks, so call it

@@ -12,7 +12,12 @@ import pytest
 from google.cloud import pubsub_v1
 
 from llm_bot.transport.clients import request_client, subscriber_client
-from llm_bot.transport.publisher import MAX_REQUEST_BYTES, Publisher, PublishRejected
+from llm_bot.transport.publisher import (
+    MAX_REQUEST_BYTES,
+    MAX_REQUESTS_PER_TOPIC,
+    Publisher,
+    PublishRejected,
+)
 from llm_bot_tools.local.pubsub_emulator import PubSubEmulator
 
 pytestmark = pytest.mark.integration
@@ -96,8 +101,8 @@ async def test_messages_published_at_the_same_instant_arrive_once_each_under_the
 async def test_one_ordering_keys_messages_arrive_in_the_order_published(
     subscriber: pubsub_v1.SubscriberClient, publisher: Publisher, topic: Topic
 ) -> None:
-    keys = ("thread-a", "thread-b", "thread-c")
-    sends = [(key, f"{key} {n}".encode()) for n in range(40) for key in keys]
+    keys = [f"thread-{n}" for n in range(3 * MAX_REQUESTS_PER_TOPIC)]  # more than go at once
+    sends = [(key, f"{key} {n}".encode()) for n in range(12) for key in keys]
 
     await asyncio.gather(*(publisher.publish(topic.name, data, {}, key) for key, data in sends))
 
