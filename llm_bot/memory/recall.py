@@ -110,11 +110,11 @@ class RecalledTurn:
     lexical_score: float = 0.0
     dense_rank: int | None = None
     lexical_rank: int | None = None
-    # The later turns that replace it (a correction consolidation recorded), with which it
-    # traded places (:func:`llm_bot.memory.fusion.corrected`), and the other way round the
-    # outdated turns whose places it took: an explanation says why a turn ranks above its own
-    # scores, or below. Empty for most turns.
+    # A correction consolidation recorded, by which the turn ranks where its own scores would
+    # not (:func:`llm_bot.memory.fusion.corrected`); an explanation names them. Empty for most
+    # turns. The later turns that replace it, and took its place:
     replaced_by: tuple[tuple[str, int], ...] = ()
+    # The outdated turns it replaces, whose places it took:
     replaces: tuple[tuple[str, int], ...] = ()
 
 

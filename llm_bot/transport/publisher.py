@@ -26,7 +26,6 @@ forbidden refuses every message sent to it.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -41,8 +40,6 @@ from google.pubsub_v1.types import PubsubMessage
 from llm_bot.errors import DeadLetterError, RetryLaterError
 from llm_bot.settings import Settings
 from llm_bot.transport.clients import PUBLISH_RETRY, PUBLISH_TIMEOUT_S, request_client
-
-logger = logging.getLogger(__name__)
 
 # The client gives up after PUBLISH_TIMEOUT_S; this only guards against a confirmation that
 # never comes at all.

@@ -75,9 +75,8 @@ _BM25 = f"""(
 # A deep user's dense side keeps half the pool. Its index walk visits ~``pool / share`` entries,
 # each with a row read, so its cost is the pool's (a 100k-turn user in a 1.1M-turn table: ~730
 # entries for 66 turns), while the scan's is the user's turns whatever the pool. The nearest
-# turns past the first half add no evidence: with every user's dense side at half, LoCoMo's dev
-# half gives the same evidence in context (0.896; 0.909 with derived memories against 0.910) and
-# hybrid recall@10 (0.757) as the whole pool (docs/eval-retrieval.md).
+# turns past the first half add no evidence on LoCoMo, even with every user's dense side at half
+# (docs/eval-retrieval.md, "A shallower dense side").
 _DEEP_DENSE_POOL = "(%(pool)s + 1) / 2"
 
 

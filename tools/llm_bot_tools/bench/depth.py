@@ -23,13 +23,11 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from pgvector.psycopg import register_vector_async
 from psycopg import AsyncConnection
 
 from llm_bot.db.migrate import migrate
 from llm_bot.db.placements import tenant_of_thread
 from llm_bot.db.turn_index import SEARCH_SETTINGS
-from llm_bot.db.vectors import register_vectors
 from llm_bot.lifecycle.turn_backfill import index_deep_users
 from llm_bot.memory.recall import Depth, recall_turns
 from llm_bot.memory.store import MemoryStore, settle_space
@@ -47,6 +45,7 @@ from llm_bot_tools.bench.retrieval import (
     load_memories,
     measure_search,
     p95s,
+    register_copy_and_search,
     timed,
 )
 from llm_bot_tools.local.scratch_schemas import scratch_schema
@@ -110,8 +109,7 @@ async def load_turns(
 ) -> None:
     """``turns`` messages in user/assistant pairs by binary COPY; pair ``i`` is ``speaker(i)``'s
     in ``thread(i)``, a minute after the one before."""
-    await register_vector_async(connection)  # numpy arrays, for COPY
-    register_vectors(connection)  # vector_param's, for the searches
+    await register_copy_and_search(connection)
     columns = "thread_id, seq, user_id, session_id, pair_index, role, content, created_at,"
     columns += " source_event, embedding, visibility"
     next_seq: dict[str, int] = {}

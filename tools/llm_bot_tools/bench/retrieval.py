@@ -76,6 +76,13 @@ def unit_vector(rng: random.Random, dimensions: int = DIMENSIONS) -> list[float]
     return [x / norm for x in vector]
 
 
+async def register_copy_and_search(connection: AsyncConnection[Any]) -> None:
+    """The loaders' two vector adapters: pgvector's for the numpy arrays COPY writes, and the
+    worker's (:func:`llm_bot.db.vectors.register_vectors`) for the searches' parameters."""
+    await register_vector_async(connection)
+    register_vectors(connection)
+
+
 async def load_memories(
     connection: AsyncConnection[Any],
     memories: int,
@@ -86,8 +93,7 @@ async def load_memories(
 ) -> None:
     """Fill ``memories`` of the current schema by binary COPY, round robin over the users
     ``{owner}-0`` to ``{owner}-{users - 1}``."""
-    await register_vector_async(connection)  # numpy arrays, for COPY
-    register_vectors(connection)  # vector_param's, for the searches
+    await register_copy_and_search(connection)
     at = datetime(2026, 1, 1, tzinfo=UTC)
     columns = "user_id, key, content, metadata, visibility, embedding, created_at, updated_at"
     async with (
@@ -258,8 +264,7 @@ async def load_history(
 ) -> None:
     """``turns`` messages in alternating pairs over five threads per user, users named
     ``{owner}-0`` to ``{owner}-{users - 1}``."""
-    await register_vector_async(connection)  # numpy arrays, for COPY
-    register_vectors(connection)  # vector_param's, for the searches
+    await register_copy_and_search(connection)
     next_seq: dict[str, int] = {}
     columns = "thread_id, seq, user_id, session_id, pair_index, role, content, created_at,"
     columns += " source_event, embedding"
