@@ -105,6 +105,7 @@ class Settings(BaseSettings):
     commit_max_delay_ms: Annotated[int, Field(ge=0)] = Field(
         20, alias="LLM_BOT_COMMIT_MAX_DELAY_MS"
     )
+    commit_timeout_ms: Millis = Field(10_000, alias="LLM_BOT_COMMIT_TIMEOUT_MS")
 
     # --- model -----------------------------------------------------------------------------
     # BitBrat's names (LLM_BASE_URL, LLM_API_KEY, LLM_MODEL) are read too; ours win when both

@@ -28,7 +28,12 @@ failure fails that event alone, at once; a refused statement reaches its event a
 :class:`RejectedWrite`, which dead-letters it. Only failures of the connection or the server
 (connection lost, server shutting down, too many connections, deadlock, serialization failure)
 retry the whole batch with jittered backoff (tenacity); if they persist, every event of the
-batch gets the error and is nacked.
+batch gets the error and is nacked. So does an attempt that outlasts
+``LLM_BOT_COMMIT_TIMEOUT_MS`` (:class:`CommitTimedOut`): the ledger's connections have no
+statement timeout, and a transaction waiting on a lock, a node or a pipeline that never answers
+would otherwise hold the committer, and with it every event's commit, for good. Cancelling the
+attempt cancels its statement on the server, or closes the connection when the server does not
+answer, so the pool never hands it out again.
 
 On Citus a batch splits into one transaction per set of nodes its works write, committed side
 by side (:func:`llm_bot.db.batches.by_node` says how): one node's works commit there alone,
@@ -78,6 +83,11 @@ DEFERRED_MAX_WAIT_S = 0.5
 MIN_EXPECTED_ARRIVALS = 0.25
 
 
+class CommitTimedOut(Exception):
+    """One attempt of a batch's transaction outlasted the commit timeout: like a lost
+    connection, a later attempt may not meet it again."""
+
+
 class RejectedWrite(DeadLetterError):
     """The database refused one event's write as such (its data, not the connection): no
     retry can succeed, and the event's batch-mates are not held back by it."""
@@ -88,7 +98,7 @@ class RejectedWrite(DeadLetterError):
 def is_transient(error: BaseException) -> bool:
     """Whether the failure is the connection's or the server's (retry the whole batch) rather
     than one statement's (fail that statement's event alone)."""
-    if isinstance(error, PoolTimeout):
+    if isinstance(error, PoolTimeout | CommitTimedOut):
         return True
     if not isinstance(error, psycopg.Error):
         return False
@@ -118,12 +128,15 @@ class GroupCommitter:
         *,
         max_batch: int,
         max_delay_s: float,
+        attempt_timeout_s: float = 10.0,
         placements: Placements | None = None,
     ) -> None:
-        """``placements``: where tenants' rows are, to split batches by node (none: never)."""
+        """``attempt_timeout_s``: the longest one attempt of a batch's transaction may take;
+        ``placements``: where tenants' rows are, to split batches by node (none: never)."""
         self._pool = pool
         self._max_batch = max_batch
         self._max_delay_s = max_delay_s
+        self._attempt_timeout_s = attempt_timeout_s
         self._placements = placements
         self._queue: asyncio.Queue[Item] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
@@ -144,6 +157,7 @@ class GroupCommitter:
             pool,
             max_batch=settings.commit_max_batch,
             max_delay_s=settings.commit_max_delay_ms / 1000,
+            attempt_timeout_s=settings.commit_timeout_ms / 1000,
             placements=Placements(),
         )
 
@@ -283,7 +297,7 @@ class GroupCommitter:
                     reraise=True,
                 ):
                     with attempt:
-                        failures = await self._transaction(batch)
+                        failures = await self._bounded_transaction(batch)
             except Exception as error:  # the batch could not be committed: every event nacks
                 logger.warning("group commit failed: %s", type(error).__name__)
                 failures = {index: error for index in range(len(batch))}
@@ -304,6 +318,14 @@ class GroupCommitter:
                 done.set_exception(failures[index])
             else:
                 done.set_result(None)
+
+    async def _bounded_transaction(self, batch: list[Item]) -> dict[int, BaseException]:
+        try:
+            async with asyncio.timeout(self._attempt_timeout_s):
+                return await self._transaction(batch)
+        except TimeoutError as error:
+            limit = f"{self._attempt_timeout_s:g} s (LLM_BOT_COMMIT_TIMEOUT_MS)"
+            raise CommitTimedOut(f"the transaction took over {limit}") from error
 
     async def _transaction(self, batch: list[Item]) -> dict[int, BaseException]:
         """The batch in one transaction; a failure that is the work's own (not the database's)

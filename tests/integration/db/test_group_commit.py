@@ -13,7 +13,7 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from llm_bot.db.batches import Item, UserRows, chains
-from llm_bot.db.group_commit import GroupCommitter, RejectedWrite
+from llm_bot.db.group_commit import CommitTimedOut, GroupCommitter, RejectedWrite
 from llm_bot.db.placements import ONE_NODE, Placements
 
 pytestmark = pytest.mark.integration
@@ -221,3 +221,56 @@ async def test_without_citus_a_batch_of_many_tenants_is_one_transaction(
     assert gc.transactions == 1
     assert await count(fresh_database_url) == 8
     assert not [r for r in caplog.records if r.name == "llm_bot.db.placements"], caplog.text
+
+
+async def test_a_transaction_that_stalls_fails_its_events_in_bounded_time_and_frees_the_committer(
+    pool: AsyncConnectionPool[Any], fresh_database_url: str
+) -> None:
+    """A statement waiting on a row lock another session holds never ends by itself (the
+    ledger's connections have no statement timeout): each attempt is ended at the commit
+    timeout, the waiting statement is cancelled on the server, and once every attempt has
+    failed the events get a transient error (they are nacked, not lost). The committer then
+    takes the next batch, on a connection that works."""
+    async with pool.connection() as connection:
+        await connection.execute("INSERT INTO writes VALUES (1)")
+    async with await AsyncConnection.connect(fresh_database_url) as holder:
+        await holder.execute("SELECT * FROM writes WHERE n = 1 FOR UPDATE")  # holds the lock
+
+        async def update(connection: AsyncConnection[Any]) -> None:
+            await connection.execute("UPDATE writes SET n = 2 WHERE n = 1")
+
+        async with GroupCommitter(
+            pool, max_batch=4, max_delay_s=0.0, attempt_timeout_s=0.2
+        ) as committer:
+            async with asyncio.timeout(60):
+                with pytest.raises(CommitTimedOut):
+                    await committer.commit(update, ())
+                await committer.commit(insert(3), ())
+        await holder.rollback()
+    assert await count(fresh_database_url) == 2
+    async with await AsyncConnection.connect(fresh_database_url) as connection:
+        cursor = await connection.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'UPDATE writes%'"
+        )
+        assert await cursor.fetchone() == (0,), "a cancelled statement still runs"
+
+
+async def test_a_work_that_never_finishes_its_statements_fails_in_bounded_time(
+    pool: AsyncConnectionPool[Any], fresh_database_url: str
+) -> None:
+    """The pipeline's other stall: the server has a statement and waits for the rest of the
+    pipeline (its backend reads from the client) while the client waits on something else."""
+    stalled = asyncio.Event()
+
+    async def stall(connection: AsyncConnection[Any]) -> None:
+        await connection.execute("INSERT INTO writes VALUES (9)")
+        stalled.set()
+        await asyncio.Event().wait()
+
+    async with GroupCommitter(pool, max_batch=4, max_delay_s=0.0, attempt_timeout_s=0.2) as gc:
+        async with asyncio.timeout(60):
+            with pytest.raises(CommitTimedOut):
+                await gc.commit(stall, ())
+            assert stalled.is_set()
+            await gc.commit(insert(3), ())
+    assert await count(fresh_database_url) == 1
