@@ -5,6 +5,7 @@ over a claim whose row another transaction holds, without waiting for it."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from typing import Any
@@ -116,3 +117,43 @@ async def test_a_renewal_passes_over_a_row_another_transaction_holds_and_renews_
     leases_after = [await lease_until(pool, key) for key in (held_key, free_key)]
     assert leases_after[0] == leases_before[0]  # passed over: its holder renews it next time
     assert leases_after[1] > leases_before[1]
+
+
+class Signal(logging.Handler):
+    """Sets ``seen`` when a record whose message contains ``text`` is logged."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+        self.seen = asyncio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.text in record.getMessage():
+            self.seen.set()
+
+
+async def test_a_renewal_that_cannot_finish_is_cut_off_at_its_heartbeat_and_its_statement_ends(
+    pool: AsyncConnectionPool[Any],
+    transact: Callable[[Work, Collection[str]], Awaitable[None]],
+) -> None:
+    """A table lock (a migration, an operator's maintenance) holds the renewal's statement,
+    which passes over locked rows but not a locked table: it is cut off at the next heartbeat,
+    counted as a timeout, and its statement is cancelled on the server, so the lock's holder
+    finds no renewal queued behind it."""
+    held = await claim(transact, EventKey("ada", "held-through-a-lock", "0:llm-bot"), wait_s=0)
+    cut_off = Signal("could not renew claim leases (timeout)")
+    logging.getLogger("llm_bot.db.leases").addHandler(cut_off)
+    try:
+        async with LeaseKeeper(pool, lease_s=LEASE_S) as keeper, asyncio.timeout(30):
+            with keeper.holding(held):
+                async with pool.connection() as locker, locker.transaction():
+                    await locker.execute("LOCK TABLE processed_events IN ACCESS EXCLUSIVE MODE")
+                    await cut_off.seen.wait()
+                    waiting = await locker.execute(
+                        "SELECT count(*) FROM pg_stat_activity"
+                        " WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+                    )
+                    assert await waiting.fetchone() == (0,)
+    finally:
+        logging.getLogger("llm_bot.db.leases").removeHandler(cut_off)
+    assert keeper.failures["timeout"] >= 1
