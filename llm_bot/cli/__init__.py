@@ -5,7 +5,9 @@ command group.
 it imports the rest of the command line: importing takes a second or two, a platform may stop
 an instance at any point of its start, and a worker that has taken no work yet should then
 exit 0 at once rather than die of the signal, or wait at the interpreter's exit for a thread
-that an import or a library started.
+that an import or a library started. To the development tools that start servers of their own
+(``send``, ``eval``, ``bench``) SIGTERM is Ctrl-C: they stop what they started and exit 130,
+rather than die and leave an emulator, a Postgres or a worker running.
 """
 
 from __future__ import annotations
@@ -17,11 +19,16 @@ from collections.abc import Sequence
 
 __all__ = ["main"]
 
+# ``dev`` stops its stack on SIGTERM itself.
+SERVER_STARTING_TOOLS = ("send", "eval", "bench")
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["run"]:
         signal.signal(signal.SIGTERM, _exit_before_start)
+    elif args[:1] and args[0] in SERVER_STARTING_TOOLS:
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
     from llm_bot.cli.parser import main as run_command_line
 
     return run_command_line(args)

@@ -7,7 +7,10 @@ asserted, since they depend on the machine.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -74,3 +77,64 @@ def test_bench_run_reports_sane_numbers(tmp_path: Path) -> None:
     assert all(s["cpu_ms"] >= 0 for s in stages.values())
     assert len(list((tmp_path / "profile").glob("*.txt"))) == 2
     assert (tmp_path / "profile" / "stages.png").stat().st_size > 0
+
+
+def processes_started_by(pid: int, path: Path) -> set[int]:
+    """``pid``'s descendants, and the servers that left its tree as daemons do (Postgres) but
+    name ``path`` on their command line."""
+    parents: dict[int, int] = {}
+    named: set[int] = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:  # ended meanwhile
+            continue
+        parents[int(entry.name)] = int(stat.rpartition(")")[2].split()[1])
+        if str(path) in command:
+            named.add(int(entry.name))
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found | named
+
+
+def test_a_bench_stopped_by_sigterm_stops_every_server_it_started(tmp_path: Path) -> None:
+    """SIGTERM (a CI job's timeout, a terminal closed) is Ctrl-C to a bench: the emulator,
+    Postgres and the worker it started stop with it, and it exits 130."""
+    command = [sys.executable, "-m", "llm_bot.cli", "bench", "run", "--events", "3000"]
+    bench = subprocess.Popen(
+        [*command, "--data-dir", str(tmp_path / "bench"), "--json"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    started: set[int] = set()
+    try:
+        assert bench.stderr is not None
+        for line in bench.stderr:  # the service's progress: every server is up
+            if "service backlog" in line:
+                break
+        started = processes_started_by(bench.pid, tmp_path)
+        bench.send_signal(signal.SIGTERM)
+        assert bench.wait(timeout=60) == 130
+        assert len(started) >= 3, started  # the emulator, Postgres, the worker, at least
+        assert not {pid: state for pid in started if (state := running(pid))}
+    except BaseException:
+        for pid in [bench.pid, *started]:  # what the failure left
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        raise
+
+
+def running(pid: int) -> str | None:
+    """``pid``'s state and command line while it runs (a zombie has ended)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return None
+    return None if state == "Z" else f"{state} {command}"
