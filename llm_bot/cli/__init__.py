@@ -6,8 +6,9 @@ it imports the rest of the command line: importing takes a second or two, a plat
 an instance at any point of its start, and a worker that has taken no work yet should then
 exit 0 at once rather than die of the signal, or wait at the interpreter's exit for a thread
 that an import or a library started. To the development tools that start servers of their own
-(``send``, ``eval``, ``bench``) SIGTERM is Ctrl-C: they stop what they started and exit 130,
-rather than die and leave an emulator, a Postgres or a worker running.
+(``send``, ``eval``, ``bench``) SIGTERM and SIGHUP (a closed terminal) are Ctrl-C: they stop
+what they started and exit 130, rather than die and leave an emulator, a Postgres or a worker
+running.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args[:1] == ["run"]:
         signal.signal(signal.SIGTERM, _exit_before_start)
     elif args[:1] and args[0] in SERVER_STARTING_TOOLS:
-        signal.signal(signal.SIGTERM, signal.default_int_handler)
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, signal.default_int_handler)
     from llm_bot.cli.parser import main as run_command_line
 
     return run_command_line(args)
