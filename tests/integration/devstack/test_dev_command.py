@@ -133,6 +133,15 @@ def test_dev_prints_exports_serves_real_clients_and_stops_cleanly(dev: RunningDe
     assert [line for line in dev.errors if "Warning" in line] == []
 
 
+def test_a_closed_terminal_stops_the_stack_as_ctrl_c_does(dev: RunningDev) -> None:
+    """SIGHUP, what closing the terminal of `make run` sends, leaves no server behind."""
+    assert dev.ready.wait(START_TIMEOUT_S), "dev stack did not come up"
+    assert dev.process.poll() is None, "\n".join(dev.lines)
+    dev.process.send_signal(signal.SIGHUP)
+    assert dev.process.wait(timeout=60) == 0
+    assert_nothing_left(dev.exports)
+
+
 def assert_nothing_left(exports: dict[str, str]) -> None:
     host, port = exports["PUBSUB_EMULATOR_HOST"].split(":")
     leftovers = subprocess.run(

@@ -145,7 +145,7 @@ NEXT_STEPS = (
 
 def run_dev_stack(settings: Settings, data_dir: str, services_only: bool) -> int:
     stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # SIGHUP: a closed terminal
         signal.signal(signum, lambda *_: stop.set())
     services = contextlib.ExitStack()
 
@@ -191,9 +191,10 @@ async def explained(url: str, agent: str, correlation_id: str) -> list[str]:
 async def _serve_with_demo(
     settings: Settings, stack: DevStack, registry: CollectorRegistry
 ) -> None:
-    """Run the worker until Ctrl-C/SIGTERM, after showing a few events going through it."""
+    """Run the worker until Ctrl-C/SIGTERM/SIGHUP, after showing a few events going through it."""
     stop = asyncio.Event()
     install_signal_handlers(stop)
+    asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, stop.set)
     async with Worker(settings, metrics_registry=registry) as worker:
         print(f"# worker running (health on port {settings.port})", flush=True)
         reply_subscription = tap_subscription_name(
