@@ -13,8 +13,9 @@ A renewal waits on no row lock: it passes over the claims whose rows another tra
 at that moment (the group committer storing an event's output or marking it published), which
 need no renewal then, and renews them at a later heartbeat
 (:func:`llm_bot.db.processed_events.renew` says why rather than a shared lock order). So it can
-close no deadlock with the events' own writes. A renewal still running at the next heartbeat
-(a table lock, a server that does not answer) is cut off, its statement cancelled. A renewal
+close no deadlock with the events' own writes. A renewal still running after a whole lease (a
+table lock, a server that does not answer) is cut off, its statement cancelled, so the next
+heartbeat tries again. A renewal
 that fails (cut off, a statement timeout, a lost connection) is counted by reason
 (``llmbot_lease_renewal_failures``): a lease survives three of them in a row, not four.
 """
@@ -48,8 +49,8 @@ _REASONS = {"40P01": "deadlock", "57014": "statement_timeout"}
 
 def failure_reason(error: BaseException) -> str:
     """The ``reason`` a failed renewal is counted under: a deadlock says renewal met another
-    writer's locks, a timeout an overloaded database or pool (or a renewal that outlasted its
-    heartbeat, cut off), a connection one that went away."""
+    writer's locks, a timeout an overloaded database or pool (or a renewal cut off after a whole
+    lease), a connection one that went away."""
     if isinstance(error, PoolTimeout):
         return "pool_timeout"
     if isinstance(error, TimeoutError):
@@ -112,8 +113,8 @@ class LeaseKeeper:
             await asyncio.sleep(interval_s)
             if not self._held:
                 continue
-            try:  # a renewal that outlasts its heartbeat is cut off: the next one is due
-                async with asyncio.timeout(interval_s), self._pool.connection() as connection:
+            try:  # by the end of a lease, what a renewal still running renews has lapsed
+                async with asyncio.timeout(self._lease_s), self._pool.connection() as connection:
                     for claims in self._by_shard():
                         await self._renew_shard(connection, claims)
             except Exception as error:  # no connection: the next heartbeat tries again

@@ -132,12 +132,12 @@ class Signal(logging.Handler):
             self.seen.set()
 
 
-async def test_a_renewal_that_cannot_finish_is_cut_off_at_its_heartbeat_and_its_statement_ends(
+async def test_a_renewal_that_cannot_finish_is_cut_off_after_a_lease_and_its_statement_ends(
     pool: AsyncConnectionPool[Any],
     transact: Callable[[Work, Collection[str]], Awaitable[None]],
 ) -> None:
     """A table lock (a migration, an operator's maintenance) holds the renewal's statement,
-    which passes over locked rows but not a locked table: it is cut off at the next heartbeat,
+    which passes over locked rows but not a locked table: it is cut off after a whole lease,
     counted as a timeout, and its statement is cancelled on the server, so the lock's holder
     finds no renewal queued behind it."""
     held = await claim(transact, EventKey("ada", "held-through-a-lock", "0:llm-bot"), wait_s=0)
