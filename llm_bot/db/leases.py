@@ -15,9 +15,9 @@ need no renewal then, and renews them at a later heartbeat
 (:func:`llm_bot.db.processed_events.renew` says why rather than a shared lock order). So it can
 close no deadlock with the events' own writes. A renewal still running after a whole lease (a
 table lock, a server that does not answer) is cut off, its statement cancelled, so the next
-heartbeat tries again. A renewal
-that fails (cut off, a statement timeout, a lost connection) is counted by reason
-(``llmbot_lease_renewal_failures``): a lease survives three of them in a row, not four.
+heartbeat tries again. A renewal that fails (cut off, a statement timeout, a lost connection) is
+counted by reason (``llmbot_lease_renewal_failures``): a lease survives three of them in a row,
+not four.
 """
 
 from __future__ import annotations
