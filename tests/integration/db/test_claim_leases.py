@@ -151,7 +151,8 @@ async def test_a_renewal_that_cannot_finish_is_cut_off_after_a_lease_and_its_sta
                     await cut_off.seen.wait()
                     waiting = await locker.execute(
                         "SELECT count(*) FROM pg_stat_activity"
-                        " WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+                        " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+                        " AND pid <> pg_backend_pid()"
                     )
                     assert await waiting.fetchone() == (0,)
     finally:
