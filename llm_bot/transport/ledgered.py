@@ -10,6 +10,7 @@ held (an answer's lease is short and renewed; a job's covers its whole deadline)
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
@@ -26,21 +27,26 @@ from llm_bot.transport.decision import Decision
 logger = logging.getLogger(__name__)
 
 Connect = Callable[[], AbstractAsyncContextManager[AsyncConnection[Any]]]
+# A release is one row's update: far longer than this, something holds the table.
+RELEASE_TIMEOUT_S = 5.0
 
 
 class Ledgered:
     """Claims of one kind of work: committed by ``transact``, released on a connection from
-    ``connect``, renewed by ``leases`` while held (none: the lease covers the work)."""
+    ``connect`` (within ``release_timeout_s``), renewed by ``leases`` while held (none: the
+    lease covers the work)."""
 
     def __init__(
         self,
         transact: processed_events.Transact,
         connect: Connect,
         leases: LeaseKeeper | None = None,
+        release_timeout_s: float = RELEASE_TIMEOUT_S,
     ) -> None:
         self._transact = transact
         self._connect = connect
         self._leases = leases
+        self._release_timeout_s = release_timeout_s
 
     async def claim(
         self,
@@ -74,8 +80,10 @@ class Ledgered:
                 await self.release(claim)
 
     async def release(self, claim: processed_events.Claim) -> None:
+        """Give ``claim`` back, or give up after ``release_timeout_s``: the lease expires by
+        itself, and a release waiting on a locked table would hold the message's nack."""
         try:
-            async with self._connect() as connection:
+            async with asyncio.timeout(self._release_timeout_s), self._connect() as connection:
                 await processed_events.release(connection, claim)
         except Exception as error:  # the lease expires by itself
-            logger.warning("could not release a claim: %s", error)
+            logger.warning("could not release a claim: %s", str(error) or type(error).__name__)
