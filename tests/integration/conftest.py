@@ -12,6 +12,7 @@ from typing import Any
 
 import openai
 import pytest
+from psycopg_pool import AsyncConnectionPool
 
 from llm_bot.db.group_commit import GroupCommitter
 from llm_bot.db.migrate import migrate
@@ -49,6 +50,16 @@ async def memory_store(
     ) as store:
         yield store
     await embedder.close()
+
+
+@pytest.fixture
+async def migrated_pool(fresh_database_url: str) -> AsyncIterator[AsyncConnectionPool[Any]]:
+    """A small autocommit pool on this test's database, migrated."""
+    migrate(fresh_database_url)
+    async with AsyncConnectionPool(
+        fresh_database_url, min_size=1, max_size=4, kwargs={"autocommit": True}
+    ) as pool:
+        yield pool
 
 
 @pytest.fixture

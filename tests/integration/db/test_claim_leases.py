@@ -16,7 +16,6 @@ from psycopg_pool import AsyncConnectionPool
 from llm_bot.db.batches import Work
 from llm_bot.db.group_commit import GroupCommitter
 from llm_bot.db.leases import LeaseKeeper
-from llm_bot.db.migrate import migrate
 from llm_bot.db.processed_events import (
     Claim,
     ClaimBusy,
@@ -32,19 +31,10 @@ LEASE_S = 1.0
 
 
 @pytest.fixture
-async def pool(fresh_database_url: str) -> AsyncIterator[AsyncConnectionPool[Any]]:
-    migrate(fresh_database_url)
-    async with AsyncConnectionPool(
-        fresh_database_url, min_size=1, max_size=4, kwargs={"autocommit": True}
-    ) as opened:
-        yield opened
-
-
-@pytest.fixture
 async def transact(
-    pool: AsyncConnectionPool[Any],
+    migrated_pool: AsyncConnectionPool[Any],
 ) -> AsyncIterator[Callable[[Work, Collection[str]], Awaitable[None]]]:
-    async with GroupCommitter(pool, max_batch=4, max_delay_s=0.0) as committer:
+    async with GroupCommitter(migrated_pool, max_batch=4, max_delay_s=0.0) as committer:
         yield committer.commit
 
 
@@ -57,12 +47,12 @@ async def claim(
 
 
 async def test_a_renewed_claim_outlives_many_leases_and_an_abandoned_one_is_taken_over_in_one(
-    pool: AsyncConnectionPool[Any],
+    migrated_pool: AsyncConnectionPool[Any],
     transact: Callable[[Work, Collection[str]], Awaitable[None]],
 ) -> None:
     key = EventKey("ada", "slow-event", "0:llm-bot")
     first = await claim(transact, key, wait_s=0)
-    async with LeaseKeeper(pool, lease_s=LEASE_S) as keeper:
+    async with LeaseKeeper(migrated_pool, lease_s=LEASE_S) as keeper:
         with keeper.holding(first), pytest.raises(ClaimBusy):  # four leases on, still held
             await claim_or_wait(transact, key, lease_s=LEASE_S, wait_s=4 * LEASE_S)
         began = time.monotonic()  # the holder stops renewing, as a killed worker does
@@ -74,19 +64,19 @@ async def test_a_renewed_claim_outlives_many_leases_and_an_abandoned_one_is_take
 
 
 async def test_a_released_claim_is_taken_at_once_and_keeps_its_attempt_count(
-    pool: AsyncConnectionPool[Any],
+    migrated_pool: AsyncConnectionPool[Any],
     transact: Callable[[Work, Collection[str]], Awaitable[None]],
 ) -> None:
     key = EventKey("ada", "failed-event", "0:llm-bot")
     first = await claim(transact, key, wait_s=0)
-    async with pool.connection() as connection:
+    async with migrated_pool.connection() as connection:
         await release(connection, first)
     second = await claim(transact, key, wait_s=0)  # no wait: the lease ended with the release
     assert (first.attempt, second.attempt) == (1, 2)
 
 
-async def lease_until(pool: AsyncConnectionPool[Any], key: EventKey) -> Any:
-    async with pool.connection() as connection:
+async def lease_until(migrated_pool: AsyncConnectionPool[Any], key: EventKey) -> Any:
+    async with migrated_pool.connection() as connection:
         row = await (
             await connection.execute(
                 "SELECT lease_until FROM processed_events"
@@ -99,22 +89,25 @@ async def lease_until(pool: AsyncConnectionPool[Any], key: EventKey) -> Any:
 
 
 async def test_a_renewal_passes_over_a_row_another_transaction_holds_and_renews_the_rest(
-    pool: AsyncConnectionPool[Any],
+    migrated_pool: AsyncConnectionPool[Any],
     transact: Callable[[Work, Collection[str]], Awaitable[None]],
 ) -> None:
     held_key = EventKey("ada", "being-stored", "0:llm-bot")
     free_key = EventKey("ada", "being-answered", "0:llm-bot")
     held, free = [await claim(transact, key, wait_s=0) for key in (held_key, free_key)]
-    leases_before = [await lease_until(pool, key) for key in (held_key, free_key)]
-    async with pool.connection() as writer, writer.transaction():  # as the committer's batch
+    leases_before = [await lease_until(migrated_pool, key) for key in (held_key, free_key)]
+    async with (
+        migrated_pool.connection() as writer,
+        writer.transaction(),
+    ):  # as the committer's batch
         await writer.execute(
             "UPDATE processed_events SET attempts = attempts"
             " WHERE user_id = %s AND correlation_id = %s",
             (held_key.user_id, held_key.correlation_id),
         )
-        async with pool.connection() as connection, asyncio.timeout(5):  # waits on no lock
+        async with migrated_pool.connection() as connection, asyncio.timeout(5):  # waits on no lock
             await renew(connection, [held, free], 10 * LEASE_S)
-    leases_after = [await lease_until(pool, key) for key in (held_key, free_key)]
+    leases_after = [await lease_until(migrated_pool, key) for key in (held_key, free_key)]
     assert leases_after[0] == leases_before[0]  # passed over: its holder renews it next time
     assert leases_after[1] > leases_before[1]
 
@@ -133,7 +126,7 @@ class Signal(logging.Handler):
 
 
 async def test_a_renewal_that_cannot_finish_is_cut_off_after_a_lease_and_its_statement_ends(
-    pool: AsyncConnectionPool[Any],
+    migrated_pool: AsyncConnectionPool[Any],
     transact: Callable[[Work, Collection[str]], Awaitable[None]],
 ) -> None:
     """A table lock (a migration, an operator's maintenance) holds the renewal's statement,
@@ -144,9 +137,9 @@ async def test_a_renewal_that_cannot_finish_is_cut_off_after_a_lease_and_its_sta
     cut_off = Signal("could not renew claim leases (timeout)")
     logging.getLogger("llm_bot.db.leases").addHandler(cut_off)
     try:
-        async with LeaseKeeper(pool, lease_s=LEASE_S) as keeper, asyncio.timeout(30):
+        async with LeaseKeeper(migrated_pool, lease_s=LEASE_S) as keeper, asyncio.timeout(30):
             with keeper.holding(held):
-                async with pool.connection() as locker, locker.transaction():
+                async with migrated_pool.connection() as locker, locker.transaction():
                     await locker.execute("LOCK TABLE processed_events IN ACCESS EXCLUSIVE MODE")
                     await cut_off.seen.wait()
                     waiting = await locker.execute(

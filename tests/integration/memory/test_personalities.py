@@ -4,7 +4,6 @@ lookup never fails the event."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -31,15 +30,6 @@ SYSTEM = "## [System Prompt]\n- Rules\n- system\n- Sources: config"
 NO_IDENTITY = f"{SYSTEM}\n\n## [Assistant Identity]\n- None provided."
 
 
-@pytest.fixture
-async def pool(fresh_database_url: str) -> AsyncIterator[AsyncConnectionPool[Any]]:
-    migrate(fresh_database_url)
-    async with AsyncConnectionPool(
-        fresh_database_url, min_size=1, max_size=2, kwargs={"autocommit": True}
-    ) as pool:
-        yield pool
-
-
 @pytest.fixture(autouse=True)
 def fresh_server(chat_server: LocalModelServer) -> None:
     chat_server.reset()
@@ -61,33 +51,39 @@ def system_sent(server: LocalModelServer) -> str:
 
 
 async def test_the_highest_active_version_wins_numerically(
-    pool: AsyncConnectionPool[Any],
+    migrated_pool: AsyncConnectionPool[Any],
 ) -> None:
     for version in (9, 10, 2):
-        await store.put(pool, Personality("bratty", version, "active", f"v{version}"))
-    await store.put(pool, Personality("bratty", 11, "inactive", "v11"))
-    await store.put(pool, Personality("bratty", 12, "archived", "v12"))
-    found = await store.active(pool, "bratty")
+        await store.put(migrated_pool, Personality("bratty", version, "active", f"v{version}"))
+    await store.put(migrated_pool, Personality("bratty", 11, "inactive", "v11"))
+    await store.put(migrated_pool, Personality("bratty", 12, "archived", "v12"))
+    found = await store.active(migrated_pool, "bratty")
     assert found is not None
     assert (found.version, found.text) == (10, "v10"), "10 beats 9; inactive/archived ignored"
-    assert (await store.get(pool, "bratty")).version == 12  # type: ignore[union-attr]
-    await store.put(pool, Personality("quiet", 1, "inactive", "shh"))
-    assert await store.active(pool, "quiet") is None
-    assert await store.active(pool, "nobody") is None
-    assert [p.version for p in await store.list_personalities(pool, "bratty")] == [2, 9, 10, 11, 12]
-    assert await store.delete(pool, "bratty", 10) == 1
-    assert (await store.active(pool, "bratty")).version == 9  # type: ignore[union-attr]
+    assert (await store.get(migrated_pool, "bratty")).version == 12  # type: ignore[union-attr]
+    await store.put(migrated_pool, Personality("quiet", 1, "inactive", "shh"))
+    assert await store.active(migrated_pool, "quiet") is None
+    assert await store.active(migrated_pool, "nobody") is None
+    assert [p.version for p in await store.list_personalities(migrated_pool, "bratty")] == [
+        2,
+        9,
+        10,
+        11,
+        12,
+    ]
+    assert await store.delete(migrated_pool, "bratty", 10) == 1
+    assert (await store.active(migrated_pool, "bratty")).version == 9  # type: ignore[union-attr]
 
 
 async def test_the_lookup_caches_hits_for_five_minutes_but_not_misses(
-    pool: AsyncConnectionPool[Any],
+    migrated_pool: AsyncConnectionPool[Any],
 ) -> None:
     now = [0.0]
-    lookup = PersonalityLookup(pool.connection, 300.0, clock=lambda: now[0])
+    lookup = PersonalityLookup(migrated_pool.connection, 300.0, clock=lambda: now[0])
     assert await lookup.active("bratty") is None
-    await store.put(pool, Personality("bratty", 1, "active", "first"))
+    await store.put(migrated_pool, Personality("bratty", 1, "active", "first"))
     assert (await lookup.active("bratty")).text == "first", "a miss is not cached"  # type: ignore[union-attr]
-    await store.put(pool, Personality("bratty", 2, "active", "second"))
+    await store.put(migrated_pool, Personality("bratty", 2, "active", "second"))
     now[0] = 299.0
     assert (await lookup.active("bratty")).text == "first", "a hit is"  # type: ignore[union-attr]
     now[0] = 300.0
@@ -95,15 +91,18 @@ async def test_the_lookup_caches_hits_for_five_minutes_but_not_misses(
 
 
 async def test_a_named_personality_reaches_the_system_message_with_its_model(
-    pool: AsyncConnectionPool[Any], model: ModelClient, chat_server: LocalModelServer
+    migrated_pool: AsyncConnectionPool[Any], model: ModelClient, chat_server: LocalModelServer
 ) -> None:
-    await store.put(pool, Personality("bratty", 9, "active", "You are Bratty v9."))
+    await store.put(migrated_pool, Personality("bratty", 9, "active", "You are Bratty v9."))
     await store.put(
-        pool, Personality("bratty", 10, "active", "You are Bratty v10.", model="bratty-model")
+        migrated_pool,
+        Personality("bratty", 10, "active", "You are Bratty v10.", model="bratty-model"),
     )
-    await store.put(pool, Personality("bratty", 11, "inactive", "You are Bratty v11."))
+    await store.put(migrated_pool, Personality("bratty", 11, "inactive", "You are Bratty v11."))
     context = graph_context(
-        model, system_prompt="system", personalities=PersonalityLookup(pool.connection, 300.0)
+        model,
+        system_prompt="system",
+        personalities=PersonalityLookup(migrated_pool.connection, 300.0),
     )
     event = named(
         said(),
@@ -120,9 +119,9 @@ async def test_a_named_personality_reaches_the_system_message_with_its_model(
 
 
 async def test_without_a_store_or_with_a_failing_one_names_are_left_out(
-    pool: AsyncConnectionPool[Any], model: ModelClient, chat_server: LocalModelServer
+    migrated_pool: AsyncConnectionPool[Any], model: ModelClient, chat_server: LocalModelServer
 ) -> None:
-    await store.put(pool, Personality("bratty", 1, "active", "You are Bratty."))
+    await store.put(migrated_pool, Personality("bratty", 1, "active", "You are Bratty."))
     event = named(said(), {"id": "p1", "kind": "personality", "value": "bratty"})
     result = await answer_event(GRAPH, graph_context(model, system_prompt="system"), event)
     assert result.outcome == "OK"

@@ -3,41 +3,30 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
 from llm_bot.db.group_commit import GroupCommitter
-from llm_bot.db.migrate import migrate
 from llm_bot.db.processed_events import Claim, EventKey
 from llm_bot.transport.ledgered import Ledgered
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-async def pool(fresh_database_url: str) -> AsyncIterator[AsyncConnectionPool[Any]]:
-    migrate(fresh_database_url)
-    async with AsyncConnectionPool(
-        fresh_database_url, min_size=1, max_size=4, kwargs={"autocommit": True}
-    ) as opened:
-        yield opened
-
-
 async def test_a_release_the_table_lock_holds_gives_up_and_leaves_the_lease_to_expire(
-    pool: AsyncConnectionPool[Any], caplog: pytest.LogCaptureFixture
+    migrated_pool: AsyncConnectionPool[Any], caplog: pytest.LogCaptureFixture
 ) -> None:
     """A failed event gives its claim back so a redelivery need not wait the lease out; with
     the ledger's table locked (a migration, maintenance) that release would wait as long as
     the lock, and the event's nack with it. It gives up at its bound, its statement cancelled,
     and the claim stays until its lease ends."""
-    async with GroupCommitter(pool, max_batch=4, max_delay_s=0.0) as committer:
-        ledgered = Ledgered(committer.commit, pool.connection, release_timeout_s=0.2)
+    async with GroupCommitter(migrated_pool, max_batch=4, max_delay_s=0.0) as committer:
+        ledgered = Ledgered(committer.commit, migrated_pool.connection, release_timeout_s=0.2)
         claim = await ledgered.claim(EventKey("ada", "failed", "0:llm-bot"), lease_s=60, wait_s=0)
         assert isinstance(claim, Claim)
-        async with pool.connection() as locker, locker.transaction():
+        async with migrated_pool.connection() as locker, locker.transaction():
             await locker.execute("LOCK TABLE processed_events IN ACCESS EXCLUSIVE MODE")
             async with asyncio.timeout(30):
                 await ledgered.release(claim)
@@ -46,7 +35,7 @@ async def test_a_release_the_table_lock_holds_gives_up_and_leaves_the_lease_to_e
                 " WHERE datname = current_database() AND wait_event_type = 'Lock'"
             )
             assert await waiting.fetchone() == (0,), "the release's statement still waits"
-        async with pool.connection() as connection:
+        async with migrated_pool.connection() as connection:
             cursor = await connection.execute("SELECT claim_token FROM processed_events")
             assert await cursor.fetchone() == (claim.token,)  # held until its lease ends
     assert "could not release a claim" in caplog.text
