@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from llm_bot_tools.local.processes import descendants, running
+
 pytestmark = pytest.mark.integration
 
 
@@ -79,27 +81,22 @@ def test_bench_run_reports_sane_numbers(tmp_path: Path) -> None:
     assert (tmp_path / "profile" / "stages.png").stat().st_size > 0
 
 
+def command_line(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:  # ended meanwhile
+        return ""
+
+
 def processes_started_by(pid: int, path: Path) -> set[int]:
     """``pid``'s descendants, and the servers that left its tree as daemons do (Postgres) but
     name ``path`` on their command line."""
-    parents: dict[int, int] = {}
-    named: set[int] = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:  # ended meanwhile
-            continue
-        parents[int(entry.name)] = int(stat.rpartition(")")[2].split()[1])
-        if str(path) in command:
-            named.add(int(entry.name))
-    found, frontier = set(), {pid}
-    while frontier:
-        frontier = {child for child, parent in parents.items() if parent in frontier} - found
-        found |= frontier
-    return found | named
+    named = {
+        int(entry.name)
+        for entry in Path("/proc").iterdir()
+        if entry.name.isdigit() and str(path) in command_line(int(entry.name))
+    }
+    return descendants(pid) | named
 
 
 def test_a_bench_stopped_by_sigterm_stops_every_server_it_started(tmp_path: Path) -> None:
@@ -122,19 +119,9 @@ def test_a_bench_stopped_by_sigterm_stops_every_server_it_started(tmp_path: Path
         bench.send_signal(signal.SIGTERM)
         assert bench.wait(timeout=60) == 130
         assert len(started) >= 3, started  # the emulator, Postgres, the worker, at least
-        assert not {pid: state for pid in started if (state := running(pid))}
+        assert not {pid: command_line(pid) for pid in started if running(pid)}
     except BaseException:
         for pid in [bench.pid, *started]:  # what the failure left
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         raise
-
-
-def running(pid: int) -> str | None:
-    """``pid``'s state and command line while it runs (a zombie has ended)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return None
-    return None if state == "Z" else f"{state} {command}"

@@ -25,6 +25,8 @@ from llm_bot.db.processed_events import (
     renew,
 )
 
+from ...support.locks import lock_waiters
+
 pytestmark = pytest.mark.integration
 
 LEASE_S = 1.0
@@ -142,12 +144,7 @@ async def test_a_renewal_that_cannot_finish_is_cut_off_after_a_lease_and_its_sta
                 async with migrated_pool.connection() as locker, locker.transaction():
                     await locker.execute("LOCK TABLE processed_events IN ACCESS EXCLUSIVE MODE")
                     await cut_off.seen.wait()
-                    waiting = await locker.execute(
-                        "SELECT count(*) FROM pg_stat_activity"
-                        " WHERE datname = current_database() AND wait_event_type = 'Lock'"
-                        " AND pid <> pg_backend_pid()"
-                    )
-                    assert await waiting.fetchone() == (0,)
+                    assert await lock_waiters(locker) == 0
     finally:
         logging.getLogger("llm_bot.db.leases").removeHandler(cut_off)
     assert keeper.failures["timeout"] >= 1

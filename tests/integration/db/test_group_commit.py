@@ -16,6 +16,8 @@ from llm_bot.db.batches import Item, UserRows, chains
 from llm_bot.db.group_commit import CommitTimedOut, GroupCommitter, RejectedWrite
 from llm_bot.db.placements import ONE_NODE, Placements
 
+from ...support.locks import lock_waiters
+
 pytestmark = pytest.mark.integration
 
 
@@ -246,11 +248,8 @@ async def test_a_transaction_that_stalls_fails_its_events_in_bounded_time_and_fr
                 with pytest.raises(CommitTimedOut):
                     await committer.commit(update, ())
                 await committer.commit(insert(3), ())
-        waiting = await holder.execute(  # while the lock is still held
-            "SELECT count(*) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND wait_event_type = 'Lock'"
-        )
-        assert await waiting.fetchone() == (0,), "a cancelled statement still waits"
+        # while the lock is still held
+        assert await lock_waiters(holder) == 0, "a cancelled statement still waits"
         await holder.rollback()
     assert await count(fresh_database_url) == 2
 

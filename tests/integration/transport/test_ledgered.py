@@ -12,6 +12,8 @@ from llm_bot.db.group_commit import GroupCommitter
 from llm_bot.db.processed_events import Claim, EventKey
 from llm_bot.transport.ledgered import Ledgered
 
+from ...support.locks import lock_waiters
+
 pytestmark = pytest.mark.integration
 
 
@@ -30,11 +32,7 @@ async def test_a_release_the_table_lock_holds_gives_up_and_leaves_the_lease_to_e
             await locker.execute("LOCK TABLE processed_events IN ACCESS EXCLUSIVE MODE")
             async with asyncio.timeout(30):
                 await ledgered.release(claim)
-            waiting = await locker.execute(
-                "SELECT count(*) FROM pg_stat_activity"
-                " WHERE datname = current_database() AND wait_event_type = 'Lock'"
-            )
-            assert await waiting.fetchone() == (0,), "the release's statement still waits"
+            assert await lock_waiters(locker) == 0, "the release's statement still waits"
         async with migrated_pool.connection() as connection:
             cursor = await connection.execute("SELECT claim_token FROM processed_events")
             assert await cursor.fetchone() == (claim.token,)  # held until its lease ends

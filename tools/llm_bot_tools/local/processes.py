@@ -50,20 +50,38 @@ def group_running(pgid: int) -> bool:
 
 def group_members(pgid: int) -> dict[int, str]:
     """pid -> state (``Z`` for a zombie) of every process in the group, read from /proc."""
-    members = {}
+    return {pid: state for pid, (state, _, group) in _stats().items() if group == pgid}
+
+
+def descendants(pid: int) -> set[int]:
+    """Every process whose chain of parents reaches ``pid``, read from /proc (none without)."""
+    parents = {child: parent for child, (_, parent, _) in _stats().items()}
+    found: set[int] = set()
+    frontier = {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def _stats() -> dict[int, tuple[str, int, int]]:
+    """pid -> (state, parent, process group) of every process, empty without /proc."""
+    if not _PROC.is_dir():
+        return {}
+    stats = {}
     for entry in _PROC.iterdir():
         stat = _stat(entry) if entry.name.isdigit() else None
-        if stat is not None and stat[1] == pgid:
-            members[int(entry.name)] = stat[0]
-    return members
+        if stat is not None:
+            stats[int(entry.name)] = stat
+    return stats
 
 
-def _stat(process: Path) -> tuple[str, int] | None:
-    """(state, process group), or None without /proc or when the process just ended."""
+def _stat(process: Path) -> tuple[str, int, int] | None:
+    """(state, parent, process group), or None without /proc or when the process just ended."""
     try:
         stat = (process / "stat").read_text()
     except OSError:
         return None
     # Fields after the parenthesised command: state, ppid, pgrp, ...
-    state, _, group = stat.rsplit(")", 1)[1].split()[:3]
-    return state, int(group)
+    state, parent, group = stat.rsplit(")", 1)[1].split()[:3]
+    return state, int(parent), int(group)
