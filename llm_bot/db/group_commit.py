@@ -31,9 +31,11 @@ retry the whole batch with jittered backoff (tenacity); if they persist, every e
 batch gets the error and is nacked. So does an attempt that outlasts
 ``LLM_BOT_COMMIT_TIMEOUT_MS`` (:class:`CommitTimedOut`): the ledger's connections have no
 statement timeout, and a transaction waiting on a lock, a node or a pipeline that never answers
-would otherwise hold the committer, and with it every event's commit, for good. Cancelling the
-attempt cancels its statement on the server, or closes the connection when the server does not
-answer, so the pool never hands it out again.
+would otherwise hold its events for good. Cancelling the attempt cancels its statement on the
+server, or closes the connection when the server does not answer, so the pool never hands it
+out again. A batch whose attempt timed out is tried again as a transaction per chain, each with
+the attempts left: the works that did not wait on what stalled commit then, and only the chain
+that waits on it waits again.
 
 On Citus a batch splits into one transaction per set of nodes its works write, committed side
 by side (:func:`llm_bot.db.batches.by_node` says how): one node's works commit there alone,
@@ -47,6 +49,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import deque
 from collections.abc import Collection, Hashable, Iterator
 from typing import Any, Self
 
@@ -60,7 +63,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from llm_bot.db.batches import Item, LockKey, Work, by_node, chains
+from llm_bot.db.batches import Item, LockKey, Work, by_node, chains, linked
 from llm_bot.db.placements import ONE_NODE, Placements
 from llm_bot.errors import DeadLetterError
 from llm_bot.settings import Settings
@@ -81,6 +84,9 @@ DEFERRED_MAX_WAIT_S = 0.5
 # 800 ms model / 16 in flight (~0.7 expected in 20 ms), where not waiting doubles the write
 # transactions per event (docs/performance.md), and stops at a few events in flight.
 MIN_EXPECTED_ARRIVALS = 0.25
+# A batch is overtaken (the next one goes beside it) once it has committed for this long: a
+# hundred times a batch's usual time, so under load batches still go one at a time and fill.
+OVERTAKE_AFTER_S = 0.5
 
 
 class CommitTimedOut(Exception):
@@ -138,7 +144,14 @@ class GroupCommitter:
         self._max_delay_s = max_delay_s
         self._attempt_timeout_s = attempt_timeout_s
         self._placements = placements
-        self._queue: asyncio.Queue[Item] = asyncio.Queue()
+        self._pending: deque[Item] = deque()  # handed in, not yet in a batch
+        self._changed = asyncio.Event()  # an item was handed in or a batch ended
+        self._busy: set[LockKey] = set()  # the keys of the batches committing
+        # Batches committing at once: one, and more only as earlier ones are overtaken.
+        self._slots = asyncio.Semaphore(max(2, pool.max_size // 2))
+        self._unfinished = 0  # items not yet through a batch
+        self._drained = asyncio.Event()  # no item is
+        self._batches: set[asyncio.Task[None]] = set()
         self._task: asyncio.Task[None] | None = None
         self._refresher: asyncio.Task[None] | None = None
         self._deferred = 0  # deferred items not yet through a batch
@@ -183,7 +196,9 @@ class GroupCommitter:
             return
         if self._deferred:
             await self.commit(_nothing, ())  # a waited-for item does not let deferred work linger
-        await self._queue.join()
+        while self._unfinished:
+            self._drained.clear()
+            await self._drained.wait()
         tasks = [task for task in (self._task, self._refresher) if task is not None]
         self._task = self._refresher = None
         for each in tasks:
@@ -202,7 +217,7 @@ class GroupCommitter:
         self.arrivals.note(loop.time())
         done: asyncio.Future[None] = loop.create_future()
         self._waited_for += 1
-        await self._queue.put(Item(work, keys, done))
+        self._hand_in(Item(work, keys, done))
         await done
 
     @contextlib.contextmanager
@@ -230,7 +245,12 @@ class GroupCommitter:
         if self._task is None:
             raise RuntimeError("group committer not started")
         self._deferred += 1
-        self._queue.put_nowait(Item(work, keys, None))
+        self._hand_in(Item(work, keys, None))
+
+    def _hand_in(self, item: Item) -> None:
+        self._pending.append(item)
+        self._unfinished += 1
+        self._changed.set()
 
     def shard_of(self, tenant: str) -> Hashable:
         """``tenant``'s shard, for work that writes several tenants' rows in one statement
@@ -238,34 +258,45 @@ class GroupCommitter:
         return None if self._placements is None else self._placements.current.shard_of(tenant)
 
     async def _run(self) -> None:
+        """Batches one at a time, each waited on until it commits or is overtaken."""
         while True:
+            await self._slots.acquire()
             batch = await self._next_batch()
-            try:
-                shard_map = ONE_NODE if self._placements is None else self._placements.current
-                await asyncio.gather(
-                    *(self._commit_batch(part) for part in by_node(batch, shard_map))
-                )
-            finally:
-                for _ in batch:
-                    self._queue.task_done()
+            keys = {key for item in batch for key in item.keys}
+            self._busy |= keys
+            task = asyncio.create_task(self._commit_parts(batch, keys), name="group-commit-batch")
+            self._batches.add(task)
+            task.add_done_callback(self._batches.discard)
+            await asyncio.wait((task,), timeout=OVERTAKE_AFTER_S)
+
+    async def _commit_parts(self, batch: list[Item], keys: set[LockKey]) -> None:
+        """``batch`` committed, a transaction per set of nodes; then its keys and slot free."""
+        try:
+            shard_map = ONE_NODE if self._placements is None else self._placements.current
+            await asyncio.gather(*(self._commit_batch(part) for part in by_node(batch, shard_map)))
+        finally:
+            self._busy -= keys
+            self._slots.release()
+            self._unfinished -= len(batch)
+            if not self._unfinished:
+                self._drained.set()
+            self._changed.set()
 
     async def _next_batch(self) -> list[Item]:
-        """Everything already queued (up to the batch size) goes at once; only an empty queue
-        is waited on, until the delay is up. (A waiting ``get`` takes a turn of the event loop,
-        and a busy loop's turns outlast the delay: waiting for items that are already there
-        would send batches of one or two while the queue grows.) Deferred work alone waits
-        longer, for company that someone waits on. A batch with waited-for work waits only
-        while company is expected (:meth:`expects_company`), asked again after each arrival."""
-        batch = [await self._queue.get()]
+        """Everything already handed in (up to the batch size) goes at once; only when nothing
+        is, the committer waits, until the delay is up. (Waiting takes a turn of the event
+        loop, and a busy loop's turns outlast the delay: waiting for items that are already
+        there would send batches of one or two while the queue grows.) Deferred work alone
+        waits longer, for company that someone waits on. A batch with waited-for work waits
+        only while company is expected (:meth:`expects_company`), asked again after each
+        arrival."""
+        batch: list[Item] = []
+        while not self._take(batch):
+            await self._change()
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._wait_for(batch[0])
+        deadline = loop.time() + min(self._wait_for(item) for item in batch)
         waited = False
         while len(batch) < self._max_batch:
-            if not self._queue.empty():
-                item = self._queue.get_nowait()
-                batch.append(item)
-                deadline = min(deadline, loop.time() + self._wait_for(item))
-                continue
             left = deadline - loop.time()
             waited_for = any(item.done is not None for item in batch)
             if left <= 0 or (waited_for and not self.expects_company()):
@@ -274,33 +305,82 @@ class GroupCommitter:
                 waited = True
                 self.waits += 1
             try:
-                item = await asyncio.wait_for(self._queue.get(), left)
+                async with asyncio.timeout(left):
+                    await self._change()
             except TimeoutError:
                 break
-            batch.append(item)
-            deadline = min(deadline, loop.time() + self._wait_for(item))
+            now = loop.time()
+            for item in self._take(batch):
+                deadline = min(deadline, now + self._wait_for(item))
         return batch
+
+    def _take(self, batch: list[Item]) -> list[Item]:
+        """Moves into ``batch`` the handed-in items it may take, in order, up to the batch
+        size, and returns them: each that shares no key with a batch committing, nor with an
+        item before it that stays (which must commit first)."""
+        room = self._max_batch - len(batch)
+        if not self._pending or room <= 0:
+            return []
+        blocked = set(self._busy)
+        taken: list[Item] = []
+        kept: deque[Item] = deque()
+        pending = self._pending
+        while pending and len(taken) < room:
+            item = pending.popleft()
+            if blocked.isdisjoint(item.keys):
+                taken.append(item)
+            else:
+                kept.append(item)
+                blocked.update(item.keys)
+        kept.extend(pending)
+        self._pending = kept
+        batch.extend(taken)
+        return taken
+
+    async def _change(self) -> None:
+        """Until an item is handed in or a batch ends."""
+        self._changed.clear()
+        await self._changed.wait()
 
     def _wait_for(self, item: Item) -> float:
         """How long ``item`` may wait for the batch to fill."""
         return self._max_delay_s if item.done is not None else DEFERRED_MAX_WAIT_S
 
-    async def _commit_batch(self, batch: list[Item]) -> None:
+    async def _commit_batch(self, batch: list[Item], attempts: int = ATTEMPTS) -> None:
+        """``batch`` in one transaction, tried up to ``attempts`` times. An attempt that timed
+        out splits a batch of several chains: each chain is then a transaction of its own with
+        the attempts left, so the chains that do not wait on what stalled commit at once."""
         failures: dict[int, BaseException] = {}
+        split: list[list[int]] = []
+        tried = 0
+
+        def retried(error: BaseException) -> bool:
+            if isinstance(error, CommitTimedOut) and len(linked(batch)) > 1:
+                return False  # split instead
+            return is_transient(error)
+
         with metrics.timed(metrics.commit_duration):
             try:
                 async for attempt in AsyncRetrying(
-                    retry=retry_if_exception(is_transient),
+                    retry=retry_if_exception(retried),
                     wait=wait_random_exponential(multiplier=0.1, max=2),
-                    stop=stop_after_attempt(ATTEMPTS),
+                    stop=stop_after_attempt(attempts),
                     before_sleep=lambda _: metrics.retries.add(1, {"dependency": "database"}),
                     reraise=True,
                 ):
                     with attempt:
+                        tried += 1
                         failures = await self._bounded_transaction(batch)
-            except Exception as error:  # the batch could not be committed: every event nacks
-                logger.warning("group commit failed: %s", type(error).__name__)
-                failures = {index: error for index in range(len(batch))}
+            except Exception as error:  # the batch could not be committed
+                timed_out = isinstance(error, CommitTimedOut) and tried < attempts
+                split = linked(batch) if timed_out else []
+                if len(split) <= 1:  # every event nacks
+                    logger.warning("group commit failed: %s", type(error).__name__)
+                    failures = {index: error for index in range(len(batch))}
+        if len(split) > 1:
+            parts = ([batch[index] for index in chain] for chain in split)
+            await asyncio.gather(*(self._commit_batch(part, attempts - tried) for part in parts))
+            return
         self.transactions += 1
         self.committed += len(batch) - len(failures)
         metrics.commit_batch_size.record(len(batch))

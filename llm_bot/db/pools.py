@@ -39,8 +39,8 @@ from llm_bot.settings import Settings
 
 PoolRole = Literal["ledger", "memory", "setup", "console"]
 Pool = AsyncConnectionPool[AsyncConnection[Any]]
-# Writes go through the group committer (one connection at a time) and reads are short, so a
-# ledger connection is free again well within this.
+# Writes go through the group committer (one connection at a time, more only while a batch
+# stalls) and reads are short, so a ledger connection is free again well within this.
 LEDGER_WAIT_S = 5.0
 
 

@@ -12,7 +12,7 @@ import pytest
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from llm_bot.db.batches import Item, UserRows, chains
+from llm_bot.db.batches import Item, UserRows, Work, chains
 from llm_bot.db.group_commit import CommitTimedOut, GroupCommitter, RejectedWrite
 from llm_bot.db.placements import ONE_NODE, Placements
 
@@ -273,3 +273,90 @@ async def test_a_work_that_never_finishes_its_statements_fails_in_bounded_time(
             assert stalled.is_set()
             await gc.commit(insert(3), ())
     assert await count(fresh_database_url) == 1
+
+
+def update(before: int, after: int) -> Callable[[AsyncConnection[Any]], Awaitable[None]]:
+    async def work(connection: AsyncConnection[Any]) -> None:
+        await connection.execute("UPDATE writes SET n = %s WHERE n = %s", (after, before))
+
+    return work
+
+
+async def test_a_batch_waiting_on_a_lock_holds_only_the_works_that_share_its_keys(
+    pool: AsyncConnectionPool[Any], fresh_database_url: str
+) -> None:
+    """One user's write waits on a row another session locked (an operator's ``forget``, say):
+    another user's write, handed in after it, commits while it still waits; the user's next
+    writes, and a write sharing a key with those, wait and then commit in the order they came
+    (each update below finds its row only if the one before it committed first)."""
+    async with pool.connection() as connection:
+        await connection.execute("INSERT INTO writes VALUES (1)")
+    stalled = asyncio.Event()
+
+    async def stalls(connection: AsyncConnection[Any]) -> None:
+        stalled.set()
+        await update(1, 2)(connection)
+
+    ada, bob = UserRows("row", "ada"), UserRows("row", "bob")
+    async with await AsyncConnection.connect(fresh_database_url) as holder:
+        await holder.execute("SELECT * FROM writes WHERE n = 1 FOR UPDATE")  # holds the lock
+        async with GroupCommitter(
+            pool, max_batch=8, max_delay_s=0.0, attempt_timeout_s=300
+        ) as committer:
+            try:
+                async with asyncio.timeout(30):
+                    first = asyncio.create_task(committer.commit(stalls, [ada]))
+                    await stalled.wait()
+                    same_user = asyncio.create_task(committer.commit(update(2, 3), [ada, "job"]))
+                    same_job = asyncio.create_task(committer.commit(update(3, 4), ["job"]))
+                    await committer.commit(insert(10), [bob])
+                    assert not any(task.done() for task in (first, same_user, same_job))
+                    assert await lock_waiters(holder) == 1
+            finally:
+                await holder.rollback()  # the lock goes, whatever the outcome, so close ends
+            async with asyncio.timeout(30):
+                await asyncio.gather(first, same_user, same_job)
+    async with await AsyncConnection.connect(fresh_database_url) as reader:
+        rows = await (await reader.execute("SELECT n FROM writes ORDER BY n")).fetchall()
+    assert rows == [(4,), (10,)]
+
+
+async def test_a_timed_out_batch_is_tried_again_a_chain_at_a_time_so_its_other_works_commit(
+    pool: AsyncConnectionPool[Any], fresh_database_url: str
+) -> None:
+    """One user's write and another's share a batch, and the first waits on a locked row: once
+    the attempt timed out, the other commits on its own while the first still waits, and the
+    first commits when the lock goes (it has the attempts left)."""
+    async with pool.connection() as connection:
+        await connection.execute("INSERT INTO writes VALUES (1)")
+    sessions: dict[str, list[int]] = {"stalls": [], "other": []}
+
+    def noted(name: str, work: Work) -> Work:
+        async def run(connection: AsyncConnection[Any]) -> None:
+            sessions[name].append(connection.info.backend_pid)
+            await work(connection)
+
+        return run
+
+    async with await AsyncConnection.connect(fresh_database_url) as holder:
+        await holder.execute("SELECT * FROM writes WHERE n = 1 FOR UPDATE")  # holds the lock
+        async with GroupCommitter(
+            pool, max_batch=8, max_delay_s=0.0, attempt_timeout_s=1.0
+        ) as committer:
+            try:
+                async with asyncio.timeout(30):
+                    await committer.commit(insert(5), ())  # the committer waits for the next
+                    first = asyncio.create_task(
+                        committer.commit(noted("stalls", update(1, 2)), [UserRows("row", "ada")])
+                    )
+                    await committer.commit(noted("other", insert(10)), [UserRows("row", "bob")])
+                    assert not first.done()
+            finally:
+                await holder.rollback()
+            async with asyncio.timeout(30):
+                await first
+    assert sessions["other"][0] == sessions["stalls"][0], "the two shared a batch"
+    assert len(sessions["other"]) == 2, "the batch's timed-out attempt, then its own"
+    async with await AsyncConnection.connect(fresh_database_url) as reader:
+        rows = await (await reader.execute("SELECT n FROM writes ORDER BY n")).fetchall()
+    assert rows == [(2,), (5,), (10,)]
