@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
 
@@ -29,16 +29,43 @@ PUBLISHER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 TRACEPARENT = f"00-{PUBLISHER_TRACE}-00f067aa0ba902b7-01"
 
 
+class WatchedSpans(InMemorySpanExporter):
+    """The finished spans, and a wait for them: an event's span ends after its output reached
+    the egress topic (the ack comes between), so a test that reads an event's spans waits for
+    them to end first."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        result = super().export(spans)
+        for loop, event in list(self._waiters):
+            loop.call_soon_threadsafe(event.set)
+        return result
+
+    async def ended(self, name_prefix: str, count: int = 1) -> None:
+        """Until ``count`` finished spans have names starting with ``name_prefix``."""
+        waiter = (asyncio.get_running_loop(), asyncio.Event())
+        self._waiters.append(waiter)
+        try:
+            while sum(s.name.startswith(name_prefix) for s in self.get_finished_spans()) < count:
+                waiter[1].clear()
+                await waiter[1].wait()
+        finally:
+            self._waiters.remove(waiter)
+
+
 @pytest.fixture(scope="session")
-def telemetry() -> tuple[InMemorySpanExporter, CollectorRegistry]:
+def telemetry() -> tuple[WatchedSpans, CollectorRegistry]:
     """The process-wide providers, installed once (OpenTelemetry allows one of each)."""
-    exporter = InMemorySpanExporter()
+    exporter = WatchedSpans()
     setup_tracing(processor=SimpleSpanProcessor(exporter))
     return exporter, setup_metrics(CollectorRegistry())
 
 
 @pytest.fixture
-def spans(telemetry: tuple[InMemorySpanExporter, CollectorRegistry]) -> InMemorySpanExporter:
+def spans(telemetry: tuple[WatchedSpans, CollectorRegistry]) -> WatchedSpans:
     telemetry[0].clear()
     return telemetry[0]
 
@@ -51,8 +78,8 @@ def fetch(url: str) -> str:
 async def test_one_event_is_one_span_tree_in_the_publishers_trace_and_metrics_follow(
     bus: Bus,
     model_server: LocalModelServer,
-    spans: InMemorySpanExporter,
-    telemetry: tuple[InMemorySpanExporter, CollectorRegistry],
+    spans: WatchedSpans,
+    telemetry: tuple[WatchedSpans, CollectorRegistry],
 ) -> None:
     event = prompt_event("hello there", user="tia", thread="lobby", egress_topic=bus.egress_topic)
     data, attributes = (
@@ -166,7 +193,7 @@ def test_log_lines_are_json_with_ids_trace_and_no_secret() -> None:
 async def test_memory_searches_the_behaviour_decision_and_the_explanation_are_on_the_spans(
     bus: Bus,
     model_server: LocalModelServer,
-    spans: InMemorySpanExporter,
+    spans: WatchedSpans,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """GenAI conventions: a ``search_memory`` span per memory search and recall with the
@@ -177,9 +204,13 @@ async def test_memory_searches_the_behaviour_decision_and_the_explanation_are_on
     egress = bus.tap(bus.egress_topic)
 
     async def ask(text: str) -> str:
+        """Once the event's output is out and its span ended."""
         event = prompt_event(text, user="tia", thread="hive", egress_topic=bus.egress_topic)
+        ended = sum(s.name.startswith("process ") for s in spans.get_finished_spans())
         bus.publish_event(event)
         await egress.take(1)
+        async with asyncio.timeout(30):
+            await spans.ended("process ", ended + 1)
         return event.correlation_id
 
     async with running_worker(bus.settings()):
