@@ -151,7 +151,7 @@ class GroupCommitter:
         self._slots = asyncio.Semaphore(max(2, pool.max_size // 2))
         self._unfinished = 0  # items not yet through a batch
         self._drained = asyncio.Event()  # no item is
-        self._batches: set[asyncio.Task[None]] = set()
+        self._batches: set[asyncio.Task[None]] = set()  # held: the loop keeps only weak refs
         self._task: asyncio.Task[None] | None = None
         self._refresher: asyncio.Task[None] | None = None
         self._deferred = 0  # deferred items not yet through a batch
