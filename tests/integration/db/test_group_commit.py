@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -43,6 +44,34 @@ async def count(url: str) -> int:
         row = await (await connection.execute("SELECT count(*) FROM writes")).fetchone()
     assert row is not None
     return int(row[0])
+
+
+async def numbers(url: str) -> list[int]:
+    async with await AsyncConnection.connect(url) as connection:
+        rows = await (await connection.execute("SELECT n FROM writes ORDER BY n")).fetchall()
+    return [row[0] for row in rows]
+
+
+def update(before: int, after: int) -> Callable[[AsyncConnection[Any]], Awaitable[None]]:
+    async def work(connection: AsyncConnection[Any]) -> None:
+        await connection.execute("UPDATE writes SET n = %s WHERE n = %s", (after, before))
+
+    return work
+
+
+@contextlib.asynccontextmanager
+async def row_locked(
+    pool: AsyncConnectionPool[Any], url: str
+) -> AsyncIterator[AsyncConnection[Any]]:
+    """Row 1 of ``writes``, locked by another session (yielded) until the block ends."""
+    async with pool.connection() as connection:
+        await connection.execute("INSERT INTO writes VALUES (1)")
+    async with await AsyncConnection.connect(url) as holder:
+        await holder.execute("SELECT * FROM writes WHERE n = 1 FOR UPDATE")
+        try:
+            yield holder
+        finally:
+            await holder.rollback()
 
 
 async def test_concurrent_commits_share_transactions_and_are_durable_on_return(
@@ -233,24 +262,16 @@ async def test_a_transaction_that_stalls_fails_its_events_in_bounded_time_and_fr
     timeout, the waiting statement is cancelled on the server, and once every attempt has
     failed the events get a transient error (they are nacked, not lost). The committer then
     takes the next batch, on a connection that works."""
-    async with pool.connection() as connection:
-        await connection.execute("INSERT INTO writes VALUES (1)")
-    async with await AsyncConnection.connect(fresh_database_url) as holder:
-        await holder.execute("SELECT * FROM writes WHERE n = 1 FOR UPDATE")  # holds the lock
-
-        async def update(connection: AsyncConnection[Any]) -> None:
-            await connection.execute("UPDATE writes SET n = 2 WHERE n = 1")
-
+    async with row_locked(pool, fresh_database_url) as holder:
         async with GroupCommitter(
             pool, max_batch=4, max_delay_s=0.0, attempt_timeout_s=0.2
         ) as committer:
             async with asyncio.timeout(60):
                 with pytest.raises(CommitTimedOut):
-                    await committer.commit(update, ())
+                    await committer.commit(update(1, 2), ())
                 await committer.commit(insert(3), ())
         # while the lock is still held
         assert await lock_waiters(holder) == 0, "a cancelled statement still waits"
-        await holder.rollback()
     assert await count(fresh_database_url) == 2
 
 
@@ -275,13 +296,6 @@ async def test_a_work_that_never_finishes_its_statements_fails_in_bounded_time(
     assert await count(fresh_database_url) == 1
 
 
-def update(before: int, after: int) -> Callable[[AsyncConnection[Any]], Awaitable[None]]:
-    async def work(connection: AsyncConnection[Any]) -> None:
-        await connection.execute("UPDATE writes SET n = %s WHERE n = %s", (after, before))
-
-    return work
-
-
 async def test_a_batch_waiting_on_a_lock_holds_only_the_works_that_share_its_keys(
     pool: AsyncConnectionPool[Any], fresh_database_url: str
 ) -> None:
@@ -289,8 +303,6 @@ async def test_a_batch_waiting_on_a_lock_holds_only_the_works_that_share_its_key
     another user's write, handed in after it, commits while it still waits; the user's next
     writes, and a write sharing a key with those, wait and then commit in the order they came
     (each update below finds its row only if the one before it committed first)."""
-    async with pool.connection() as connection:
-        await connection.execute("INSERT INTO writes VALUES (1)")
     stalled = asyncio.Event()
 
     async def stalls(connection: AsyncConnection[Any]) -> None:
@@ -298,27 +310,18 @@ async def test_a_batch_waiting_on_a_lock_holds_only_the_works_that_share_its_key
         await update(1, 2)(connection)
 
     ada, bob = UserRows("row", "ada"), UserRows("row", "bob")
-    async with await AsyncConnection.connect(fresh_database_url) as holder:
-        await holder.execute("SELECT * FROM writes WHERE n = 1 FOR UPDATE")  # holds the lock
-        async with GroupCommitter(
-            pool, max_batch=8, max_delay_s=0.0, attempt_timeout_s=300
-        ) as committer:
-            try:
-                async with asyncio.timeout(30):
-                    first = asyncio.create_task(committer.commit(stalls, [ada]))
-                    await stalled.wait()
-                    same_user = asyncio.create_task(committer.commit(update(2, 3), [ada, "job"]))
-                    same_job = asyncio.create_task(committer.commit(update(3, 4), ["job"]))
-                    await committer.commit(insert(10), [bob])
-                    assert not any(task.done() for task in (first, same_user, same_job))
-                    assert await lock_waiters(holder) == 1
-            finally:
-                await holder.rollback()  # the lock goes, whatever the outcome, so close ends
-            async with asyncio.timeout(30):
-                await asyncio.gather(first, same_user, same_job)
-    async with await AsyncConnection.connect(fresh_database_url) as reader:
-        rows = await (await reader.execute("SELECT n FROM writes ORDER BY n")).fetchall()
-    assert rows == [(4,), (10,)]
+    async with GroupCommitter(pool, max_batch=8, max_delay_s=0.0, attempt_timeout_s=300) as gc:
+        async with row_locked(pool, fresh_database_url) as holder, asyncio.timeout(30):
+            first = asyncio.create_task(gc.commit(stalls, [ada]))
+            await stalled.wait()
+            same_user = asyncio.create_task(gc.commit(update(2, 3), [ada, "job"]))
+            same_job = asyncio.create_task(gc.commit(update(3, 4), ["job"]))
+            await gc.commit(insert(10), [bob])
+            assert not any(task.done() for task in (first, same_user, same_job))
+            assert await lock_waiters(holder) == 1
+        async with asyncio.timeout(30):  # the lock is gone
+            await asyncio.gather(first, same_user, same_job)
+    assert await numbers(fresh_database_url) == [4, 10]
 
 
 async def test_a_timed_out_batch_is_tried_again_a_chain_at_a_time_so_its_other_works_commit(
@@ -327,8 +330,6 @@ async def test_a_timed_out_batch_is_tried_again_a_chain_at_a_time_so_its_other_w
     """One user's write and another's share a batch, and the first waits on a locked row: once
     the attempt timed out, the other commits on its own while the first still waits, and the
     first commits when the lock goes (it has the attempts left)."""
-    async with pool.connection() as connection:
-        await connection.execute("INSERT INTO writes VALUES (1)")
     sessions: dict[str, list[int]] = {"stalls": [], "other": []}
 
     def noted(name: str, work: Work) -> Work:
@@ -338,25 +339,15 @@ async def test_a_timed_out_batch_is_tried_again_a_chain_at_a_time_so_its_other_w
 
         return run
 
-    async with await AsyncConnection.connect(fresh_database_url) as holder:
-        await holder.execute("SELECT * FROM writes WHERE n = 1 FOR UPDATE")  # holds the lock
-        async with GroupCommitter(
-            pool, max_batch=8, max_delay_s=0.0, attempt_timeout_s=1.0
-        ) as committer:
-            try:
-                async with asyncio.timeout(30):
-                    await committer.commit(insert(5), ())  # the committer waits for the next
-                    first = asyncio.create_task(
-                        committer.commit(noted("stalls", update(1, 2)), [UserRows("row", "ada")])
-                    )
-                    await committer.commit(noted("other", insert(10)), [UserRows("row", "bob")])
-                    assert not first.done()
-            finally:
-                await holder.rollback()
-            async with asyncio.timeout(30):
-                await first
+    ada, bob = UserRows("row", "ada"), UserRows("row", "bob")
+    async with GroupCommitter(pool, max_batch=8, max_delay_s=0.0, attempt_timeout_s=1.0) as gc:
+        async with row_locked(pool, fresh_database_url), asyncio.timeout(30):
+            await gc.commit(insert(5), ())  # the committer now waits for the next work
+            first = asyncio.create_task(gc.commit(noted("stalls", update(1, 2)), [ada]))
+            await gc.commit(noted("other", insert(10)), [bob])
+            assert not first.done()
+        async with asyncio.timeout(30):  # the lock is gone
+            await first
     assert sessions["other"][0] == sessions["stalls"][0], "the two shared a batch"
     assert len(sessions["other"]) == 2, "the batch's timed-out attempt, then its own"
-    async with await AsyncConnection.connect(fresh_database_url) as reader:
-        rows = await (await reader.execute("SELECT n FROM writes ORDER BY n")).fetchall()
-    assert rows == [(2,), (5,), (10,)]
+    assert await numbers(fresh_database_url) == [2, 5, 10]
