@@ -151,8 +151,10 @@ class GroupCommitter:
         self._slots = asyncio.Semaphore(max(2, pool.max_size // 2))
         self._unfinished = 0  # items not yet through a batch
         self._drained = asyncio.Event()  # no item is
-        self._batches: set[asyncio.Task[None]] = set()  # held: the loop keeps only weak refs
-        self._task: asyncio.Task[None] | None = None
+        # The runner forms the batches; one whose batch was overtaken ends after it. Held
+        # here: the loop keeps only weak references to tasks.
+        self._runner: asyncio.Task[None] | None = None
+        self._runners: set[asyncio.Task[None]] = set()
         self._refresher: asyncio.Task[None] | None = None
         self._deferred = 0  # deferred items not yet through a batch
         self._in_progress = 0  # events that declared work to come (``expecting_work``)
@@ -184,7 +186,7 @@ class GroupCommitter:
             await self._placements.load(self._pool)
             keeping = self._placements.keep_current(self._pool)
             self._refresher = asyncio.create_task(keeping, name="shard-map")
-        self._task = asyncio.create_task(self._run(), name="group-commit")
+        self._start_runner()
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -192,15 +194,15 @@ class GroupCommitter:
 
     async def close(self) -> None:
         """Commit what is queued (deferred work too, at once), then stop; again, nothing."""
-        if self._task is None:
+        if self._runner is None:
             return
         if self._deferred:
             await self.commit(_nothing, ())  # a waited-for item does not let deferred work linger
         while self._unfinished:
             self._drained.clear()
             await self._drained.wait()
-        tasks = [task for task in (self._task, self._refresher) if task is not None]
-        self._task = self._refresher = None
+        tasks = [*self._runners, *([self._refresher] if self._refresher else [])]
+        self._runner = self._refresher = None
         for each in tasks:
             each.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -211,7 +213,7 @@ class GroupCommitter:
         ``keys`` name what it reads and writes (a thread, a user, an event): works of a batch
         with a key in common run in order, the rest interleaved; on Citus, its transaction is
         the nodes of the rows they name (:func:`llm_bot.db.batches.tenants_of`)."""
-        if self._task is None:
+        if self._runner is None:
             raise RuntimeError("group committer not started")
         loop = asyncio.get_running_loop()
         self.arrivals.note(loop.time())
@@ -242,7 +244,7 @@ class GroupCommitter:
         """Queue ``work`` for a coming transaction (of the nodes of the rows ``keys`` name)
         without waiting for it; a failure is logged (deferred work must be safe to lose, as
         after a crash)."""
-        if self._task is None:
+        if self._runner is None:
             raise RuntimeError("group committer not started")
         self._deferred += 1
         self._hand_in(Item(work, keys, None))
@@ -257,17 +259,34 @@ class GroupCommitter:
         (it stays single-shard by grouping them by this); one value on plain PostgreSQL."""
         return None if self._placements is None else self._placements.current.shard_of(tenant)
 
+    def _start_runner(self) -> None:
+        """A runner that forms the batches from now on (the one before, if any, ends after the
+        batch it commits)."""
+        task = asyncio.create_task(self._run(), name="group-commit")
+        self._runners.add(task)
+        task.add_done_callback(self._runners.discard)
+        self._runner = task
+
     async def _run(self) -> None:
-        """Batches one at a time, each waited on until it commits or is overtaken."""
-        while True:
+        """Batches one at a time, each committed in this task, so that the next batch is formed
+        (and sent) before the events its commit woke up run. A batch still committing after
+        ``OVERTAKE_AFTER_S`` starts another runner; this one ends when that batch does."""
+        loop = asyncio.get_running_loop()
+        this = asyncio.current_task()
+        while self._runner is this:
             await self._slots.acquire()
-            batch = await self._next_batch()
+            try:
+                batch = await self._next_batch()
+            except BaseException:
+                self._slots.release()
+                raise
             keys = {key for item in batch for key in item.keys}
             self._busy |= keys
-            task = asyncio.create_task(self._commit_parts(batch, keys), name="group-commit-batch")
-            self._batches.add(task)
-            task.add_done_callback(self._batches.discard)
-            await asyncio.wait((task,), timeout=OVERTAKE_AFTER_S)
+            overtaking = loop.call_later(OVERTAKE_AFTER_S, self._start_runner)
+            try:
+                await self._commit_parts(batch, keys)
+            finally:
+                overtaking.cancel()
 
     async def _commit_parts(self, batch: list[Item], keys: set[LockKey]) -> None:
         """``batch`` committed, a transaction per set of nodes; then its keys and slot free."""
