@@ -163,6 +163,7 @@ class GroupCommitter:
         self.transactions = 0
         self.committed = 0
         self.waits = 0  # batches that waited for company (the rest went at once)
+        self.overtaken = 0  # batches still committing after OVERTAKE_AFTER_S
 
     @classmethod
     def from_settings(cls, pool: AsyncConnectionPool[Any], settings: Settings) -> GroupCommitter:
@@ -267,6 +268,10 @@ class GroupCommitter:
         task.add_done_callback(self._runners.discard)
         self._runner = task
 
+    def _overtake(self) -> None:
+        self.overtaken += 1
+        self._start_runner()
+
     async def _run(self) -> None:
         """Batches one at a time, each committed in this task, so that the next batch is formed
         (and sent) before the events its commit woke up run. A batch still committing after
@@ -282,7 +287,7 @@ class GroupCommitter:
                 raise
             keys = {key for item in batch for key in item.keys}
             self._busy |= keys
-            overtaking = loop.call_later(OVERTAKE_AFTER_S, self._start_runner)
+            overtaking = loop.call_later(OVERTAKE_AFTER_S, self._overtake)
             try:
                 await self._commit_parts(batch, keys)
             finally:

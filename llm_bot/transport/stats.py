@@ -25,6 +25,9 @@ class WorkerStats:
     outcome_error: int = 0
     transactions: int = 0  # group-commit transactions, counted when the committer closes
     committed: int = 0  # works those transactions committed
+    # Batches still committing after half a second (a lock, a node), which the next ones
+    # overtook (db/group_commit.py), counted when the committer closes.
+    batches_overtaken: int = 0
     # Claim-lease renewals that failed (by reason: llmbot_lease_renewal_failures), counted
     # when the lease keeper closes.
     lease_renewals_failed: int = 0

@@ -142,6 +142,7 @@ class Worker:
             live = {
                 "transactions": committer.transactions,
                 "committed": committer.committed,
+                "batches_overtaken": committer.overtaken,
                 "lease_renewals_failed": leases.failures.total(),
             }
             return self.stats.as_dict() | live
@@ -338,6 +339,7 @@ def start_pulling(
 def _count_commits(stats: WorkerStats, committer: GroupCommitter) -> None:
     stats.transactions += committer.transactions
     stats.committed += committer.committed
+    stats.batches_overtaken += committer.overtaken
 
 
 def _count_renewals(stats: WorkerStats, leases: LeaseKeeper) -> None:

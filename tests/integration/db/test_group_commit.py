@@ -322,6 +322,7 @@ async def test_a_batch_waiting_on_a_lock_holds_only_the_works_that_share_its_key
         async with asyncio.timeout(30):  # the lock is gone
             await asyncio.gather(first, same_user, same_job)
     assert await numbers(fresh_database_url) == [4, 10]
+    assert gc.overtaken == 1
 
 
 async def test_a_timed_out_batch_is_tried_again_a_chain_at_a_time_so_its_other_works_commit(
