@@ -150,7 +150,6 @@ class GroupCommitter:
         # Batches committing at once: one, and more only as earlier ones are overtaken.
         self._slots = asyncio.Semaphore(max(2, pool.max_size // 2))
         self._unfinished = 0  # items not yet through a batch
-        self._drained = asyncio.Event()  # no item is
         # The runner forms the batches; one whose batch was overtaken ends after it. Held
         # here: the loop keeps only weak references to tasks.
         self._runner: asyncio.Task[None] | None = None
@@ -200,8 +199,7 @@ class GroupCommitter:
         if self._deferred:
             await self.commit(_nothing, ())  # a waited-for item does not let deferred work linger
         while self._unfinished:
-            self._drained.clear()
-            await self._drained.wait()
+            await self._change()
         tasks = [*self._runners, *([self._refresher] if self._refresher else [])]
         self._runner = self._refresher = None
         for each in tasks:
@@ -302,8 +300,6 @@ class GroupCommitter:
             self._busy -= keys
             self._slots.release()
             self._unfinished -= len(batch)
-            if not self._unfinished:
-                self._drained.set()
             self._changed.set()
 
     async def _next_batch(self) -> list[Item]:

@@ -77,8 +77,8 @@ async def test_a_released_claim_is_taken_at_once_and_keeps_its_attempt_count(
     assert (first.attempt, second.attempt) == (1, 2)
 
 
-async def lease_until(migrated_pool: AsyncConnectionPool[Any], key: EventKey) -> Any:
-    async with migrated_pool.connection() as connection:
+async def lease_until(pool: AsyncConnectionPool[Any], key: EventKey) -> Any:
+    async with pool.connection() as connection:
         row = await (
             await connection.execute(
                 "SELECT lease_until FROM processed_events"
@@ -98,10 +98,8 @@ async def test_a_renewal_passes_over_a_row_another_transaction_holds_and_renews_
     free_key = EventKey("ada", "being-answered", "0:llm-bot")
     held, free = [await claim(transact, key, wait_s=0) for key in (held_key, free_key)]
     leases_before = [await lease_until(migrated_pool, key) for key in (held_key, free_key)]
-    async with (
-        migrated_pool.connection() as writer,
-        writer.transaction(),
-    ):  # as the committer's batch
+    # The row held as the committer's batch holds it:
+    async with migrated_pool.connection() as writer, writer.transaction():
         await writer.execute(
             "UPDATE processed_events SET attempts = attempts"
             " WHERE user_id = %s AND correlation_id = %s",

@@ -55,12 +55,16 @@ def group_members(pgid: int) -> dict[int, str]:
 
 def descendants(pid: int) -> set[int]:
     """Every process whose chain of parents reaches ``pid``, read from /proc (none without)."""
-    parents = {child: parent for child, (_, parent, _) in _stats().items()}
+    children: dict[int, list[int]] = {}
+    for child, (_, parent, _) in _stats().items():
+        children.setdefault(parent, []).append(child)
     found: set[int] = set()
-    frontier = {pid}
+    frontier = [pid]
     while frontier:
-        frontier = {child for child, parent in parents.items() if parent in frontier} - found
-        found |= frontier
+        frontier = [
+            child for each in frontier for child in children.get(each, ()) if child not in found
+        ]
+        found.update(frontier)
     return found
 
 
