@@ -1,10 +1,11 @@
 """Per-user semantic memories in the ``memories`` table (pgvector and full text).
 
-A memory is a text with flat metadata under a key (a UUID when new) of one user, kept until
-deleted, with its embedding and where it was learned (``visibility``). :class:`MemoryStore`
-owns the connection pool; :meth:`MemoryStore.for_user` hands out a :class:`UserMemories` bound
-to one user id, the only way to read or write memories, so every statement is scoped to one
-user by construction. The schema is our migrations' (``llm-bot migrate``); the statements are
+A memory is a text with flat metadata under a key (13 random base32 characters when new:
+:func:`~llm_bot.memory.validation.new_key`) of one user, kept until deleted, with its embedding
+and where it was learned (``visibility``). :class:`MemoryStore` owns the connection pool;
+:meth:`MemoryStore.for_user` hands out a :class:`UserMemories` bound to one user id, the only
+way to read or write memories, so every statement is scoped to one user by construction. The
+schema is our migrations' (``llm-bot migrate``); the statements are
 :mod:`llm_bot.memory.memories`'.
 
 Writes carry their time as a parameter (never the database's clock inside an upsert) and every
@@ -14,7 +15,6 @@ unique key starts with the user id, so each statement reads and writes one user'
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -39,6 +39,7 @@ from llm_bot.memory import memories
 from llm_bot.memory.memories import Memory
 from llm_bot.memory.run_writes import Visibility
 from llm_bot.memory.search import MemoryHit, hybrid_search
+from llm_bot.memory.validation import new_key
 from llm_bot.memory.versions import Version, forget_versions, retire_current, versions_of
 from llm_bot.settings import Settings
 
@@ -125,7 +126,7 @@ class UserMemories:
         self, content: str, key: str | None, scope: Visibility | None = None
     ) -> tuple[str, PutEffect]:
         """Where a write of ``content`` goes: ``key`` if given, else the key of a near-duplicate
-        (similarity >= ``MEMORY_DEDUP_THRESHOLD``), else a new UUID. With a ``scope`` (the
+        (similarity >= ``MEMORY_DEDUP_THRESHOLD``), else a new key. With a ``scope`` (the
         worker's writes), only a twin learned in that same scope is merged into: a fact told
         in public never overwrites, nor reveals, one told in a DM, nor the other way."""
         if key is not None:
@@ -135,7 +136,7 @@ class UserMemories:
             found = await self.get(twin.key) if scope is not None else None
             if scope is None or (found is not None and found.visibility == scope):
                 return twin.key, "merged"
-        return str(uuid.uuid4()), "created"
+        return new_key(), "created"
 
     async def count(self) -> int:
         async with self._memory.connection() as connection:

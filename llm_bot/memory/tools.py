@@ -20,7 +20,6 @@ is told to update or forget one, so a flood never pushes out the facts the user 
 from __future__ import annotations
 
 import logging
-import uuid
 from typing import Any, Protocol
 
 from llm_bot.llm.messages import ToolSpec
@@ -30,6 +29,7 @@ from llm_bot.memory.validation import (
     MAX_METADATA_KEYS,
     InvalidMemory,
     is_safe_key,
+    new_key,
     validate_memory,
 )
 
@@ -97,7 +97,7 @@ class UpsertMemoryTool:
             return f"error: memory not saved: no memory with key {key}; omit the key for a new one"
         key, effect = await memories.resolve_key(content, key, run.visibility)
         if effect == "merged" and key in run.memory_deletes:  # forgotten: not a twin any more
-            key, effect = str(uuid.uuid4()), "created"
+            key, effect = new_key(), "created"
         if effect == "created" and await self._full(memories, run):
             return (
                 f"error: memory not saved: this user has {self._max_memories} memories, the most"

@@ -25,6 +25,7 @@ async def test_put_get_list_delete(memory_store: MemoryStore) -> None:
     alice = memory_store.for_user("alice")
     key, outcome = await alice.put("Alice is vegetarian", {"topic": "food"})
     assert outcome == "created"
+    assert len(key) == 13  # new_key's: every memory's line in the prompt shows it
     stored = await alice.get(key)
     assert stored is not None
     assert (stored.content, stored.metadata) == ("Alice is vegetarian", {"topic": "food"})

@@ -11,7 +11,13 @@ from llm_bot.memory.budget import memories_within
 from llm_bot.memory.derived import derived_metadata
 from llm_bot.memory.long_term import HEADER, memory_cost, render_memories
 from llm_bot.memory.search import MemoryHit, rrf
-from llm_bot.memory.validation import InvalidMemory, approx_tokens, validate_memory
+from llm_bot.memory.validation import (
+    InvalidMemory,
+    approx_tokens,
+    check_key,
+    new_key,
+    validate_memory,
+)
 
 
 def test_a_valid_memory_is_normalised() -> None:
@@ -55,6 +61,14 @@ def test_content_at_the_limit_is_accepted() -> None:
 def test_keys_of_the_safe_alphabet_are_accepted() -> None:
     for key in ("a", "tea_pref-2", "k" * 64, "0f8fad5b-d9cb-469f-a165-70867728950e"):
         assert validate_memory("ok", None, key, 2048)[2] == key
+
+
+def test_a_new_key_is_a_short_safe_word_of_its_own() -> None:
+    """A memory's line shows its key: a new one costs a line 13 characters, where a UUID cost 36,
+    and is still a key the model can hand back."""
+    keys = {new_key() for _ in range(1000)}
+    assert len(keys) == 1000
+    assert all(check_key(key) == key and len(key) == 13 for key in keys)
 
 
 def hit(key: str, content: str, metadata: dict[str, str] | None = None) -> MemoryHit:
