@@ -64,7 +64,12 @@ def new_key() -> str:
     tokenizer, whose hex runs split into short pieces). 64 bits keep a collision among one
     user's memories, the keys' only scope, out of reach: ~1 in 10^13 for a user's thousandth
     memory."""
-    return base64.b32encode(secrets.token_bytes(8)).decode("ascii").rstrip("=").lower()
+    return key_of(secrets.token_bytes(8))
+
+
+def key_of(bits: bytes) -> str:
+    """``bits`` as a key: base32, lower case, unpadded (8 bytes: 13 characters)."""
+    return base64.b32encode(bits).decode("ascii").rstrip("=").lower()
 
 
 def check_key(key: object) -> str:

@@ -9,6 +9,11 @@ from pathlib import Path
 import pytest
 
 from llm_bot.cli import main
+from llm_bot.memory.store import MemoryStore
+from llm_bot_tools.evaluation.derived import load_derived, write_derived
+from llm_bot_tools.evaluation.retrieval import load_corpus, load_through_commit
+
+from ...from_settings import settings_for
 
 pytestmark = pytest.mark.integration
 
@@ -91,6 +96,36 @@ def test_derived_items_are_measured_beside_the_same_corpus_and_counted_by_what_t
     assert (
         derived_at_budget["recall_tokens_p95"] <= 40 + 1000 - derived_at_budget["memory_tokens_p50"]
     )
+
+
+async def test_a_file_s_facts_get_the_same_keys_in_every_load(
+    memory_store: MemoryStore, fresh_database_url: str, tmp_path: Path
+) -> None:
+    """Memory search breaks ties by key: a fact without a key of its own gets one from its place
+    in the file, so a measurement with the same file ranks the same way every run."""
+    corpus_path, _ = corpus_and_queries(tmp_path)
+    corpus = load_corpus(corpus_path)
+    derived = tmp_path / "derived.jsonl"
+    facts = [("t2u", "Kim finds grey weather gloomy."), ("t3u", "Kim owns a red bicycle.")]
+    item = {"kind": "fact", "user_id": "kim", "thread_id": "chat:home"}
+    lines = (json.dumps(item | {"sources": [source], "text": text}) for source, text in facts)
+    derived.write_text("".join(line + "\n" for line in lines))
+    ids = await load_through_commit(
+        memory_store, corpus, lambda _: None, settings_for(fresh_database_url)
+    )
+    kim = memory_store.for_user("kim")
+
+    async def keys_of_a_load() -> dict[str, str]:
+        await write_derived(memory_store, load_derived(derived, corpus), ids)
+        held = {memory.content: memory.key for memory in await kim.list_memories()}
+        for key in held.values():
+            await kim.delete(key)
+        return held
+
+    first = await keys_of_a_load()
+    assert sorted(first) == sorted(text for _, text in facts)
+    assert all(len(key) == 13 for key in first.values())  # a new key's length
+    assert await keys_of_a_load() == first
 
 
 def test_a_bad_derived_line_is_a_one_line_error(

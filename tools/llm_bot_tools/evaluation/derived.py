@@ -12,7 +12,9 @@ recall with them against recall without them on the same stored corpus:
   with the sources' visibility and an embedding from the store's embedder;
 - a fact is a memory written by :func:`llm_bot.memory.store.put_memory` with consolidation's
   metadata (:func:`llm_bot.memory.derived.derived_metadata`), observed at its last
-  source's time, under its ``key`` or where consolidation's key resolution puts it. Items are
+  source's time, under its ``key`` or where consolidation's key resolution puts it (a new key
+  made from the item's place in the file, of a new key's length, so that memory search, which
+  breaks ties by key, ranks the same way in every run of the same file). Items are
   written in the file's order, so a fact under the ``key`` of an earlier one replaces it as a
   correction that names the memory does: the earlier text becomes a version of the memory
   (:mod:`llm_bot.memory.versions`), citing its own sources.
@@ -23,6 +25,7 @@ extractive stand-ins of :mod:`llm_bot_tools.evaluation.standin`).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,6 +38,7 @@ from llm_bot.memory.run_writes import Visibility
 from llm_bot.memory.store import MemoryStore, put_memory
 from llm_bot.memory.turns.consolidation import Summary, insert_summary
 from llm_bot.memory.turns.reads import StoredTurn
+from llm_bot.memory.validation import key_of
 from llm_bot_tools.evaluation.context import stored_turns
 from llm_bot_tools.evaluation.retrieval import CorpusTurn
 
@@ -115,8 +119,8 @@ async def write_derived(
     # Keys are resolved before the writes, as consolidation resolves them outside its
     # transaction: one stand-in fact never replaces another of the same file.
     keys = [
-        item.key or (await store.for_user(item.user_id).resolve_key(item.text, None, scope))[0]
-        for item, scope in zip(items, map(_visibility, spans), strict=True)
+        item.key or await _resolved(store, item, scope, line)
+        for line, (item, scope) in enumerate(zip(items, map(_visibility, spans), strict=True), 1)
         if item.kind == "fact"
     ]
     facts, summaries = iter(keys), 0
@@ -151,6 +155,15 @@ async def write_derived(
             )
             summaries += await insert_summary(connection, summary)
     return Loaded(len(keys), summaries)
+
+
+async def _resolved(store: MemoryStore, item: DerivedItem, scope: Visibility, line: int) -> str:
+    """Where consolidation's key resolution puts the fact of the file's ``line``; a new memory's
+    key made from the line rather than at random."""
+    key, effect = await store.for_user(item.user_id).resolve_key(item.text, None, scope)
+    if effect != "created":
+        return key
+    return key_of(hashlib.blake2b(str(line).encode(), digest_size=8).digest())
 
 
 def _visibility(sources: Sequence[StoredTurn]) -> Visibility:
