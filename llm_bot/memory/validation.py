@@ -62,7 +62,7 @@ def new_key() -> str:
     line in the prompt shows its key, so its length is paid on each line: a UUID's 36
     characters cost a fact of ~90 characters a quarter of its line (and ~24 tokens of a BPE
     tokenizer, whose hex runs split into short pieces). 64 bits keep a collision among one
-    user's memories, the keys' only scope, out of reach: ~1 in 10^13 for a user's thousandth
+    user's memories, the keys' only scope, out of reach: ~1 in 10^16 for a user's thousandth
     memory."""
     return key_of(secrets.token_bytes(8))
 
