@@ -277,28 +277,23 @@ class GroupCommitter:
         loop = asyncio.get_running_loop()
         this = asyncio.current_task()
         while self._runner is this:
-            await self._slots.acquire()
-            try:
+            async with self._slots:  # from forming the batch until it committed
                 batch = await self._next_batch()
-            except BaseException:
-                self._slots.release()
-                raise
-            keys = {key for item in batch for key in item.keys}
-            self._busy |= keys
-            overtaking = loop.call_later(OVERTAKE_AFTER_S, self._overtake)
-            try:
-                await self._commit_parts(batch, keys)
-            finally:
-                overtaking.cancel()
+                keys = {key for item in batch for key in item.keys}
+                self._busy |= keys
+                overtaking = loop.call_later(OVERTAKE_AFTER_S, self._overtake)
+                try:
+                    await self._commit_parts(batch, keys)
+                finally:
+                    overtaking.cancel()
 
     async def _commit_parts(self, batch: list[Item], keys: set[LockKey]) -> None:
-        """``batch`` committed, a transaction per set of nodes; then its keys and slot free."""
+        """``batch`` committed, a transaction per set of nodes; then its keys free."""
         try:
             shard_map = ONE_NODE if self._placements is None else self._placements.current
             await asyncio.gather(*(self._commit_batch(part) for part in by_node(batch, shard_map)))
         finally:
             self._busy -= keys
-            self._slots.release()
             self._unfinished -= len(batch)
             self._changed.set()
 
