@@ -119,8 +119,8 @@ async def write_derived(
     # Keys are resolved before the writes, as consolidation resolves them outside its
     # transaction: one stand-in fact never replaces another of the same file.
     keys = [
-        item.key or await _resolved(store, item, scope, line)
-        for line, (item, scope) in enumerate(zip(items, map(_visibility, spans), strict=True), 1)
+        item.key or await _resolved(store, item, scope, place)
+        for place, (item, scope) in enumerate(zip(items, map(_visibility, spans), strict=True), 1)
         if item.kind == "fact"
     ]
     facts, summaries = iter(keys), 0
@@ -157,13 +157,13 @@ async def write_derived(
     return Loaded(len(keys), summaries)
 
 
-async def _resolved(store: MemoryStore, item: DerivedItem, scope: Visibility, line: int) -> str:
-    """Where consolidation's key resolution puts the fact of the file's ``line``; a new memory's
-    key made from the line rather than at random."""
+async def _resolved(store: MemoryStore, item: DerivedItem, scope: Visibility, place: int) -> str:
+    """Where consolidation's key resolution puts the file's item at ``place``; a new memory's
+    key made from the place rather than at random."""
     key, effect = await store.for_user(item.user_id).resolve_key(item.text, None, scope)
     if effect != "created":
         return key
-    return key_of(hashlib.blake2b(str(line).encode(), digest_size=8).digest())
+    return key_of(hashlib.blake2b(str(place).encode(), digest_size=8).digest())
 
 
 def _visibility(sources: Sequence[StoredTurn]) -> Visibility:
