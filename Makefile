@@ -27,9 +27,11 @@ dev: install
 	$(BIN)/llm-bot dev --services-only
 
 # The suites that must hold on Citus as on one Postgres: `make test` runs them a second time
-# with every test's database on a local Citus cluster (docs/citus.md, "The tests").
+# with every test's database on a local Citus cluster (docs/citus.md, "The tests"), with the
+# tests of Citus itself, which the whole suite's run leaves to it: the two runs then take
+# about as long as each other.
 CITUS_SUITES := tests/integration/db tests/integration/memory tests/integration/worker \
-	tests/integration/handler tests/integration/lifecycle
+	tests/integration/handler tests/integration/lifecycle tests/integration/citus
 
 # The local PostgreSQL (a portable pgvector, and Citus when its source lies beside the clone)
 # is built or its cache reused first; without Citus's source the Citus tests and the run on
@@ -44,7 +46,7 @@ test: install lint typecheck browser
 	mkdir -p .llm-bot
 	$(PYTEST) --basetemp=.llm-bot/pytest-citus --database=citus $(CITUS_SUITES) \
 		> $(CITUS_LOG) 2>&1 & cluster=$$!; \
-	$(PYTEST) --basetemp=.llm-bot/pytest; suite=$$?; \
+	$(PYTEST) --basetemp=.llm-bot/pytest --ignore=tests/integration/citus; suite=$$?; \
 	wait $$cluster; on_citus=$$?; \
 	echo "== the suites on Citus:"; cat $(CITUS_LOG); \
 	test $$suite -eq 0 && test $$on_citus -eq 0

@@ -15,7 +15,6 @@ import pytest
 from psycopg_pool import AsyncConnectionPool
 
 from llm_bot.db.group_commit import GroupCommitter
-from llm_bot.db.migrate import migrate
 from llm_bot.db.pools import open_pool
 from llm_bot.llm.client import ModelClient
 from llm_bot.llm.embeddings import CachingEmbedder, OpenAIEmbedder
@@ -41,23 +40,21 @@ def server_embedder(server: LocalModelServer, dimensions: int | None = None) -> 
 
 @pytest.fixture
 async def memory_store(
-    fresh_database_url: str, embedding_server: LocalModelServer
+    migrated_database_url: str, embedding_server: LocalModelServer
 ) -> AsyncIterator[MemoryStore]:
-    migrate(fresh_database_url)
     embedder = server_embedder(embedding_server)
     async with MemoryStore.open(
-        settings_for(fresh_database_url), CachingEmbedder(embedder)
+        settings_for(migrated_database_url), CachingEmbedder(embedder)
     ) as store:
         yield store
     await embedder.close()
 
 
 @pytest.fixture
-async def migrated_pool(fresh_database_url: str) -> AsyncIterator[AsyncConnectionPool[Any]]:
+async def migrated_pool(migrated_database_url: str) -> AsyncIterator[AsyncConnectionPool[Any]]:
     """A small autocommit pool on this test's database, migrated."""
-    migrate(fresh_database_url)
     async with AsyncConnectionPool(
-        fresh_database_url, min_size=1, max_size=4, kwargs={"autocommit": True}
+        migrated_database_url, min_size=1, max_size=4, kwargs={"autocommit": True}
     ) as pool:
         yield pool
 
@@ -128,9 +125,9 @@ def make_bus(
 
 
 @pytest.fixture
-def bus(make_bus: BusFactory, fresh_database_url: str) -> Bus:
+def bus(make_bus: BusFactory, migrated_database_url: str) -> Bus:
     # The emulator drops (never dead-letters) a message past max delivery attempts; the
     # worker's own limit (LLM_BOT_MAX_DELIVERY_ATTEMPTS) is what these tests exercise.
     return make_bus(
-        fresh_database_url, {"LLM_BOT_SHUTDOWN_GRACE_S": "5"}, max_delivery_attempts=100
+        migrated_database_url, {"LLM_BOT_SHUTDOWN_GRACE_S": "5"}, max_delivery_attempts=100
     )

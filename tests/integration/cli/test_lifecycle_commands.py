@@ -10,16 +10,14 @@ import psycopg
 import pytest
 
 from llm_bot.cli import main
-from llm_bot.db.migrate import migrate
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def database(fresh_database_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    migrate(fresh_database_url)
-    monkeypatch.setenv("DATABASE_URL", fresh_database_url)
-    with psycopg.connect(fresh_database_url) as db:
+def database(migrated_database_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("DATABASE_URL", migrated_database_url)
+    with psycopg.connect(migrated_database_url) as db:
         for seq, (thread, user, age) in enumerate(
             [
                 ("cli:room", "quinn", "1 day"),
@@ -39,7 +37,7 @@ def database(fresh_database_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
         db.execute(
             "INSERT INTO agent_notes (user_id, agent_name, content) VALUES ('quinn', 'b', 'n')"
         )
-    return fresh_database_url
+    return migrated_database_url
 
 
 @pytest.mark.usefixtures("database")

@@ -7,7 +7,6 @@ import json
 import pytest
 
 from llm_bot.cli import main
-from llm_bot.db.migrate import migrate
 from llm_bot_tools.local.openai_server import LocalModelServer
 
 pytestmark = pytest.mark.integration
@@ -15,10 +14,9 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def cli_env(
-    fresh_database_url: str, embedding_server: LocalModelServer, monkeypatch: pytest.MonkeyPatch
+    migrated_database_url: str, embedding_server: LocalModelServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    migrate(fresh_database_url)
-    monkeypatch.setenv("DATABASE_URL", fresh_database_url)
+    monkeypatch.setenv("DATABASE_URL", migrated_database_url)
     monkeypatch.setenv("MEMORY_EMBEDDING_PROVIDER", "openai")
     monkeypatch.setenv("MEMORY_EMBEDDING_ENDPOINT", embedding_server.base_url)
     monkeypatch.setenv("MEMORY_SIMILARITY_THRESHOLD", "0.1")

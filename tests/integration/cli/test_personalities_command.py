@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from llm_bot.cli import main
-from llm_bot.db.migrate import migrate
 
 pytestmark = pytest.mark.integration
 
@@ -18,9 +17,8 @@ LURK_FILE = LURK / "lurk_personality.json"
 
 
 @pytest.fixture
-def cli_env(fresh_database_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    migrate(fresh_database_url)
-    monkeypatch.setenv("DATABASE_URL", fresh_database_url)
+def cli_env(migrated_database_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DATABASE_URL", migrated_database_url)
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> object:

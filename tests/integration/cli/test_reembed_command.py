@@ -11,7 +11,6 @@ import psycopg
 import pytest
 
 from llm_bot.cli import main
-from llm_bot.db.migrate import migrate
 from llm_bot.memory.commit import MemoryCommit, Pair
 from llm_bot.memory.store import MemoryStore
 from llm_bot.settings import load_settings
@@ -25,9 +24,9 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def cli_env(
-    fresh_database_url: str, embedding_server: LocalModelServer, monkeypatch: pytest.MonkeyPatch
+    migrated_database_url: str, embedding_server: LocalModelServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("DATABASE_URL", fresh_database_url)
+    monkeypatch.setenv("DATABASE_URL", migrated_database_url)
     monkeypatch.setenv("MEMORY_EMBEDDING_PROVIDER", "openai")
     monkeypatch.setenv("MEMORY_EMBEDDING_ENDPOINT", embedding_server.base_url)
     monkeypatch.setenv("MEMORY_EMBEDDING_MODEL", "local-embeddings")  # server_embedder's
@@ -72,15 +71,16 @@ def history_indexes(url: str) -> list[tuple[str, bool]]:
 
 @pytest.mark.usefixtures("cli_env")
 def test_reembed_moves_memories_and_history_and_resumes(
-    fresh_database_url: str,
+    migrated_database_url: str,
     embedding_server: LocalModelServer,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    migrate(fresh_database_url)
-    asyncio.run(remember(fresh_database_url, embedding_server))
-    assert vector_sizes(fresh_database_url) == ([384], [384], 1, 0)
-    assert history_indexes(fresh_database_url) == [("conversation_turns_embedding_384_hnsw", True)]
+    asyncio.run(remember(migrated_database_url, embedding_server))
+    assert vector_sizes(migrated_database_url) == ([384], [384], 1, 0)
+    assert history_indexes(migrated_database_url) == [
+        ("conversation_turns_embedding_384_hnsw", True)
+    ]
     monkeypatch.setenv("MEMORY_EMBEDDING_MODEL", "embedder-b")
     monkeypatch.setenv("MEMORY_EMBEDDING_DIMENSIONS", "32")
 
@@ -101,19 +101,23 @@ def test_reembed_moves_memories_and_history_and_resumes(
     report = json.loads(captured.out)
     assert report["switched"] is True
     assert report["vectors"] == 3  # the memory and both messages of the pair
-    assert vector_sizes(fresh_database_url) == ([32], [32], 1, 0)
-    assert history_indexes(fresh_database_url) == [("conversation_turns_embedding_32_hnsw", True)]
+    assert vector_sizes(migrated_database_url) == ([32], [32], 1, 0)
+    assert history_indexes(migrated_database_url) == [
+        ("conversation_turns_embedding_32_hnsw", True)
+    ]
 
     assert main(["memories", "search", "does rae speak welsh", "--user", "rae", "--json"]) == 0
     found = json.loads(capsys.readouterr().out)
     assert [m["content"] for m in found] == ["Rae speaks Welsh"]
 
-    with psycopg.connect(fresh_database_url, autocommit=True) as connection:
+    with psycopg.connect(migrated_database_url, autocommit=True) as connection:
         connection.execute("DROP INDEX conversation_turns_embedding_32_hnsw")
     assert main(["reembed", "--json"]) == 0
     again = json.loads(capsys.readouterr().out)
     assert (again["switched"], again["vectors"]) == (False, 0)
-    assert history_indexes(fresh_database_url) == [("conversation_turns_embedding_32_hnsw", True)]
+    assert history_indexes(migrated_database_url) == [
+        ("conversation_turns_embedding_32_hnsw", True)
+    ]
 
 
 @pytest.mark.usefixtures("cli_env")

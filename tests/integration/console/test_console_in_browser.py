@@ -105,7 +105,7 @@ def q(value: str) -> str:
 
 async def test_the_console_shows_what_the_worker_did_and_nothing_runs(
     bus: Bus,
-    fresh_database_url: str,
+    migrated_database_url: str,
     browser: Browser,
     keys: Keys,
     unique_name: str,
@@ -122,13 +122,13 @@ async def test_the_console_shows_what_the_worker_did_and_nothing_runs(
         await say(bus, "mallory", f"{upsert(HOSTILE)} {HOSTILE}", thread="m", dm=True)
     finally:
         worker.kill()
-    await store_megabyte_memory(fresh_database_url)
+    await store_megabyte_memory(migrated_database_url)
 
     role = f"console_{unique_name}"
     console = WorkerProcess(
         {
             **bus.worker_environment(),
-            "DATABASE_URL": console_login(fresh_database_url, role),
+            "DATABASE_URL": console_login(migrated_database_url, role),
             "LLM_BOT_CONSOLE_TOKEN": TOKEN,
             "LLM_BOT_CONSOLE_IAP_AUDIENCE": AUDIENCE,
             "LLM_BOT_CONSOLE_IAP_CERTS_URL": keys.url,
@@ -212,7 +212,7 @@ async def test_the_console_shows_what_the_worker_did_and_nothing_runs(
         assert (await anonymous.request.get(f"{base}/user?id=ada", headers=forged)).status == 401
         await anonymous.close()
 
-        with psycopg.connect(fresh_database_url) as db:
+        with psycopg.connect(migrated_database_url) as db:
             views = set(db.execute("SELECT user_id, viewer, page FROM console_views").fetchall())
         assert views == {
             ("ada", "token", "user"),
@@ -222,7 +222,7 @@ async def test_the_console_shows_what_the_worker_did_and_nothing_runs(
             ("ada", "iap:ops@example.com", "user"),
         }
 
-        monkeypatch.setenv("DATABASE_URL", fresh_database_url)
+        monkeypatch.setenv("DATABASE_URL", migrated_database_url)
         assert await asyncio.to_thread(main, ["forget-user", "bob"]) == 0
         capsys.readouterr()
         await opened(page.page, lobby_event, tmp_path / "event-erased.png")
@@ -231,7 +231,7 @@ async def test_the_console_shows_what_the_worker_did_and_nothing_runs(
     finally:
         await context.close()
         console.kill()
-        drop_login(fresh_database_url, role)
+        drop_login(migrated_database_url, role)
 
 
 def test_the_console_role_reads_and_cannot_write(fresh_database_url: str, unique_name: str) -> None:

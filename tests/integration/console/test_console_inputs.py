@@ -112,9 +112,9 @@ async def views(store: MemoryStore) -> int:
 
 
 async def test_no_hostile_query_reaches_the_database_on_any_route(
-    memory_store: MemoryStore, fresh_database_url: str
+    memory_store: MemoryStore, migrated_database_url: str
 ) -> None:
-    settings = settings_for(fresh_database_url)
+    settings = settings_for(migrated_database_url)
     limits = ContextLimits.from_settings(settings)
     console = Console(
         store=memory_store,

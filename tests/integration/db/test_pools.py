@@ -6,7 +6,6 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from llm_bot.db.migrate import migrate
 from llm_bot.db.pools import PoolRole, open_pool
 from llm_bot.db.vectors import vector_param
 
@@ -53,18 +52,17 @@ async def test_without_a_database_url_no_pool_opens() -> None:
             pass
 
 
-async def test_vectors_are_sent_by_the_pools_connections_alone(fresh_database_url: str) -> None:
+async def test_vectors_are_sent_by_the_pools_connections_alone(migrated_database_url: str) -> None:
     """pgvector's dumper is registered per pool connection, never on psycopg's global
     adapters: a connection the service did not make refuses a vector."""
-    migrate(fresh_database_url)
     vector = vector_param([0.6, 0.8])
     async with (
-        open_pool(settings_for(fresh_database_url), "memory") as pool,
+        open_pool(settings_for(migrated_database_url), "memory") as pool,
         pool.connection() as connection,
     ):
         cursor = await connection.execute("SELECT %s::vector::text AS v", (vector,))
         row = await cursor.fetchone()
     assert row == {"v": "[0.6,0.8]"}
-    async with await psycopg.AsyncConnection.connect(fresh_database_url) as bare:
+    async with await psycopg.AsyncConnection.connect(migrated_database_url) as bare:
         with pytest.raises(psycopg.ProgrammingError, match="cannot adapt"):
             await bare.execute("SELECT %s::vector", (vector,))

@@ -3,7 +3,6 @@ and a batch that is rolled back and rerun still marks them all."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Collection
 from typing import Any
 
@@ -12,7 +11,6 @@ from psycopg import AsyncConnection
 
 from llm_bot.db.batches import Work
 from llm_bot.db.group_commit import GroupCommitter, RejectedWrite
-from llm_bot.db.migrate import migrate
 from llm_bot.db.processed_events import (
     Claim,
     EventKey,
@@ -29,9 +27,8 @@ OUTPUT = StoredOutput("internal.egress.v1", b"{}", {}, "", "OK")
 
 
 @pytest.fixture
-async def committer(fresh_database_url: str) -> AsyncIterator[GroupCommitter]:
-    await asyncio.to_thread(migrate, fresh_database_url)
-    async with running_committer(fresh_database_url, max_batch=16, max_delay_s=0.01) as group:
+async def committer(migrated_database_url: str) -> AsyncIterator[GroupCommitter]:
+    async with running_committer(migrated_database_url, max_batch=16, max_delay_s=0.01) as group:
         yield group
 
 
@@ -59,9 +56,9 @@ async def nothing(connection: AsyncConnection[Any]) -> None:
 
 
 async def test_keys_confirmed_before_the_write_runs_share_it(
-    committer: GroupCommitter, fresh_database_url: str
+    committer: GroupCommitter, migrated_database_url: str
 ) -> None:
-    keys = await stored_keys(fresh_database_url, 4)
+    keys = await stored_keys(migrated_database_url, 4)
     deferred: list[Work] = []
 
     def defer(work: Work, order_keys: Collection[str]) -> None:
@@ -73,18 +70,18 @@ async def test_keys_confirmed_before_the_write_runs_share_it(
         marks.add(key)
     assert len(deferred) == 1
     await committer.commit(nothing, ())  # the deferred write rides along
-    assert await published(fresh_database_url) == {key.correlation_id for key in keys[:3]}
+    assert await published(migrated_database_url) == {key.correlation_id for key in keys[:3]}
 
     marks.add(keys[3])  # after the write ran: a write of its own
     assert len(deferred) == 2
     await committer.close()
-    assert await published(fresh_database_url) == {key.correlation_id for key in keys}
+    assert await published(migrated_database_url) == {key.correlation_id for key in keys}
 
 
 async def test_a_batch_rerun_after_another_works_failure_still_marks_every_key(
-    committer: GroupCommitter, fresh_database_url: str
+    committer: GroupCommitter, migrated_database_url: str
 ) -> None:
-    keys = await stored_keys(fresh_database_url, 3)
+    keys = await stored_keys(migrated_database_url, 3)
     marks = PublishedMarks(committer.defer)
     for key in keys:
         marks.add(key)
@@ -95,4 +92,4 @@ async def test_a_batch_rerun_after_another_works_failure_still_marks_every_key(
     with pytest.raises(RejectedWrite, match="22012: division by zero"):
         await committer.commit(failing, ())  # same batch: rolled back, rerun with savepoints
     await committer.commit(nothing, ())
-    assert await published(fresh_database_url) == {key.correlation_id for key in keys}
+    assert await published(migrated_database_url) == {key.correlation_id for key in keys}

@@ -99,7 +99,7 @@ def test_derived_items_are_measured_beside_the_same_corpus_and_counted_by_what_t
 
 
 async def test_a_file_s_facts_get_the_same_keys_in_every_load(
-    memory_store: MemoryStore, fresh_database_url: str, tmp_path: Path
+    memory_store: MemoryStore, migrated_database_url: str, tmp_path: Path
 ) -> None:
     """Memory search breaks ties by key: a fact without a key of its own gets one from its place
     in the file, so a measurement with the same file ranks the same way every run."""
@@ -111,7 +111,7 @@ async def test_a_file_s_facts_get_the_same_keys_in_every_load(
     lines = (json.dumps(item | {"sources": [source], "text": text}) for source, text in facts)
     derived.write_text("".join(line + "\n" for line in lines))
     ids = await load_through_commit(
-        memory_store, corpus, lambda _: None, settings_for(fresh_database_url)
+        memory_store, corpus, lambda _: None, settings_for(migrated_database_url)
     )
     kim = memory_store.for_user("kim")
 

@@ -29,5 +29,5 @@ def make_bus(unique_name: str, model_server: LocalModelServer) -> BusFactory:
 
 
 @pytest.fixture
-def bus(make_bus: BusFactory, fresh_database_url: str) -> MemoryBus:
-    return make_bus(fresh_database_url, {"LLM_BOT_SHUTDOWN_GRACE_S": "5"})
+def bus(make_bus: BusFactory, migrated_database_url: str) -> MemoryBus:
+    return make_bus(migrated_database_url, {"LLM_BOT_SHUTDOWN_GRACE_S": "5"})

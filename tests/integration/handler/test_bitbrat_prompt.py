@@ -198,9 +198,9 @@ async def test_a_story_is_shown_as_contexts_and_an_adventure_step_adds_the_narra
 
 
 async def test_personalities_off_leaves_identity_constraints_and_model_alone(
-    make_bus: BusFactory, fresh_database_url: str, model_server: LocalModelServer
+    make_bus: BusFactory, migrated_database_url: str, model_server: LocalModelServer
 ) -> None:
-    bus = make_bus(fresh_database_url, {"PERSONALITY_ENABLED": "false"})
+    bus = make_bus(migrated_database_url, {"PERSONALITY_ENABLED": "false"})
     settings = bus.settings()
     egress = bus.tap(bus.egress_topic)
     async with bus.serving(settings):

@@ -50,8 +50,6 @@ async def test_a_stored_but_unconfirmed_output_is_published_again_without_the_mo
     event = prompt_event("stored", user="u-1", thread="lobby", egress_topic=bus.egress_topic)
     stored = StoredOutput(bus.egress_topic, b'{"stored":"bytes"}', {"type": "t"}, "", "OK")
     url = bus.environment["DATABASE_URL"]
-    async with bus.serving(bus.settings()):  # migrates the fresh database
-        pass
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as connection:
         claim = await try_claim(
             connection, inbound_of(event).key, lease_s=0

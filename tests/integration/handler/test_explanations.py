@@ -41,8 +41,8 @@ SETTINGS = {
 
 
 @pytest.fixture
-def explaining_bus(make_bus: BusFactory, fresh_database_url: str) -> MemoryBus:
-    return make_bus(fresh_database_url, SETTINGS)
+def explaining_bus(make_bus: BusFactory, migrated_database_url: str) -> MemoryBus:
+    return make_bus(migrated_database_url, SETTINGS)
 
 
 async def explained(url: str, correlation_id: str) -> Explanation:
@@ -77,11 +77,11 @@ async def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str,
 
 async def test_a_dm_answer_names_the_memory_version_it_saw_and_the_turns_it_recalled(
     explaining_bus: MemoryBus,
-    fresh_database_url: str,
+    migrated_database_url: str,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    bus, url = explaining_bus, fresh_database_url
+    bus, url = explaining_bus, migrated_database_url
     async with bus.serving(bus.settings()):
         await say(
             bus, "ada", f"{upsert('Ada is vegetarian')} I cook a lot", thread="inbox", dm=True
@@ -124,7 +124,7 @@ async def test_a_dm_answer_names_the_memory_version_it_saw_and_the_turns_it_reca
 
 
 async def test_a_dm_memory_is_counted_in_a_shared_channel_never_shown(
-    explaining_bus: MemoryBus, fresh_database_url: str
+    explaining_bus: MemoryBus, migrated_database_url: str
 ) -> None:
     bus = explaining_bus
     async with bus.serving(bus.settings()):
@@ -133,21 +133,21 @@ async def test_a_dm_memory_is_counted_in_a_shared_channel_never_shown(
         )
         asked = await say(bus, "ada", "any snack ideas for the party?", thread="lobby", dm=False)
 
-    explanation = await explained(fresh_database_url, asked)
+    explanation = await explained(migrated_database_url, asked)
     assert explanation.left_out.get("another_scope") == 1, explanation.as_json()
     assert not labelled(explanation, "Memory")
     assert "peanuts" not in json.dumps(explanation.as_json())
 
 
 async def test_a_turn_a_correction_moved_names_the_turn_it_traded_places_with(
-    explaining_bus: MemoryBus, fresh_database_url: str
+    explaining_bus: MemoryBus, migrated_database_url: str
 ) -> None:
     """Consolidation recorded that Ada's number changed: the fact first cited the pair that
     told the old number, its current text the pair that told the new one. Recall then ranks
     the old statement no higher than the correction and the correction's pair where the old
     one stood; the explanation of the next answer says so on each turn moved, since its
     similarity alone would not."""
-    bus, url = explaining_bus, fresh_database_url
+    bus, url = explaining_bus, migrated_database_url
     async with bus.serving(bus.settings()):
         await say(bus, "ada", "my phone number is 0471 22 90 13", thread="inbox", dm=True)
         await say(bus, "ada", "the weather is grey today", thread="inbox", dm=True)
@@ -179,11 +179,11 @@ async def test_a_turn_a_correction_moved_names_the_turn_it_traded_places_with(
 
 async def test_a_forgotten_speakers_words_are_erased_from_another_users_explanation(
     explaining_bus: MemoryBus,
-    fresh_database_url: str,
+    migrated_database_url: str,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    bus, url = explaining_bus, fresh_database_url
+    bus, url = explaining_bus, migrated_database_url
     marker = f"zq{uuid4().hex[:8]}"
     async with bus.serving(bus.settings()):
         await say(bus, "bob", f"hello room, {marker} here", thread="lobby", dm=False)
@@ -212,11 +212,11 @@ async def test_a_forgotten_speakers_words_are_erased_from_another_users_explanat
 
 
 async def test_a_stored_output_that_does_not_decode_shows_the_words_and_answer_as_erased(
-    explaining_bus: MemoryBus, fresh_database_url: str
+    explaining_bus: MemoryBus, migrated_database_url: str
 ) -> None:
     """The words asked and the answer are read from the stored output as every event is read
     (the codec): bytes that are not UTF-8, or JSON that is no event, show nothing of either."""
-    bus, url = explaining_bus, fresh_database_url
+    bus, url = explaining_bus, migrated_database_url
     async with bus.serving(bus.settings()):
         asked = await say(bus, "ada", "what should I cook tonight?", thread="inbox", dm=True)
     for output in (b"\xff", b"[1, 2]"):
@@ -232,12 +232,12 @@ async def test_a_stored_output_that_does_not_decode_shows_the_words_and_answer_a
 
 
 async def test_with_explanations_off_none_is_stored(
-    make_bus: BusFactory, fresh_database_url: str
+    make_bus: BusFactory, migrated_database_url: str
 ) -> None:
-    bus = make_bus(fresh_database_url, {**SETTINGS, "LLM_BOT_EXPLANATIONS": "false"})
+    bus = make_bus(migrated_database_url, {**SETTINGS, "LLM_BOT_EXPLANATIONS": "false"})
     async with bus.serving(bus.settings()):
         await say(bus, "ada", "hello", thread="inbox", dm=True)
-    with psycopg.connect(fresh_database_url) as db:
+    with psycopg.connect(migrated_database_url) as db:
         assert db.execute("SELECT count(*) FROM answer_explanations").fetchone() == (0,)
         assert db.execute("SELECT count(*) FROM processed_events").fetchone() == (1,)
 
@@ -252,7 +252,7 @@ async def test_explain_with_a_bad_argument_is_one_line_and_exit_2(
 
 
 async def test_a_refusal_is_explained_by_the_behaviour_decision_alone(
-    explaining_bus: MemoryBus, fresh_database_url: str
+    explaining_bus: MemoryBus, migrated_database_url: str
 ) -> None:
     """The gate refused before any memory was read: the explanation holds the decision, with
     the rule that refused, and no prompt (none was sent)."""
@@ -260,7 +260,7 @@ async def test_a_refusal_is_explained_by_the_behaviour_decision_alone(
     event = chat_event(bus, analysis(level="low", kind="self_harm"))
     async with bus.serving(bus.settings()):
         await answers(bus, [event])
-    explanation = await explained(fresh_database_url, event["correlationId"])
+    explanation = await explained(migrated_database_url, event["correlationId"])
     assert explanation.decision is not None
     assert explanation.decision["gate"] == "SAFE_REFUSAL"
     assert explanation.decision["risk"] == ["low", "self_harm"]

@@ -55,7 +55,7 @@ async def cli_json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
 
 async def test_forget_user_leaves_nothing_of_them_and_everything_of_the_other(
     bus: MemoryBus,
-    fresh_database_url: str,
+    migrated_database_url: str,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -69,7 +69,7 @@ async def test_forget_user_leaves_nothing_of_them_and_everything_of_the_other(
         await egress.take(len(published), timeout_s=60)
         assert worker.stats.outcome_ok == len(published)
 
-    async with await psycopg.AsyncConnection.connect(fresh_database_url, autocommit=True) as db:
+    async with await psycopg.AsyncConnection.connect(migrated_database_url, autocommit=True) as db:
         for user, marker in ((alice, alice_marker), (bob, bob_marker)):
             await record_view(db, user, f"token:{marker}viewer", "user", utc_now())
 
@@ -77,10 +77,10 @@ async def test_forget_user_leaves_nothing_of_them_and_everything_of_the_other(
     alice_needles += [f"{alice_marker}room", f"{alice_marker}viewer"]
     bob_needles = [bob, f"{bob_marker}memory", f"{bob_marker}notes", f"{bob_marker}dm"]
     bob_needles += [f"{bob_marker}room", f"{bob_marker}viewer"]
-    before = occurrences(fresh_database_url, alice_needles + bob_needles)
+    before = occurrences(migrated_database_url, alice_needles + bob_needles)
     assert all(before.values()), before  # every kind of data was written
 
-    monkeypatch.setenv("DATABASE_URL", fresh_database_url)
+    monkeypatch.setenv("DATABASE_URL", migrated_database_url)
     export = await cli_json(capsys, "export-user", alice)
     exported = json.dumps(export).lower()
     assert all(needle.lower() in exported for needle in alice_needles)
@@ -99,7 +99,7 @@ async def test_forget_user_leaves_nothing_of_them_and_everything_of_the_other(
     assert receipt["deleted"]["console_views"] == 1
     assert receipt["total"] == sum(receipt["deleted"].values())
 
-    after = occurrences(fresh_database_url, alice_needles + bob_needles)
+    after = occurrences(migrated_database_url, alice_needles + bob_needles)
     assert {needle: after[needle] for needle in alice_needles} == dict.fromkeys(alice_needles, 0)
     assert {needle: after[needle] for needle in bob_needles} == {
         needle: before[needle] for needle in bob_needles

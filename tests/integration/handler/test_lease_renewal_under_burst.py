@@ -3,14 +3,17 @@
 of some held claims, the heartbeat renews the leases of all of them, the same rows, again and
 again. Renewal takes no row another transaction holds, so PostgreSQL breaks no deadlock in the
 test's database over the burst (``pg_stat_database``, on every node under ``--database=citus``)
-and every renewal succeeds."""
+and no renewal fails for a reason of the database's."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections import Counter
 
 import pytest
 
+from llm_bot.db.leases import HEARTBEATS_PER_LEASE
 from llm_bot_tools.bench.deadlocks import deadlocks
 from llm_bot_tools.local.citus_cluster import CitusCluster
 from llm_bot_tools.local.openai_server import LocalModelServer
@@ -40,10 +43,12 @@ async def test_a_burst_of_few_users_renews_every_lease_without_a_deadlock(
     bus: MemoryBus,
     model_server: LocalModelServer,
     database_server: DatabaseServer,
-    fresh_database_url: str,
+    migrated_database_url: str,
     unique_name: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    urls = database_urls(database_server, unique_name, fresh_database_url)
+    caplog.set_level(logging.WARNING, logger="llm_bot.db.leases")
+    urls = database_urls(database_server, unique_name, migrated_database_url)
     before = await asyncio.to_thread(deadlocks, urls)
     model_server.latency_ms = MODEL_LATENCY_MS
     egress = bus.tap(bus.egress_topic)
@@ -59,6 +64,18 @@ async def test_a_burst_of_few_users_renews_every_lease_without_a_deadlock(
         await egress.take(EVENTS, timeout_s=180)
         await bus.settled()
     after = await asyncio.to_thread(deadlocks, urls)  # once the handler's sessions ended
-    deadlocked, failed = after - before, serving.stats.lease_renewals_failed
-    assert (deadlocked, failed) == (0, 0), f"{deadlocked} deadlock(s), {failed} failed renewal(s)"
+    assert after - before == 0, f"{after - before} deadlock(s)"
+    # A renewal meets no other writer's lock, so none fails for a deadlock, a statement
+    # timeout or any other reason of the database's. One still running after a whole lease is
+    # cut off ("timeout"): on a machine whose cores other work keeps busy, two shards' round
+    # trips can outlast the test's one-second lease. A lease survives three failed renewals in
+    # a row, so fewer than four cut off in the whole burst let no lease lapse.
+    reasons = Counter(
+        str(record.args[0])
+        for record in caplog.records
+        if record.name == "llm_bot.db.leases" and isinstance(record.args, tuple)
+    )
+    assert reasons.total() == serving.stats.lease_renewals_failed
+    assert set(reasons) <= {"timeout"}, reasons
+    assert reasons["timeout"] < HEARTBEATS_PER_LEASE, reasons
     assert serving.stats.acked == EVENTS

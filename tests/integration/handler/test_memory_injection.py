@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from llm_bot.db.migrate import migrate
 from llm_bot.memory.wiring import open_memory_store
 from llm_bot_tools.local.openai_server import LocalModelServer
 from llm_bot_tools.local.prompt_events import prompt_event
@@ -23,7 +22,6 @@ OTHERS = [f"Alice painted fence number {n} blue last summer" for n in range(12)]
 async def model_request_for(
     bus: MemoryBus, model_server: LocalModelServer, memories: list[str], question: str
 ) -> str:
-    migrate(bus.settings().database_url.get_secret_value())  # type: ignore[union-attr]
     async with open_memory_store(bus.settings()) as store:
         for content in memories:
             await store.for_user("alice").put(content)
@@ -38,10 +36,10 @@ async def model_request_for(
 
 
 @pytest.fixture
-def strict_bus(make_bus: BusFactory, fresh_database_url: str) -> MemoryBus:
+def strict_bus(make_bus: BusFactory, migrated_database_url: str) -> MemoryBus:
     """No memory reaches 0.999 similarity; a memory block of about 100 tokens."""
     return make_bus(
-        fresh_database_url,
+        migrated_database_url,
         {"MEMORY_SIMILARITY_THRESHOLD": "0.999", "MEMORY_INJECTION_BUDGET": "100"},
     )
 

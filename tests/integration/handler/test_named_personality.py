@@ -10,7 +10,6 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from llm_bot.db.migrate import migrate
 from llm_bot.events.codec import encode
 from llm_bot_tools.local.openai_server import LocalModelServer
 from llm_bot_tools.local.prompt_events import prompt_event
@@ -27,7 +26,6 @@ async def test_a_named_personality_becomes_the_assistant_identity(
 ) -> None:
     lurk = json.loads((LURK / "lurk_personality.json").read_text())
     url = bus.environment["DATABASE_URL"]
-    migrate(url)
     with psycopg.connect(url) as connection:
         connection.execute(
             "INSERT INTO personalities (name, version, status, text, model) VALUES"

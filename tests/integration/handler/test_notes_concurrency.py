@@ -68,9 +68,9 @@ async def interleave(
 
 
 async def test_two_events_appending_at_once_keep_both_edits(
-    make_bus: BusFactory, fresh_database_url: str, model_server: LocalModelServer
+    make_bus: BusFactory, migrated_database_url: str, model_server: LocalModelServer
 ) -> None:
-    bus = make_bus(fresh_database_url, {})
+    bus = make_bus(migrated_database_url, {})
     user = f"ed-{uuid4().hex[:8]}"
 
     def said(text: str) -> InternalEventV2:
@@ -84,16 +84,16 @@ async def test_two_events_appending_at_once_keep_both_edits(
         said(notes_cue("append", "# Pets\nhas a cat")),
         said(notes_cue("append", "# Work\nis a nurse")),
     )
-    notes = notes_of(fresh_database_url, user)
+    notes = notes_of(migrated_database_url, user)
     assert notes is not None
     assert "has a cat" in notes[0], notes
     assert "is a nurse" in notes[0], notes
 
 
 async def test_a_shared_overwrite_committed_after_a_dm_append_leaves_the_dm_note(
-    make_bus: BusFactory, fresh_database_url: str, model_server: LocalModelServer
+    make_bus: BusFactory, migrated_database_url: str, model_server: LocalModelServer
 ) -> None:
-    bus = make_bus(fresh_database_url, {})
+    bus = make_bus(migrated_database_url, {})
     user = f"fi-{uuid4().hex[:8]}"
     in_room = prompt_event(
         notes_cue("overwrite", "# About\nlikes jazz"),
@@ -109,4 +109,4 @@ async def test_a_shared_overwrite_committed_after_a_dm_append_leaves_the_dm_note
     )
     in_dm.egress.type = "dm"
     await interleave(bus, model_server, in_room, in_dm)
-    assert notes_of(fresh_database_url, user) == ("# Health\nin therapy for anxiety", "dm")
+    assert notes_of(migrated_database_url, user) == ("# Health\nin therapy for anxiety", "dm")

@@ -35,13 +35,13 @@ SOURCE = "feedback-middleware"  # the annotation's source, as BitBrat writes it
 
 
 @pytest.fixture
-def progress_bus(make_bus: BusFactory, fresh_database_url: str, unique_name: str) -> MemoryBus:
+def progress_bus(make_bus: BusFactory, migrated_database_url: str, unique_name: str) -> MemoryBus:
     settings = {
         "BUS_PREFIX": f"{unique_name}-",  # the bus's own topics already start with it
         "LLM_BOT_PROGRESS_AFTER_MS": str(AFTER_MS),
         "LLM_BOT_SHUTDOWN_GRACE_S": "1",
     }
-    bus = make_bus(fresh_database_url, settings)
+    bus = make_bus(migrated_database_url, settings)
     # Over the harness's short model timeouts: a slow answer is slow, not a timeout and a retry.
     bus.environment |= {"OPENAI_TIMEOUT_MS": "30000", "LLM_BOT_MODEL_DEADLINE_MS": "30000"}
     return bus

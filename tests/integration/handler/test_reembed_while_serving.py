@@ -27,9 +27,9 @@ FACT = "my favourite volcano is Eyjafjallajokull"
 
 
 @pytest.fixture
-def old_model_bus(make_bus: BusFactory, fresh_database_url: str) -> MemoryBus:
+def old_model_bus(make_bus: BusFactory, migrated_database_url: str) -> MemoryBus:
     settings = {**OLD, "MEMORY_SIMILARITY_THRESHOLD": "0.1", "LLM_BOT_SHUTDOWN_GRACE_S": "5"}
-    return make_bus(fresh_database_url, settings)
+    return make_bus(migrated_database_url, settings)
 
 
 def chatter(bus: MemoryBus, count: int, label: str) -> list[str]:
@@ -46,7 +46,7 @@ def chatter(bus: MemoryBus, count: int, label: str) -> list[str]:
 
 
 async def test_reembed_switches_models_while_a_worker_serves(
-    old_model_bus: MemoryBus, fresh_database_url: str, model_server: LocalModelServer
+    old_model_bus: MemoryBus, migrated_database_url: str, model_server: LocalModelServer
 ) -> None:
     bus = old_model_bus
     egress, deadletters = bus.tap(bus.egress_topic), bus.deadletter_tap()
@@ -59,7 +59,7 @@ async def test_reembed_switches_models_while_a_worker_serves(
         await egress.take(len(published), timeout_s=60)
 
         published += chatter(bus, 30, "during")  # served while the vectors move
-        async with await AsyncConnection.connect(fresh_database_url, autocommit=True) as db:
+        async with await AsyncConnection.connect(migrated_database_url, autocommit=True) as db:
             report = await reembed(db, new_embedder, batch=4, progress=progress.append)
         published += chatter(bus, 10, "after")  # the old model's worker, after the switch
         received = await egress.take(len(published) - 21, timeout_s=90)
@@ -73,14 +73,14 @@ async def test_reembed_switches_models_while_a_worker_serves(
 
     # The old model's worker wrote its turns after the switch without vectors (none of the
     # wrong model); a second run gives them vectors.
-    async with await AsyncConnection.connect(fresh_database_url, autocommit=True) as db:
+    async with await AsyncConnection.connect(migrated_database_url, autocommit=True) as db:
         cursor = await db.execute("SELECT count(*) FROM conversation_turns WHERE embedding IS NULL")
         without = (await cursor.fetchone() or [0])[0]
         filled = await reembed(db, new_embedder, batch=16, progress=progress.append)
     assert not filled.switched
     assert without >= 2 * 10
     assert filled.vectors == without
-    with psycopg.connect(fresh_database_url) as db:
+    with psycopg.connect(migrated_database_url) as db:
         dims = db.execute(
             "SELECT count(*), count(embedding), min(vector_dims(embedding)),"
             " max(vector_dims(embedding)) FROM conversation_turns"

@@ -20,9 +20,9 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def timed_bus(make_bus: BusFactory, fresh_database_url: str) -> MemoryBus:
+def timed_bus(make_bus: BusFactory, migrated_database_url: str) -> MemoryBus:
     """Statements end after 1 s; retrieval as a whole after its default 5 s."""
-    return make_bus(fresh_database_url, {"MEMORY_STATEMENT_TIMEOUT_MS": "1000"})
+    return make_bus(migrated_database_url, {"MEMORY_STATEMENT_TIMEOUT_MS": "1000"})
 
 
 async def test_a_timed_out_statement_costs_its_part_of_the_context_only(

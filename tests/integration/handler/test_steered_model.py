@@ -65,10 +65,10 @@ def tool_results(model_server: LocalModelServer) -> list[str]:
 
 
 async def test_tool_calls_per_turn_and_memories_per_user_are_capped_and_the_first_facts_stay(
-    make_bus: BusFactory, fresh_database_url: str, model_server: LocalModelServer
+    make_bus: BusFactory, migrated_database_url: str, model_server: LocalModelServer
 ) -> None:
     settings = {"MEMORY_MAX_WRITES_PER_EVENT": "100", "RETENTION_MEMORIES_PER_USER": "25"}
-    bus = make_bus(fresh_database_url, settings)
+    bus = make_bus(migrated_database_url, settings)
     egress = bus.tap(bus.egress_topic)
     user = f"ada-{uuid4().hex[:8]}"
     async with bus.serving(bus.settings()) as worker:
@@ -78,46 +78,46 @@ async def test_tool_calls_per_turn_and_memories_per_user_are_capped_and_the_firs
         bus.publish_event(direct(bus, "what's new?", user))
         await egress.take(1, timeout_s=60)
         # 10 calls of each turn ran: 20 new memories, where 60 were asked for.
-        assert len(memories(fresh_database_url, user)) == 1 + 20
+        assert len(memories(migrated_database_url, user)) == 1 + 20
 
         model_server.clear()
         flood(model_server, rounds=2, calls=30)
         bus.publish_event(direct(bus, "and now?", user))
         await egress.take(1, timeout_s=60)
         assert worker.stats.outcome_ok == 3
-    stored = memories(fresh_database_url, user)
+    stored = memories(migrated_database_url, user)
     assert len(stored) == 25  # the user's cap, at write time
     assert (GENUINE, "dm") in stored.values()
     assert any("this user has 25 memories" in result for result in tool_results(model_server))
 
     # A cap lowered later: maintain deletes the most recently created, not the first facts.
     policy = RetentionPolicy(0, 0, 0, memories_per_user=5, batch_rows=1_000)
-    async with await AsyncConnection.connect(fresh_database_url, autocommit=True) as connection:
+    async with await AsyncConnection.connect(migrated_database_url, autocommit=True) as connection:
         await maintain(connection, policy, utc_now(), lambda line: None)
-    kept = memories(fresh_database_url, user)
+    kept = memories(migrated_database_url, user)
     assert len(kept) == 5
     assert (GENUINE, "dm") in kept.values()
 
 
 async def test_memory_writes_per_event_are_capped(
-    make_bus: BusFactory, fresh_database_url: str, model_server: LocalModelServer
+    make_bus: BusFactory, migrated_database_url: str, model_server: LocalModelServer
 ) -> None:
-    bus = make_bus(fresh_database_url, {})
+    bus = make_bus(migrated_database_url, {})
     egress = bus.tap(bus.egress_topic)
     user = f"bo-{uuid4().hex[:8]}"
     flood(model_server, rounds=3, calls=10)
     async with bus.serving(bus.settings()):
         bus.publish_event(direct(bus, "hi", user))
         await egress.take(1, timeout_s=60)
-    assert len(memories(fresh_database_url, user)) == 20  # of 30 asked for
+    assert len(memories(migrated_database_url, user)) == 20  # of 30 asked for
     refusals = [r for r in tool_results(model_server) if "already made 20 memory writes" in r]
     assert len(refusals) == 10  # the third turn's calls, each answered with the reason
 
 
 async def test_a_shared_channel_never_sees_merges_or_touches_a_dm_memory(
-    make_bus: BusFactory, fresh_database_url: str, model_server: LocalModelServer
+    make_bus: BusFactory, migrated_database_url: str, model_server: LocalModelServer
 ) -> None:
-    bus = make_bus(fresh_database_url, {})
+    bus = make_bus(migrated_database_url, {})
     egress = bus.tap(bus.egress_topic)
     user = f"cy-{uuid4().hex[:8]}"
     secret = "Cy is being treated for depression"
@@ -129,7 +129,7 @@ async def test_a_shared_channel_never_sees_merges_or_touches_a_dm_memory(
     async with bus.serving(bus.settings()):
         bus.publish_event(direct(bus, cue("upsertMemory", content=secret) + " note it", user))
         await egress.take(1, timeout_s=60)
-        [(dm_key, _)] = memories(fresh_database_url, user).items()
+        [(dm_key, _)] = memories(migrated_database_url, user).items()
         model_server.clear()
 
         # The same fact said in public: no merge into the DM memory, and its key is not named.
@@ -140,17 +140,17 @@ async def test_a_shared_channel_never_sees_merges_or_touches_a_dm_memory(
     results = tool_results(model_server)
     assert not any(f"saved memory {dm_key}" in result for result in results), results
     assert sum(f"no memory with key {dm_key}" in result for result in results) == 2, results
-    stored = memories(fresh_database_url, user)
+    stored = memories(migrated_database_url, user)
     assert stored[dm_key] == (secret, "dm")
     assert sorted(stored.values()) == sorted([(secret, "dm"), (secret, "public")])
 
 
 async def test_a_dm_whose_egress_a_rule_replaced_stays_private(
-    make_bus: BusFactory, fresh_database_url: str, model_server: LocalModelServer
+    make_bus: BusFactory, migrated_database_url: str, model_server: LocalModelServer
 ) -> None:
     """BitBrat's router replaces egress with a rule's ``{destination, type}``; the event type
     still says DM, so what is learned there never shows in a shared channel."""
-    bus = make_bus(fresh_database_url, {"MEMORY_SIMILARITY_THRESHOLD": "-1"})
+    bus = make_bus(migrated_database_url, {"MEMORY_SIMILARITY_THRESHOLD": "-1"})
     egress = bus.tap(bus.egress_topic)
     user = f"di-{uuid4().hex[:8]}"
     secret = "Di owes the bank forty thousand"
@@ -175,6 +175,6 @@ async def test_a_dm_whose_egress_a_rule_replaced_stays_private(
             )
         )
         await egress.take(1, timeout_s=60)
-    assert list(memories(fresh_database_url, user).values()) == [(secret, "dm")]
+    assert list(memories(migrated_database_url, user).values()) == [(secret, "dm")]
     [request] = model_server.chat_requests()
     assert "forty thousand" not in json.dumps(request["messages"])

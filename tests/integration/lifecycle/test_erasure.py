@@ -9,7 +9,6 @@ import pytest
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
-from llm_bot.db.migrate import migrate
 from llm_bot.db.placements import tenant_of_thread
 from llm_bot.lifecycle.erasure import forget_thread, forget_user
 from llm_bot.lifecycle.export import export_user
@@ -25,7 +24,6 @@ LOOKALIKE = "cli:x"
 
 
 def fill(url: str) -> None:
-    migrate(url)
     with psycopg.connect(url) as db:
         threads = [SHARED, LOOKALIKE, *(thread for each in THREADS.values() for thread in each)]
         db.execute(
@@ -106,9 +104,9 @@ def owners(url: str) -> dict[str, set[str]]:
 
 
 @pytest.mark.parametrize("gone", USERS)
-async def test_forget_user_takes_exactly_their_rows(fresh_database_url: str, gone: str) -> None:
-    fill(fresh_database_url)
-    async with await AsyncConnection.connect(fresh_database_url, autocommit=True) as db:
+async def test_forget_user_takes_exactly_their_rows(migrated_database_url: str, gone: str) -> None:
+    fill(migrated_database_url)
+    async with await AsyncConnection.connect(migrated_database_url, autocommit=True) as db:
         receipt = await forget_user(db, gone)
     assert receipt.deleted == {
         "memory_versions": 1,
@@ -123,7 +121,7 @@ async def test_forget_user_takes_exactly_their_rows(fresh_database_url: str, gon
         "console_views": 1,
     }
     kept = [user for user in USERS if user != gone]
-    assert owners(fresh_database_url) == {
+    assert owners(migrated_database_url) == {
         "threads": {SHARED, LOOKALIKE, *(thread for user in kept for thread in THREADS[user])},
         "turns": set(kept),
         "window": set(kept),
@@ -152,15 +150,15 @@ def summarise(url: str, window: tuple[int, int], users: list[str]) -> None:
 
 
 async def test_forget_user_takes_the_summaries_of_windows_they_spoke_in_from_every_speaker(
-    fresh_database_url: str,
+    migrated_database_url: str,
 ) -> None:
-    fill(fresh_database_url)  # in the room, each user's turn is seq 10 * their index
-    summarise(fresh_database_url, (5, 25), ["cli:x", "a"])  # cli:x's turn 10, a's turn 20
-    summarise(fresh_database_url, (25, 35), ["a.b"])  # a.b's turn 30
-    async with await AsyncConnection.connect(fresh_database_url, autocommit=True) as db:
+    fill(migrated_database_url)  # in the room, each user's turn is seq 10 * their index
+    summarise(migrated_database_url, (5, 25), ["cli:x", "a"])  # cli:x's turn 10, a's turn 20
+    summarise(migrated_database_url, (25, 35), ["a.b"])  # a.b's turn 30
+    async with await AsyncConnection.connect(migrated_database_url, autocommit=True) as db:
         receipt = await forget_user(db, "a")
     assert receipt.deleted["conversation_turns"] == 3 + 2  # a's turns, both copies of (5, 25]
-    with psycopg.connect(fresh_database_url) as db:
+    with psycopg.connect(migrated_database_url) as db:
         summaries = db.execute(
             "SELECT user_id, seq FROM conversation_turns WHERE role = 'summary'"
         ).fetchall()
@@ -189,11 +187,13 @@ def derive(url: str, user: str, thread: str) -> None:
         )
 
 
-async def test_forget_thread_takes_every_speakers_turns_there_only(fresh_database_url: str) -> None:
-    fill(fresh_database_url)
-    derive(fresh_database_url, USERS[0], SHARED)
-    derive(fresh_database_url, USERS[0], THREADS[USERS[0]][0])  # another thread's: stays
-    async with await AsyncConnection.connect(fresh_database_url, autocommit=True) as db:
+async def test_forget_thread_takes_every_speakers_turns_there_only(
+    migrated_database_url: str,
+) -> None:
+    fill(migrated_database_url)
+    derive(migrated_database_url, USERS[0], SHARED)
+    derive(migrated_database_url, USERS[0], THREADS[USERS[0]][0])  # another thread's: stays
+    async with await AsyncConnection.connect(migrated_database_url, autocommit=True) as db:
         receipt = await forget_thread(db, SHARED)
     everyone = len(USERS)
     assert receipt.deleted == {
@@ -206,28 +206,28 @@ async def test_forget_thread_takes_every_speakers_turns_there_only(fresh_databas
         "processed_events": everyone,
         "answer_explanations": everyone,
     }
-    with psycopg.connect(fresh_database_url) as db:
+    with psycopg.connect(migrated_database_url) as db:
         derived = db.execute(
             "SELECT metadata->>'derivedFrom' FROM memories WHERE content = 'derived'"
         )
         assert derived.fetchall() == [(THREADS[USERS[0]][0],)]
-    left = owners(fresh_database_url)
+    left = owners(migrated_database_url)
     assert SHARED not in left["threads"]
     assert left["window"] == set()
-    with psycopg.connect(fresh_database_url) as db:
+    with psycopg.connect(migrated_database_url) as db:
         row = db.execute("SELECT count(*) FROM conversation_turns").fetchone()
     assert row is not None
     assert row[0] == 2 * everyone + 1  # every DM turn stays, and the DM's summary
-    with psycopg.connect(fresh_database_url) as db:
+    with psycopg.connect(migrated_database_url) as db:
         calls = db.execute("SELECT count(*) FROM tool_calls").fetchone()
     assert calls == (2 * 2 * everyone,)  # the DMs' events' calls stay
 
 
 async def test_an_export_holds_the_users_tool_calls_as_the_erasure_takes_them(
-    fresh_database_url: str,
+    migrated_database_url: str,
 ) -> None:
-    fill(fresh_database_url)
-    async with await AsyncConnection.connect(fresh_database_url, autocommit=True) as db:
+    fill(migrated_database_url)
+    async with await AsyncConnection.connect(migrated_database_url, autocommit=True) as db:
         document = await export_user(db, "a.b")
     calls = document["tables"]["tool_calls"]
     assert {(call["user_id"], call["tool_id"], call["state"]) for call in calls} == {

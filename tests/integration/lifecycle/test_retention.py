@@ -13,7 +13,6 @@ import psycopg
 import pytest
 from psycopg import AsyncConnection
 
-from llm_bot.db.migrate import migrate
 from llm_bot.lifecycle.retention import RetentionPolicy, maintain
 
 pytestmark = pytest.mark.integration
@@ -36,7 +35,6 @@ def days_ago(days: float) -> datetime:
 
 def fill(url: str, copies: int) -> None:
     """``copies`` of each case: what must go and what must stay, by the policy above."""
-    migrate(url)
     with psycopg.connect(url) as db:
         for n in range(copies):
             events = [  # (step, claimed, published, lease until; None = live lease)
@@ -189,9 +187,9 @@ def _beyond_cap_and_derived(deleted: dict[str, int]) -> int:
     return deleted.pop("turns_beyond_cap") + deleted.pop("derived")
 
 
-async def test_expired_rows_go_and_recent_rows_stay(fresh_database_url: str) -> None:
-    fill(fresh_database_url, copies=2)
-    deleted = await run_maintain(fresh_database_url)
+async def test_expired_rows_go_and_recent_rows_stay(migrated_database_url: str) -> None:
+    fill(migrated_database_url, copies=2)
+    deleted = await run_maintain(migrated_database_url)
     assert _beyond_cap_and_derived(deleted) == 2 * (21 + 3)
     assert deleted == {
         "processed_events": 2 * 2,
@@ -203,15 +201,15 @@ async def test_expired_rows_go_and_recent_rows_stay(fresh_database_url: str) -> 
         "memories_beyond_cap": 2 * 2,
         "memory_versions": 2 * 2,
     }
-    assert survivors(fresh_database_url) == EXPECTED_SURVIVORS
-    assert set((await run_maintain(fresh_database_url)).values()) == {0}  # idempotent
+    assert survivors(migrated_database_url) == EXPECTED_SURVIVORS
+    assert set((await run_maintain(migrated_database_url)).values()) == {0}  # idempotent
 
 
-async def test_two_runs_at_once_split_the_work(fresh_database_url: str) -> None:
+async def test_two_runs_at_once_split_the_work(migrated_database_url: str) -> None:
     copies = 40
-    fill(fresh_database_url, copies)
+    fill(migrated_database_url, copies)
     first, second = await asyncio.gather(
-        run_maintain(fresh_database_url), run_maintain(fresh_database_url)
+        run_maintain(migrated_database_url), run_maintain(migrated_database_url)
     )
     together = {rule: first[rule] + second[rule] for rule in first}
     assert _beyond_cap_and_derived(together) == copies * (21 + 3)
@@ -225,11 +223,11 @@ async def test_two_runs_at_once_split_the_work(fresh_database_url: str) -> None:
         "memories_beyond_cap": copies * 2,
         "memory_versions": copies * 2,
     }
-    assert survivors(fresh_database_url) == EXPECTED_SURVIVORS
+    assert survivors(migrated_database_url) == EXPECTED_SURVIVORS
 
 
-async def test_zero_keeps_everything(fresh_database_url: str) -> None:
-    fill(fresh_database_url, copies=1)
+async def test_zero_keeps_everything(migrated_database_url: str) -> None:
+    fill(migrated_database_url, copies=1)
     keep_all = replace(
         POLICY,
         processed_events_days=0,
@@ -237,6 +235,6 @@ async def test_zero_keeps_everything(fresh_database_url: str) -> None:
         history_turns_per_thread=0,
         memories_per_user=0,
     )
-    before = survivors(fresh_database_url)
-    assert await run_maintain(fresh_database_url, keep_all) == {}
-    assert survivors(fresh_database_url) == before
+    before = survivors(migrated_database_url)
+    assert await run_maintain(migrated_database_url, keep_all) == {}
+    assert survivors(migrated_database_url) == before

@@ -9,7 +9,6 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from llm_bot.db.migrate import migrate
 from llm_bot.db.vectors import register_vectors
 from llm_bot_tools.local.openai_server import LocalModelServer
 
@@ -17,12 +16,11 @@ Connection = psycopg.AsyncConnection[Any]
 
 
 @pytest.fixture
-async def connection(fresh_database_url: str) -> AsyncIterator[Connection]:
+async def connection(migrated_database_url: str) -> AsyncIterator[Connection]:
     """An autocommit connection, rows as dicts and vectors sent as the pools send them, to a
     fresh database with the schema."""
-    migrate(fresh_database_url)
     async with await psycopg.AsyncConnection.connect(
-        fresh_database_url, autocommit=True, row_factory=dict_row
+        migrated_database_url, autocommit=True, row_factory=dict_row
     ) as connection:
         register_vectors(connection)
         yield connection

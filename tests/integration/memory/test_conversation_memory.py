@@ -92,7 +92,7 @@ def sent_contents(server: LocalModelServer) -> list[str]:
 
 
 async def test_forty_events_over_two_instances_and_a_restart_see_the_right_window(
-    fresh_database_url: str,
+    migrated_database_url: str,
     memory_store: MemoryStore,
     embedding_server: LocalModelServer,
     model: ModelClient,
@@ -101,14 +101,14 @@ async def test_forty_events_over_two_instances_and_a_restart_see_the_right_windo
     clock = Clock()
     first = Instance(memory_store, model, clock)
     second_store = MemoryStore.open(
-        settings_for(fresh_database_url), CachingEmbedder(server_embedder(embedding_server))
+        settings_for(migrated_database_url), CachingEmbedder(server_embedder(embedding_server))
     )
     async with second_store as other:
         second = Instance(other, model, clock)
         for number in range(40):
             if number == 20:  # "restart": a brand-new instance takes over from here
                 restarted = MemoryStore.open(
-                    settings_for(fresh_database_url),
+                    settings_for(migrated_database_url),
                     CachingEmbedder(server_embedder(embedding_server)),
                 )
                 second = Instance(await restarted.__aenter__(), model, clock)
@@ -136,7 +136,7 @@ async def test_forty_events_over_two_instances_and_a_restart_see_the_right_windo
 
 @pytest.mark.parametrize("thread", ["busy", "cli:dm:vic"], ids=["shared-channel", "dm"])
 async def test_concurrent_writers_of_one_thread_keep_seq_gap_free(
-    fresh_database_url: str,
+    migrated_database_url: str,
     memory_store: MemoryStore,
     embedding_server: LocalModelServer,
     thread: str,
@@ -144,7 +144,7 @@ async def test_concurrent_writers_of_one_thread_keep_seq_gap_free(
     """Thirty pairs written at once by two writers, then one of them again (a batch rerun):
     seqs 1..60 once each; a shared channel's window holds its newest ``WINDOW_PAIRS``."""
     async with MemoryStore.open(
-        settings_for(fresh_database_url), CachingEmbedder(server_embedder(embedding_server))
+        settings_for(migrated_database_url), CachingEmbedder(server_embedder(embedding_server))
     ) as other:
 
         async def write(store: MemoryStore, number: int) -> None:

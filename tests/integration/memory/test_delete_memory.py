@@ -169,18 +169,18 @@ def vector_rows(url: str, column: str, key: str) -> int:
 
 
 async def test_a_deleted_memory_leaves_no_vector_in_a_reembedding_under_way(
-    memory_store: MemoryStore, embedding_server: LocalModelServer, fresh_database_url: str
+    memory_store: MemoryStore, embedding_server: LocalModelServer, migrated_database_url: str
 ) -> None:
     mira = memory_store.for_user("mira")
     await mira.put("User is vegetarian", key="a-forgotten")
     await mira.put("User lives in Oslo", key="b-kept")
     new_model = DownAfter(server_embedder(embedding_server, dimensions=64), calls=1)
     async with await psycopg.AsyncConnection.connect(
-        fresh_database_url, autocommit=True
+        migrated_database_url, autocommit=True
     ) as connection:
         with pytest.raises(ConnectionError):
             await reembed(connection, new_model, batch=1, progress=lambda _: None)
-    assert vector_rows(fresh_database_url, "embedding_next", "a-forgotten") == 1
+    assert vector_rows(migrated_database_url, "embedding_next", "a-forgotten") == 1
 
     writes = RunWrites("mira")
     assert await DeleteMemoryTool(memory_store).run({"key": "a-forgotten"}, writes) == (
@@ -188,6 +188,6 @@ async def test_a_deleted_memory_leaves_no_vector_in_a_reembedding_under_way(
     )
     pair = Pair("event-1", "chat:room", "mira", "forget it", "done", utc_now(), writes)
     await MemoryCommit.from_settings(memory_store, load_settings()).commit_now(pair)
-    assert vector_rows(fresh_database_url, "embedding_next", "a-forgotten") == 0
-    assert vector_rows(fresh_database_url, "embedding", "a-forgotten") == 0
+    assert vector_rows(migrated_database_url, "embedding_next", "a-forgotten") == 0
+    assert vector_rows(migrated_database_url, "embedding", "a-forgotten") == 0
     assert await mira.get("b-kept") is not None

@@ -55,7 +55,7 @@ async def test_a_correction_by_key_keeps_the_old_fact_as_history_and_shows_only_
 
 async def test_memories_get_history_shows_the_versions_and_delete_forgets_them(
     memory_store: MemoryStore,
-    fresh_database_url: str,
+    migrated_database_url: str,
     embedding_server: LocalModelServer,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
@@ -63,7 +63,7 @@ async def test_memories_get_history_shows_the_versions_and_delete_forgets_them(
     nia = memory_store.for_user("nia")
     key, _ = await nia.put("User is vegetarian")
     await nia.put("User is vegan", key=key)
-    monkeypatch.setenv("DATABASE_URL", fresh_database_url)
+    monkeypatch.setenv("DATABASE_URL", migrated_database_url)
     monkeypatch.setenv("MEMORY_EMBEDDING_ENDPOINT", embedding_server.base_url)
     monkeypatch.setenv("MEMORY_EMBEDDING_MODEL", "local-embeddings")
     argv = ["memories", "get", key, "--user", "nia", "--history", "--json"]

@@ -104,7 +104,7 @@ async def test_a_fact_told_in_one_thread_reaches_the_model_in_another_but_not_fo
 
 
 async def test_events_committed_together_keep_every_memory_note_and_turn(
-    memory_store: MemoryStore, model: ModelClient, fresh_database_url: str
+    memory_store: MemoryStore, model: ModelClient, migrated_database_url: str
 ) -> None:
     """The worker's path: the writes of several events in one pipelined group commit, two of
     them in the same thread (their history pairs must follow each other)."""
@@ -129,7 +129,7 @@ async def test_events_committed_together_keep_every_memory_note_and_turn(
 
         return apply
 
-    async with running_committer(fresh_database_url, max_batch=8, max_delay_s=0.05) as committer:
+    async with running_committer(migrated_database_url, max_batch=8, max_delay_s=0.05) as committer:
         await asyncio.gather(*(committer.commit(work(w), w.keys) for w in writes))
     assert committer.transactions == 1
     for user, _, instrument in told:
@@ -137,7 +137,7 @@ async def test_events_committed_together_keep_every_memory_note_and_turn(
             f"what does {user} play?", limit=3, threshold=0.0
         )
         assert [hit.content for hit in hits] == [f"{user} plays the {instrument}"]
-    async with await psycopg.AsyncConnection.connect(fresh_database_url) as connection:
+    async with await psycopg.AsyncConnection.connect(migrated_database_url) as connection:
         cursor = await connection.execute(
             "SELECT thread_id, array_agg(seq ORDER BY seq) FROM conversation_turns GROUP BY 1"
         )
@@ -217,14 +217,14 @@ async def test_postgres_down_degrades_to_no_memories(
 
 
 async def test_history_keeps_a_long_message_cut_to_its_bound(
-    memory_store: MemoryStore, fresh_database_url: str, embedding_server: LocalModelServer
+    memory_store: MemoryStore, migrated_database_url: str, embedding_server: LocalModelServer
 ) -> None:
     """A prompt may be as long as a Pub/Sub message; history keeps its first HISTORY_MAX_CHARS
     characters, and that is also what is embedded."""
     pair = Pair("event-1:0:llm-bot", "cli:den", "ada", "w " * 10_000, "ok", utc_now(), None)
     settings = load_settings(HISTORY_MAX_CHARS=300)
     await MemoryCommit.from_settings(memory_store, settings).commit_now(pair)
-    with psycopg.connect(fresh_database_url) as connection:
+    with psycopg.connect(migrated_database_url) as connection:
         lengths = connection.execute(
             "SELECT role, length(content) FROM conversation_turns ORDER BY role"
         ).fetchall()

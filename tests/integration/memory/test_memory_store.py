@@ -10,7 +10,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from llm_bot.db.embedding_space import EmbeddingModelMismatch
-from llm_bot.db.migrate import migrate
 from llm_bot.llm.embeddings import CachingEmbedder
 from llm_bot.memory.store import MemoryStore
 from llm_bot_tools.local.openai_server import LocalModelServer
@@ -82,14 +81,13 @@ user_ids = st.sampled_from(
     )
 )
 def test_no_search_ever_returns_another_users_memory(
-    facts: dict[str, str], fresh_database_url: str, embedding_server: LocalModelServer
+    facts: dict[str, str], migrated_database_url: str, embedding_server: LocalModelServer
 ) -> None:
-    migrate(fresh_database_url)
 
     async def scenario() -> None:
         embedder = server_embedder(embedding_server)
         async with MemoryStore.open(
-            settings_for(fresh_database_url), CachingEmbedder(embedder)
+            settings_for(migrated_database_url), CachingEmbedder(embedder)
         ) as store:
             async with store.connection() as connection:
                 await connection.execute("TRUNCATE memories")
@@ -111,16 +109,15 @@ def test_no_search_ever_returns_another_users_memory(
 
 
 async def test_vectors_of_another_model_stop_start_up_with_instructions(
-    fresh_database_url: str, embedding_server: LocalModelServer
+    migrated_database_url: str, embedding_server: LocalModelServer
 ) -> None:
-    migrate(fresh_database_url)
     async with MemoryStore.open(
-        settings_for(fresh_database_url), server_embedder(embedding_server)
+        settings_for(migrated_database_url), server_embedder(embedding_server)
     ) as store:
         await store.for_user("gina").put("Gina speaks Italian")
     smaller = server_embedder(embedding_server, dimensions=16)
     with pytest.raises(
         EmbeddingModelMismatch, match=r"\(384 dimensions\) .* \(16 dimensions\).*`llm-bot reembed`"
     ):
-        async with MemoryStore.open(settings_for(fresh_database_url), smaller):
+        async with MemoryStore.open(settings_for(migrated_database_url), smaller):
             pass

@@ -11,7 +11,6 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from llm_bot.db import personalities as store
-from llm_bot.db.migrate import migrate
 from llm_bot.db.personalities import Personality, PersonalityLookup
 from llm_bot.events.models import AnnotationV1, InternalEventV2
 from llm_bot.graph.assembly import graph_from_settings
@@ -138,8 +137,7 @@ async def test_without_a_store_or_with_a_failing_one_names_are_left_out(
     assert chat_server.chat_requests()[-1]["model"] == "local-test-model"
 
 
-async def test_a_connection_works_as_well_as_a_pool(fresh_database_url: str) -> None:
-    migrate(fresh_database_url)
-    async with await AsyncConnection.connect(fresh_database_url, autocommit=True) as connection:
+async def test_a_connection_works_as_well_as_a_pool(migrated_database_url: str) -> None:
+    async with await AsyncConnection.connect(migrated_database_url, autocommit=True) as connection:
         await store.put(connection, Personality("solo", 1, "active", "alone"))
         assert (await store.active(connection, "solo")).text == "alone"  # type: ignore[union-attr]

@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator
 import pytest
 
 from llm_bot.clock import utc_now
-from llm_bot.db.migrate import migrate
 from llm_bot.llm.embeddings import CachingEmbedder, LocalEmbedder
 from llm_bot.memory.context import PostgresMemoryRetriever
 from llm_bot.memory.store import MemoryStore
@@ -40,9 +39,10 @@ SCENARIOS = [
 
 
 @pytest.fixture(scope="module")
-async def local_store(database_server: DatabaseServer) -> AsyncIterator[MemoryStore]:
-    url = database_server.create_database("seed_scenarios")
-    migrate(url)
+async def local_store(
+    database_server: DatabaseServer, migrated_template: str
+) -> AsyncIterator[MemoryStore]:
+    url = database_server.create_database("seed_scenarios", migrated_template)
     try:
         async with MemoryStore.open(settings_for(url), CachingEmbedder(LocalEmbedder())) as store:
             for fact in FACTS:

@@ -7,7 +7,6 @@ from typing import Literal
 
 import pytest
 
-from llm_bot.db.migrate import migrate
 from llm_bot.memory.store import MemoryStore
 from llm_bot_tools.local.openai_server import LocalModelServer
 
@@ -22,16 +21,15 @@ pytestmark = pytest.mark.integration
     [(1234, "memory", "1234ms"), (0, "memory", "0"), (1234, "setup", "0")],
 )
 async def test_every_pool_connection_carries_the_statement_timeout(
-    fresh_database_url: str,
+    migrated_database_url: str,
     embedding_server: LocalModelServer,
     timeout_ms: int,
     role: Literal["memory", "setup"],
     shown: str,
 ) -> None:
-    migrate(fresh_database_url)
     embedder = server_embedder(embedding_server)
     settings = settings_for(
-        fresh_database_url, MEMORY_DB_POOL_MAX=3, MEMORY_STATEMENT_TIMEOUT_MS=timeout_ms
+        migrated_database_url, MEMORY_DB_POOL_MAX=3, MEMORY_STATEMENT_TIMEOUT_MS=timeout_ms
     )
     async with (
         MemoryStore.open(settings, embedder, role=role) as store,

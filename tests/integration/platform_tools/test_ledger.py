@@ -76,9 +76,8 @@ Pool = AsyncConnectionPool[psycopg.AsyncConnection[Any]]
 
 
 @pytest.fixture
-async def pool(fresh_database_url: str) -> AsyncIterator[Pool]:
-    migrate(fresh_database_url)
-    async with open_pool(settings_for(fresh_database_url), "ledger") as opened:
+async def pool(migrated_database_url: str) -> AsyncIterator[Pool]:
+    async with open_pool(settings_for(migrated_database_url), "ledger") as opened:
         yield opened
 
 
@@ -250,7 +249,7 @@ async def test_another_call_at_a_started_index_is_not_sent(pool: Pool, clock: Cl
 
 @pytest.mark.parametrize("row_factory", [tuple_row, dict_row])
 async def test_an_events_calls_are_read_by_index_with_how_each_ended(
-    pool: Pool, clock: Clock, fresh_database_url: str, row_factory: RowFactory[Any]
+    pool: Pool, clock: Clock, migrated_database_url: str, row_factory: RowFactory[Any]
 ) -> None:
     """As an explanation reads them, on a connection of tuples (``llm-bot explain``) or of
     dicts (the console's memory store): another event's call is not among them."""
@@ -261,7 +260,7 @@ async def test_an_events_calls_are_read_by_index_with_how_each_ended(
     other = CallKey(KEY.user_id, "corr-2", KEY.step_key, 2)
     await worker(pool, clock).once(other, "mcp:ban_user", ARGS, Tool())
     event = EventKey(KEY.user_id, KEY.correlation_id, KEY.step_key)
-    connect = psycopg.AsyncConnection.connect(fresh_database_url, row_factory=row_factory)
+    connect = psycopg.AsyncConnection.connect(migrated_database_url, row_factory=row_factory)
     async with await connect as connection:
         assert await call_states(connection, event) == {0: "done", 1: "started"}
 

@@ -26,7 +26,7 @@ THINKING = "🤔 Thinking about your request..."
 
 async def test_llm_bot_send_shows_the_progress_message_and_takes_it_off_the_tap(
     make_bus: BusFactory,
-    fresh_database_url: str,
+    migrated_database_url: str,
     unique_name: str,
     pubsub_emulator: PubSubEmulator,
     model_server: LocalModelServer,
@@ -41,7 +41,7 @@ async def test_llm_bot_send_shows_the_progress_message_and_takes_it_off_the_tap(
         "OPENAI_TIMEOUT_MS": "30000",
         "LLM_BOT_MODEL_DEADLINE_MS": "30000",
     }
-    bus = make_bus(fresh_database_url, settings, max_delivery_attempts=100)
+    bus = make_bus(migrated_database_url, settings, max_delivery_attempts=100)
     topic = f"{bus.prefix}-{DEFAULT_EGRESS_TOPIC}"  # where both the progress and reply go
     topology = pubsub_emulator.create_topology(  # the bus's topics exist and are kept
         input_topic=f"{bus.prefix}-in",

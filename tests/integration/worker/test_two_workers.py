@@ -23,9 +23,9 @@ DOUBLED = 20  # events without an ordering key, each published twice
 
 
 @pytest.fixture
-def ordered_bus(make_bus: BusFactory, fresh_database_url: str) -> Bus:
+def ordered_bus(make_bus: BusFactory, migrated_database_url: str) -> Bus:
     settings = {"LLM_BOT_ORDERING": "true", "LLM_BOT_MAX_IN_FLIGHT": "8"}
-    return make_bus(fresh_database_url, settings, message_ordering=True)
+    return make_bus(migrated_database_url, settings, message_ordering=True)
 
 
 async def test_two_workers_share_the_work_without_loss_or_duplicates_in_thread_order(

@@ -35,6 +35,7 @@ from llm_bot_tools.local.pgserver_paths import ensure_user_exists
 from llm_bot_tools.local.postgres_build import PostgresInstall
 from llm_bot_tools.local.processes import as_user
 from llm_bot_tools.local.pubsub_emulator import free_loopback_port
+from llm_bot_tools.local.templates import create_statement, seal
 
 _log = logging.getLogger(__name__)
 
@@ -66,10 +67,6 @@ _CITUS = "CREATE EXTENSION IF NOT EXISTS citus"
 _SET_COORDINATOR = "SELECT citus_set_coordinator_host(%s, %s)"
 _ADD_NODE = "SELECT citus_add_node(%s, %s)"
 _REMOVE_NODE = "SELECT citus_remove_node(%s, %s)"
-
-
-def _create(database: str) -> sql.Composed:
-    return sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database))
 
 
 class CitusClusterError(RuntimeError):
@@ -255,7 +252,7 @@ class CitusCluster(LocalService):
         self._starting.append(node)
         for database in self._databases:
             if database != ADMIN_DATABASE:
-                self._run_sql(node, ADMIN_DATABASE, _create(database))
+                self._run_sql(node, ADMIN_DATABASE, create_statement(database, None))
             self._run_sql(node, database, _CITUS)
         return node
 
@@ -277,14 +274,23 @@ class CitusCluster(LocalService):
         self._nodes.remove(node)
         self.retired.append(node)
 
-    def create_database(self, name: str) -> str:
+    def create_database(self, name: str, template: str | None = None) -> str:
         """A new database with Citus on every node, its workers registered; the coordinator's
-        URL for it."""
+        URL for it. Where ``template`` is named (sealed by :meth:`seal_template`), each node's
+        copy of it: its workers, tables and shards as they were."""
         for node in self._nodes:
-            self._run_sql(node, ADMIN_DATABASE, _create(name))
-        self._prepare_database(name)
+            self._run_sql(node, ADMIN_DATABASE, create_statement(name, template))
+        if template is None:
+            self._prepare_database(name)
         self._databases.append(name)
         return self.url_for(name)
+
+    def seal_template(self, name: str) -> None:
+        """Keep database ``name`` as it is on every node, for :meth:`create_database` to copy."""
+        for node in self._nodes:
+            with psycopg.connect(node.url_for(ADMIN_DATABASE), autocommit=True) as conn:
+                seal(conn, name)
+        self._databases.remove(name)  # no node added later takes it: none may connect to it
 
     def drop_database(self, name: str) -> None:
         """Drop on every node even while connections are open. ``WITH (FORCE)`` ends the

@@ -34,6 +34,7 @@ from llm_bot_tools.local.pgserver_paths import (
 )
 from llm_bot_tools.local.postgres_build import Progress, embedded_install
 from llm_bot_tools.local.processes import as_user, running
+from llm_bot_tools.local.templates import create_statement, seal
 
 _log = logging.getLogger(__name__)
 
@@ -140,12 +141,19 @@ class EmbeddedPostgres(LocalService):
         with psycopg.connect(self.url_for(database), autocommit=True) as conn:
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
 
-    def create_database(self, name: str) -> str:
-        """A new database with pgvector, for tests that need a whole database to themselves."""
+    def create_database(self, name: str, template: str | None = None) -> str:
+        """A new database with pgvector, for tests that need a whole database to themselves: a
+        copy of ``template`` (sealed by :meth:`seal_template`) where one is named."""
         with psycopg.connect(self.url, autocommit=True) as conn:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        self._create_vector_extension(name)
+            conn.execute(create_statement(name, template))
+        if template is None:
+            self._create_vector_extension(name)
         return self.url_for(name)
+
+    def seal_template(self, name: str) -> None:
+        """Keep database ``name`` as it is, for :meth:`create_database` to copy."""
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            seal(conn, name)
 
     def drop_database(self, name: str) -> None:
         """Drop even while connections are open, so a leaked pool cannot block cleanup."""
