@@ -47,11 +47,13 @@ HEARTBEATS_PER_LEASE = 4  # a lease survives three missed heartbeats (a busy loo
 _REASONS = {"40P01": "deadlock", "57014": "statement_timeout"}
 
 
-def failure_reason(error: BaseException) -> str:
+def failure_reason(error: BaseException, *, connected: bool = True) -> str:
     """The ``reason`` a failed renewal is counted under: a deadlock says renewal met another
-    writer's locks, a timeout an overloaded database or pool (or a renewal cut off after a whole
-    lease), a connection one that went away."""
-    if isinstance(error, PoolTimeout):
+    writer's locks; ``pool_timeout`` a pool whose connections are all busy (the pool's wait ran
+    out, or the renewal was cut off after a whole lease while it waited, not ``connected``);
+    ``timeout`` a database too slow or locked (cut off after a whole lease in its statements);
+    a connection one that went away."""
+    if isinstance(error, PoolTimeout) or (isinstance(error, TimeoutError) and not connected):
         return "pool_timeout"
     if isinstance(error, TimeoutError):
         return "timeout"
@@ -113,12 +115,14 @@ class LeaseKeeper:
             await asyncio.sleep(interval_s)
             if not self._held:
                 continue
+            connected = False
             try:  # by the end of a lease, what a renewal still running renews has lapsed
                 async with asyncio.timeout(self._lease_s), self._pool.connection() as connection:
+                    connected = True
                     for claims in self._by_shard():
                         await self._renew_shard(connection, claims)
             except Exception as error:  # no connection: the next heartbeat tries again
-                self._count_failure(error)
+                self._count_failure(error, connected=connected)
 
     async def _renew_shard(self, connection: AsyncConnection[Any], claims: list[Claim]) -> None:
         """One shard's statement, its own transaction: its failure is not the other shards'."""
@@ -129,8 +133,8 @@ class LeaseKeeper:
                 raise
             self._count_failure(error)
 
-    def _count_failure(self, error: BaseException) -> None:
-        reason = failure_reason(error)
+    def _count_failure(self, error: BaseException, *, connected: bool = True) -> None:
+        reason = failure_reason(error, connected=connected)
         self.failures[reason] += 1
         metrics.lease_renewal_failures.add(1, {"reason": reason})
         logger.warning("could not renew claim leases (%s): %s", reason, error)

@@ -86,7 +86,8 @@ deadletters = _meter.create_counter("llmbot_deadletters", description="dead-lett
 lease_renewal_failures = _meter.create_counter(
     "llmbot_lease_renewal_failures",
     description="claim-lease renewals that failed, by reason (deadlock, statement_timeout,"
-    " pool_timeout, timeout, connection, other): four in a row and a live worker's claims lapse",
+    " pool_timeout: no free connection, timeout: statements cut off after a lease, connection,"
+    " other): four in a row and a live worker's claims lapse",
 )
 
 

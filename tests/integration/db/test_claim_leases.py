@@ -125,6 +125,32 @@ class Signal(logging.Handler):
             self.seen.set()
 
 
+async def test_a_renewal_cut_off_while_every_connection_is_busy_is_counted_as_the_pools(
+    migrated_database_url: str,
+    transact: Callable[[Work, Collection[str]], Awaitable[None]],
+) -> None:
+    """A renewal that waited a whole lease for a connection of a pool whose connections are all
+    held is told from one the database held: ``pool_timeout``, not ``timeout``."""
+    held = await claim(transact, EventKey("ada", "held-while-the-pool-is-busy", "0:llm-bot"), 0)
+    cut_off = Signal("could not renew claim leases")
+    logging.getLogger("llm_bot.db.leases").addHandler(cut_off)
+    try:
+        async with (
+            asyncio.timeout(30),
+            AsyncConnectionPool(
+                migrated_database_url, min_size=1, max_size=1, kwargs={"autocommit": True}
+            ) as pool,
+            LeaseKeeper(pool, lease_s=LEASE_S) as keeper,
+        ):
+            with keeper.holding(held):
+                async with pool.connection():  # the pool's only connection, busy
+                    await cut_off.seen.wait()
+    finally:
+        logging.getLogger("llm_bot.db.leases").removeHandler(cut_off)
+    assert keeper.failures["pool_timeout"] >= 1, keeper.failures
+    assert keeper.failures["timeout"] == 0, keeper.failures
+
+
 async def test_a_renewal_that_cannot_finish_is_cut_off_after_a_lease_and_its_statement_ends(
     migrated_pool: AsyncConnectionPool[Any],
     transact: Callable[[Work, Collection[str]], Awaitable[None]],

@@ -66,16 +66,17 @@ async def test_a_burst_of_few_users_renews_every_lease_without_a_deadlock(
     after = await asyncio.to_thread(deadlocks, urls)  # once the handler's sessions ended
     assert after - before == 0, f"{after - before} deadlock(s)"
     # A renewal meets no other writer's lock, so none fails for a deadlock, a statement
-    # timeout or any other reason of the database's. One still running after a whole lease is
-    # cut off ("timeout"): on a machine whose cores other work keeps busy, two shards' round
-    # trips can outlast the test's one-second lease. A lease survives three failed renewals in
-    # a row, so fewer than four cut off in the whole burst let no lease lapse.
+    # timeout or any other reason of the database's. One still waiting for a connection or
+    # running after a whole lease is cut off ("pool_timeout", "timeout"): on a machine whose
+    # cores other work keeps busy, the test's one-second lease can pass first. A lease survives
+    # three failed renewals in a row, so fewer than four cut off in the whole burst let no
+    # lease lapse.
     reasons = Counter(
         str(record.args[0])
         for record in caplog.records
         if record.name == "llm_bot.db.leases" and isinstance(record.args, tuple)
     )
     assert reasons.total() == serving.stats.lease_renewals_failed
-    assert set(reasons) <= {"timeout"}, reasons
-    assert reasons["timeout"] < HEARTBEATS_PER_LEASE, reasons
+    assert set(reasons) <= {"pool_timeout", "timeout"}, reasons
+    assert reasons.total() < HEARTBEATS_PER_LEASE, reasons
     assert serving.stats.acked == EVENTS
