@@ -12,6 +12,7 @@ maintenance daemon of every node keeps sessions open on the others for as long a
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -37,21 +38,25 @@ def deadlocks(urls: Sequence[str], *, timeout_s: float = 30.0) -> int:
     """The deadlocks PostgreSQL broke in the database of each of ``urls`` (one server, or every
     node of a Citus cluster), summed, once no other client session is connected to any of
     them but the Citus maintenance daemons'. (A deadlock that spans nodes is Citus's to break:
-    no node counts it.)"""
-    daemons: list[int] = []
-    for url in urls:
-        with psycopg.connect(url, autocommit=True) as connection:
-            daemons += [int(row[0]) for row in connection.execute(_DAEMONS).fetchall()]
+    no node counts it.) The daemons are read again at each look: a database made a moment ago
+    starts its daemons when first used."""
     deadline = time.monotonic() + timeout_s
     total = 0
-    for url in urls:
-        with psycopg.connect(url, autocommit=True) as connection:
-            while others := _read(connection, _OTHER_SESSIONS, {"daemons": daemons}):
+    with contextlib.ExitStack() as stack:
+        nodes = [stack.enter_context(psycopg.connect(url, autocommit=True)) for url in urls]
+        for url, connection in zip(urls, nodes, strict=True):
+            while others := _others(connection, nodes):
                 if time.monotonic() >= deadline:
                     raise TimeoutError(f"{url}: still connected after {timeout_s}s: {others}")
                 time.sleep(POLL_S)
             total += int(_read(connection, _DEADLOCKS))
     return total
+
+
+def _others(connection: psycopg.Connection[Any], nodes: Sequence[psycopg.Connection[Any]]) -> str:
+    """The other client sessions in ``connection``'s database, but the daemons' of ``nodes``."""
+    daemons = [int(row[0]) for node in nodes for row in node.execute(_DAEMONS).fetchall()]
+    return str(_read(connection, _OTHER_SESSIONS, {"daemons": daemons}))
 
 
 def _read(
