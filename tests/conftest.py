@@ -2,13 +2,15 @@
 each started once per session when a test needs it.
 
 A test's own database (``fresh_database_url``, empty; ``migrated_database_url``, every
-migration applied) is a copy of one the session made and sealed (``llm_bot_tools.local.templates``):
-on Citus, making and migrating a database costs seconds, copying one a fraction of a second.
+migration applied) is a copy of one the session made and sealed
+(``llm_bot_tools.local.templates``): on Citus, making and migrating a database costs seconds,
+copying one a fraction of a second.
+
 ``--database=citus`` puts every test's own database (``database_server``) on the Citus cluster
-instead of the embedded Postgres, and runs only
-the tests that use one: the suites that must hold on both run twice (``make test``). Without a
-built Citus those tests skip with the reason; a test whose subject exists only on a single
-plain Postgres says so with ``@pytest.mark.not_on_citus(reason)``.
+instead of the embedded Postgres, and runs only the tests that use one or are about Citus: the
+suites that must hold on both run twice (``make test``). Without a built Citus those tests skip
+with the reason; a test whose subject exists only on a single plain Postgres says so with
+``@pytest.mark.not_on_citus(reason)``.
 """
 
 from __future__ import annotations

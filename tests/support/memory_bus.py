@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections import deque
+from collections import Counter, deque
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -165,8 +165,15 @@ class MemoryTap:
 class Serving:
     """A handler taking the bus's deliveries, as a worker takes its subscription's."""
 
-    def __init__(self, handler: EventHandler, stats: WorkerStats, max_in_flight: int) -> None:
+    def __init__(
+        self,
+        handler: EventHandler,
+        stats: WorkerStats,
+        max_in_flight: int,
+        lease_failures: Counter[str],
+    ) -> None:
         self.stats = stats
+        self.lease_failures = lease_failures  # the handler's lease renewals that failed, by reason
         self._handler = handler
         self._max_in_flight = max_in_flight
         self._queue: deque[MemoryDelivery] = deque()
@@ -286,8 +293,10 @@ class MemoryBus:
         stats = WorkerStats()
         async with contextlib.AsyncExitStack() as resources:
             pool = await open_database(settings, resources)
-            handler, *_ = await open_handler(settings, pool, self.publisher, stats, resources)
-            serving = Serving(handler, stats, settings.max_in_flight)
+            handler, _, leases = await open_handler(
+                settings, pool, self.publisher, stats, resources
+            )
+            serving = Serving(handler, stats, settings.max_in_flight, leases.failures)
             self._serving = serving
             waiting, self._waiting = self._waiting, []
             for delivery in waiting:
