@@ -35,7 +35,7 @@ from llm_bot_tools.local.pgserver_paths import ensure_user_exists
 from llm_bot_tools.local.postgres_build import PostgresInstall
 from llm_bot_tools.local.processes import as_user
 from llm_bot_tools.local.pubsub_emulator import free_loopback_port
-from llm_bot_tools.local.templates import create_statement, seal
+from llm_bot_tools.local.templates import create_statement, drop, seal
 
 _log = logging.getLogger(__name__)
 
@@ -293,15 +293,15 @@ class CitusCluster(LocalService):
         self._databases.remove(name)  # no node added later takes it: none may connect to it
 
     def drop_database(self, name: str) -> None:
-        """Drop on every node even while connections are open. ``WITH (FORCE)`` ends the
-        sessions in it, but a session of Citus's own (its maintenance daemon, a connection the
-        coordinator was opening) can enter between that and the drop: the drop is tried again,
-        at most ``DROP_ATTEMPTS`` times."""
-        drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        """Drop on every node even while connections are open, each node's copy sealed and its
+        sessions' end awaited first (:func:`~llm_bot_tools.local.templates.drop`). A session
+        still there when the wait gives up makes the drop fail: it is tried again, at most
+        ``DROP_ATTEMPTS`` times."""
         for node in self._nodes:
             for attempt in range(1, DROP_ATTEMPTS + 1):
                 try:
-                    self._run_sql(node, ADMIN_DATABASE, drop)
+                    with psycopg.connect(node.url_for(ADMIN_DATABASE), autocommit=True) as conn:
+                        drop(conn, name)
                     break
                 except psycopg.errors.ObjectInUse:
                     if attempt == DROP_ATTEMPTS:

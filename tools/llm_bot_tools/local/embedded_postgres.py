@@ -34,7 +34,7 @@ from llm_bot_tools.local.pgserver_paths import (
 )
 from llm_bot_tools.local.postgres_build import Progress, embedded_install
 from llm_bot_tools.local.processes import as_user, running
-from llm_bot_tools.local.templates import create_statement, seal
+from llm_bot_tools.local.templates import create_statement, drop, seal
 
 _log = logging.getLogger(__name__)
 
@@ -158,9 +158,7 @@ class EmbeddedPostgres(LocalService):
     def drop_database(self, name: str) -> None:
         """Drop even while connections are open, so a leaked pool cannot block cleanup."""
         with psycopg.connect(self.url, autocommit=True) as conn:
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
+            drop(conn, name)
 
     def create_schema(self, name: str) -> str:
         """A schema in the admin database; `public` stays on the path for the vector type."""
