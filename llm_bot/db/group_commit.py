@@ -368,9 +368,13 @@ class GroupCommitter:
         failures: dict[int, BaseException] = {}
         split: list[list[int]] = []
         tried = 0
+        # Not ``batch`` itself: tenacity's retrying object refers to itself, so what its
+        # predicate holds lives until the cyclic collector runs, and a batch holds its events'
+        # rows and answers.
+        several_chains = len(linked(batch)) > 1
 
         def retried(error: BaseException) -> bool:
-            if isinstance(error, CommitTimedOut) and len(linked(batch)) > 1:
+            if isinstance(error, CommitTimedOut) and several_chains:
                 return False  # split instead
             return is_transient(error)
 

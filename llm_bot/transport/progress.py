@@ -181,12 +181,17 @@ class ProgressWatch:
         self._after_s = None
         if self._timer is not None:
             self._timer.cancel()
+            # A cancelled handle still holds the context it was armed in, the graph run's,
+            # which holds this watch through the run's model: kept, that cycle would leave the
+            # whole run to the cyclic collector instead of reference counting.
+            self._timer = None
 
     async def settled(self) -> None:
         """Stopped, with a publish under way finished: the reply may go out now."""
         self.stop()
         if self._sending is not None:
             await self._sending
+            self._sending = None  # made in the armed context: the same cycle as the timer's
 
 
 class ProgressFeedback:
