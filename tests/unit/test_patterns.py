@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "llm_bot"
 SIZE = 10_000
 # CPU seconds for one input of SIZE characters, through search, match and fullmatch: a linear
-# pattern's slowest input takes under 2 ms where this was measured, the classic backtracking
+# pattern's slowest input takes under 3 ms where this was measured, the classic backtracking
 # one's 0.4 s, so a machine three times slower or faster stays on its side with room.
 BOUND_S = 0.04
 # Only for a child that hangs some other way: the bound is kept by the kernel (ITIMER_PROF).
