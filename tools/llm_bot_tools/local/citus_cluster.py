@@ -293,10 +293,9 @@ class CitusCluster(LocalService):
         self._databases.remove(name)  # no node added later takes it: none may connect to it
 
     def drop_database(self, name: str) -> None:
-        """Drop on every node even while connections are open, each node's copy sealed and its
-        sessions' end awaited first (:func:`~llm_bot_tools.local.templates.drop`). A session
-        still there when the wait gives up makes the drop fail: it is tried again, at most
-        ``DROP_ATTEMPTS`` times."""
+        """Drop on every node even while connections are open, each node's copy once its
+        sessions are ended (:func:`~llm_bot_tools.local.templates.drop`). A session that
+        outlasts that makes the drop fail: it is tried again, at most ``DROP_ATTEMPTS`` times."""
         for node in self._nodes:
             for attempt in range(1, DROP_ATTEMPTS + 1):
                 try:
