@@ -8,10 +8,14 @@ import asyncio
 import json
 import sys
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from llm_bot.cli.support import UsageError, non_empty, print_result, require_database_url
+from llm_bot.cli.support import (
+    non_empty,
+    output_file,
+    print_result,
+    require_database_url,
+)
 from llm_bot.clock import iso_timestamp, utc_now
 from llm_bot.settings import Settings
 
@@ -43,7 +47,9 @@ def add_lifecycle_commands(commands: Any) -> None:
     )
     export = commands.add_parser("export-user", help="write everything held about a user as JSON")
     export.add_argument("user", type=non_empty, help="user id")
-    export.add_argument("--output", type=Path, help="file to write (default: standard output)")
+    export.add_argument(
+        "--output", type=output_file, help="file to write (default: standard output)"
+    )
     export.set_defaults(handler=command_export_user)
 
 
@@ -100,8 +106,6 @@ def command_export_user(args: argparse.Namespace, settings: Settings) -> int:
     from llm_bot.lifecycle.export import export_user
 
     database_url = require_database_url(settings)
-    if args.output is not None and not args.output.parent.is_dir():
-        raise UsageError(f"--output: no directory {args.output.parent}")
 
     async def run() -> dict[str, Any]:
         async with await AsyncConnection.connect(database_url, autocommit=True) as connection:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 from collections.abc import Callable, Coroutine
+from pathlib import Path
 from typing import Any, NoReturn
 
 from llm_bot.settings import Settings
@@ -41,6 +43,47 @@ def non_empty(text: str) -> str:
     if not text:
         raise argparse.ArgumentTypeError("must not be empty")
     return text
+
+
+def output_file(text: str) -> Path:
+    """An argparse type: a file a command writes when it is done (a plot, an export), in a
+    directory that exists. Checked as the arguments are read, so a path that cannot be written
+    is refused before the minutes of work whose result it would hold, not after them."""
+    path = _not_a_directory(Path(text))
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"no directory {path.parent}")
+    _writable(path.parent)
+    return path
+
+
+def file_in_output_dir(text: str) -> Path:
+    """An argparse type: a file a command writes, making its directory if missing
+    (:func:`output_dir`)."""
+    path = _not_a_directory(Path(text))
+    output_dir(str(path.parent))
+    return path
+
+
+def output_dir(text: str) -> Path:
+    """An argparse type: a directory a command writes into, made if missing: it, or the
+    nearest of its parents that exists, must be a directory this process can write in."""
+    path = Path(text)
+    existing = next(folder for folder in (path, *path.parents) if folder.exists())
+    if not existing.is_dir():
+        raise argparse.ArgumentTypeError(f"{existing} is a file, not a directory")
+    _writable(existing)
+    return path
+
+
+def _not_a_directory(path: Path) -> Path:
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{path} is a directory, not a file")
+    return path
+
+
+def _writable(folder: Path) -> None:
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"cannot write in {folder}")
 
 
 def require_database_url(settings: Settings) -> str:

@@ -121,11 +121,3 @@ def test_an_empty_id_is_refused_in_one_line(
         main(argv)
     assert exit_code.value.code == 2
     assert "must not be empty" in capsys.readouterr().err
-
-
-@pytest.mark.usefixtures("database")
-def test_export_to_a_missing_directory_is_refused_before_reading(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert main(["export-user", "quinn", "--output", str(tmp_path / "no" / "q.json")]) == 2
-    assert capsys.readouterr().err.startswith("llm-bot: error: --output: no directory ")

@@ -12,6 +12,7 @@ import pytest
 
 from llm_bot.cli import main
 from llm_bot.cli.failures import masked, secrets_of
+from llm_bot.cli.parser import build_parser
 from llm_bot.settings import Settings, load_settings
 
 ROOT = str(Path(__file__).resolve().parents[3])
@@ -34,6 +35,64 @@ def test_bad_arguments_cost_one_line_and_exit_2(
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1
     assert expected in lines[0]
+
+
+# Each argument a command writes its result to, with a path that cannot take it: {missing} is
+# a directory that does not exist, {file} an existing file, {folder} an existing directory.
+UNWRITABLE_OUTPUTS = [
+    (["export-user", "u", "--output", "{missing}/u.json"], "no directory "),
+    (["export-user", "u", "--output", "{folder}"], "is a directory, not a file"),
+    (["eval", "retrieval", "--plot", "{missing}/r.png"], "no directory "),
+    (["eval", "calibrate", "--plot", "{file}/c.png"], "no directory "),
+    (["eval", "attribution", "--plot", "{folder}"], "is a directory, not a file"),
+    (["eval", "standin-summaries", "--out", "{file}/s.jsonl"], "is a file, not a directory"),
+    (["bench", "run", "--plot", "{missing}/b.png"], "no directory "),
+    (["bench", "run", "--profile", "{file}/profiles"], "is a file, not a directory"),
+    (["bench", "run", "--data-dir", "{file}"], "is a file, not a directory"),
+    (["bench", "floor", "--data-dir", "{file}/deeper/still"], "is a file, not a directory"),
+    (["bench", "retrieval", "--depth-plot", "{missing}/d.png"], "no directory "),
+    (["bench", "compare", "--plot", "{missing}/t.png"], "no directory "),
+    (["bench", "capacity", "--plot", "{folder}"], "is a directory, not a file"),
+    (["bench", "citus-move", "--data-dir", "{file}"], "is a file, not a directory"),
+    (["dev", "--data-dir", "{file}"], "is a file, not a directory"),
+]
+
+
+@pytest.mark.parametrize(("argv", "expected"), UNWRITABLE_OUTPUTS)
+def test_an_output_path_that_cannot_be_written_is_refused_as_the_arguments_are_read(
+    argv: list[str], expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    file = tmp_path / "a-file"
+    file.write_text("")
+    paths = {"missing": tmp_path / "none", "file": file, "folder": tmp_path}
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args([part.format(**paths) for part in argv])
+    assert exited.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1
+    assert expected in lines[0]
+
+
+def test_output_paths_that_can_be_written_are_taken(tmp_path: Path) -> None:
+    args = build_parser().parse_args(
+        ["bench", "run", "--plot", str(tmp_path / "b.png"), "--profile", str(tmp_path / "p/q")]
+    )
+    assert (args.plot, args.profile) == (tmp_path / "b.png", tmp_path / "p" / "q")
+    args = build_parser().parse_args(["eval", "standin-summaries", "--out", str(tmp_path / "n/s")])
+    assert args.out == tmp_path / "n" / "s"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes in any directory")
+def test_a_directory_without_write_permission_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tmp_path.chmod(0o500)
+    try:
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["bench", "run", "--plot", str(tmp_path / "b.png")])
+    finally:
+        tmp_path.chmod(0o700)
+    assert f"cannot write in {tmp_path}" in capsys.readouterr().err
 
 
 def test_migrate_without_a_database_says_what_to_set(

@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from llm_bot.cli.support import UsageError, positive
+from llm_bot.cli.support import UsageError, output_dir, output_file, positive
 from llm_bot.settings import Settings
 from llm_bot_tools.cli.measurements import database_for_measurements, number_list, progress
 
@@ -48,11 +48,13 @@ def add_bench_commands(commands: Any, parser_class: type[argparse.ArgumentParser
     retrieval.add_argument("--queries", type=positive, default=300, help="per size and mode")
     retrieval.add_argument(
         "--plot",
-        type=Path,
+        type=output_file,
         help="write a PNG bar chart here, and the one-user part's beside it (NAME-depth.png)",
     )
     retrieval.add_argument(
-        "--depth-plot", type=Path, help="write a PNG of recall's p95 against the user's depth"
+        "--depth-plot",
+        type=output_file,
+        help="write a PNG of recall's p95 against the user's depth",
     )
     retrieval.add_argument("--json", action="store_true", help="print JSON")
     retrieval.set_defaults(handler=run_retrieval)
@@ -60,7 +62,7 @@ def add_bench_commands(commands: Any, parser_class: type[argparse.ArgumentParser
         "floor", help="CPU per operation of the libraries an event goes through, each alone"
     )
     floor.add_argument("--operations", type=positive, default=2000, help="of each kind")
-    floor.add_argument("--data-dir", type=Path, default=Path(".llm-bot/bench"))
+    floor.add_argument("--data-dir", type=output_dir, default=Path(".llm-bot/bench"))
     floor.add_argument("--json", action="store_true", help="print JSON")
     floor.set_defaults(handler=run_floor)
     add_tools_command(kinds)
@@ -77,7 +79,7 @@ def add_bench_commands(commands: Any, parser_class: type[argparse.ArgumentParser
         metavar="LABEL FILE",
         help="a label, then the JSON files of its runs; once per version, the baseline first",
     )
-    compare.add_argument("--plot", type=Path, help="write a PNG, one panel per target")
+    compare.add_argument("--plot", type=output_file, help="write a PNG, one panel per target")
     compare.add_argument("--title", default="Medians of repeated runs")
     compare.add_argument("--json", action="store_true", help="print JSON")
     compare.set_defaults(handler=run_compare)
@@ -110,11 +112,11 @@ def add_run_command(kinds: Any, bench: argparse.ArgumentParser) -> None:
         help="each setting twice back to back: consolidation off, then on (sessions closing"
         " after 1 s of silence, so jobs run beside the answering)",
     )
-    run.add_argument("--data-dir", type=Path, default=Path(".llm-bot/bench"))
-    run.add_argument("--plot", type=Path, help="write a PNG of events/s and latency here")
+    run.add_argument("--data-dir", type=output_dir, default=Path(".llm-bot/bench"))
+    run.add_argument("--plot", type=output_file, help="write a PNG of events/s and latency here")
     run.add_argument(
         "--profile",
-        type=Path,
+        type=output_dir,
         help="py-spy the workers over the backlog: the raw profiles, and stages.png of the CPU"
         " per event by stage, in this folder",
     )
@@ -172,8 +174,10 @@ def add_capacity_command(kinds: Any) -> None:
         action="store_true",
         help="also run the events on a local Citus cluster (coordinator and two workers)",
     )
-    capacity.add_argument("--data-dir", type=Path, default=Path(".llm-bot/bench"))
-    capacity.add_argument("--plot", type=Path, help="write a PNG of storage against users here")
+    capacity.add_argument("--data-dir", type=output_dir, default=Path(".llm-bot/bench"))
+    capacity.add_argument(
+        "--plot", type=output_file, help="write a PNG of storage against users here"
+    )
     capacity.add_argument("--json", action="store_true", help="print JSON")
     capacity.set_defaults(handler=run_capacity)
 
@@ -190,8 +194,8 @@ def add_citus_move_command(kinds: Any) -> None:
     )
     move.add_argument("--model-latency-ms", type=duration, default=200.0)
     move.add_argument("--shard-count", type=positive, default=8, help="of each table")
-    move.add_argument("--data-dir", type=Path, default=Path(".llm-bot/bench"))
-    move.add_argument("--plot", type=Path, help="write a PNG of latency over the run here")
+    move.add_argument("--data-dir", type=output_dir, default=Path(".llm-bot/bench"))
+    move.add_argument("--plot", type=output_file, help="write a PNG of latency over the run here")
     move.add_argument("--json", action="store_true", help="print JSON")
     move.set_defaults(handler=run_citus_move)
 

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from llm_bot.cli.support import UsageError
+from llm_bot.cli.support import UsageError, output_dir
 from llm_bot.events.models import SOURCE
 from llm_bot.events.routing import DEFAULT_EGRESS_TOPIC, prefixed
 from llm_bot.settings import Settings
@@ -33,7 +33,10 @@ def add_dev_command(commands: Any) -> None:
     dev = commands.add_parser("dev", help="run the local stack: Pub/Sub emulator, Postgres, model")
     dev.add_argument("--services-only", action="store_true", help="do not start the worker")
     dev.add_argument(
-        "--data-dir", default=".llm-bot", help="where local state lives (default: %(default)s)"
+        "--data-dir",
+        type=output_dir,
+        default=".llm-bot",
+        help="where local state lives (default: %(default)s)",
     )
     dev.set_defaults(handler=command_dev)
 

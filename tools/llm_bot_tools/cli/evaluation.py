@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import SecretStr
 
-from llm_bot.cli.support import UsageError
+from llm_bot.cli.support import UsageError, file_in_output_dir, output_file
 from llm_bot.settings import Settings
 from llm_bot_tools.cli.measurements import (
     database_for_measurements,
@@ -43,7 +43,7 @@ def add_eval_commands(commands: Any, parser_class: type[argparse.ArgumentParser]
         "calibrate", help="similarity threshold of the embedding model on labelled pairs"
     )
     calibrate_parser.add_argument("--pairs", type=Path, default=Path("eval/memory_pairs.jsonl"))
-    calibrate_parser.add_argument("--plot", type=Path, help="write a PNG histogram here")
+    calibrate_parser.add_argument("--plot", type=output_file, help="write a PNG histogram here")
     calibrate_parser.add_argument("--json", action="store_true", help="print JSON")
     calibrate_parser.set_defaults(handler=run_calibrate)
 
@@ -51,7 +51,7 @@ def add_eval_commands(commands: Any, parser_class: type[argparse.ArgumentParser]
     retrieval.add_argument("--corpus", type=Path, default=Path("eval/corpus.jsonl"))
     retrieval.add_argument("--queries", type=Path, default=Path("eval/queries.jsonl"))
     retrieval.add_argument("--k", type=int, default=10, help="hits per query (default: 10)")
-    retrieval.add_argument("--plot", type=Path, help="write a PNG here")
+    retrieval.add_argument("--plot", type=output_file, help="write a PNG here")
     retrieval.add_argument(
         "--recall-budgets",
         type=number_list(int, 1, "600,1200,2000"),
@@ -86,7 +86,7 @@ def add_eval_commands(commands: Any, parser_class: type[argparse.ArgumentParser]
         type=Path,
         help="LoCoMo's derived.jsonl: the share of an unprompted model's facts the check keeps",
     )
-    attribution.add_argument("--plot", type=Path, help="write a PNG here")
+    attribution.add_argument("--plot", type=output_file, help="write a PNG here")
     attribution.add_argument("--json", action="store_true", help="print JSON")
     attribution.set_defaults(handler=run_attribution_eval)
 
@@ -96,7 +96,10 @@ def add_eval_commands(commands: Any, parser_class: type[argparse.ArgumentParser]
     )
     standin.add_argument("--corpus", type=Path, default=Path("eval/corpus.jsonl"))
     standin.add_argument(
-        "--out", type=Path, default=Path(".llm-bot/standin-summaries.jsonl"), help="JSONL to write"
+        "--out",
+        type=file_in_output_dir,
+        default=Path(".llm-bot/standin-summaries.jsonl"),
+        help="JSONL to write",
     )
     standin.set_defaults(handler=run_standin_summaries)
 

@@ -143,7 +143,7 @@ NEXT_STEPS = (
 )
 
 
-def run_dev_stack(settings: Settings, data_dir: str, services_only: bool) -> int:
+def run_dev_stack(settings: Settings, data_dir: Path, services_only: bool) -> int:
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # SIGHUP: a closed terminal
         signal.signal(signum, lambda *_: stop.set())
@@ -157,7 +157,7 @@ def run_dev_stack(settings: Settings, data_dir: str, services_only: bool) -> int
         os._exit(EXIT_POSTGRES_CRASHED)
 
     with services:
-        stack = services.enter_context(local_stack(settings, Path(data_dir).resolve(), abort))
+        stack = services.enter_context(local_stack(settings, data_dir.resolve(), abort))
         for name, value in stack.exports.items():
             print(f"export {name}={shlex.quote(value)}")
         for line in check_stack(stack):
@@ -168,7 +168,7 @@ def run_dev_stack(settings: Settings, data_dir: str, services_only: bool) -> int
         else:
             # The worker and the demo in this process use the stack, like a pasted shell would.
             os.environ.update(stack.exports)
-            traces = Path(data_dir) / "traces.log"
+            traces = data_dir / "traces.log"
             with traces.open("a", encoding="utf-8") as console:
                 tracing = setup_tracing(console=console)
                 print(f"# traces: {traces}; metrics: http://127.0.0.1:{settings.port}/metrics")
