@@ -10,12 +10,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from llm_bot.cli.support import (
-    non_empty,
-    output_file,
-    print_result,
-    require_database_url,
-)
+from llm_bot.cli.support import non_empty, output_file, print_result, require_database_url
 from llm_bot.clock import iso_timestamp, utc_now
 from llm_bot.settings import Settings
 
