@@ -9,8 +9,10 @@ environment variable.
 from __future__ import annotations
 
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from llm_bot.database_url import check_database_url
@@ -295,6 +297,17 @@ class Settings(BaseSettings):
             return None
         return value
 
+    @field_validator("openai_base_url", "embedding_endpoint", "mcp_gateway_url")
+    @classmethod
+    def _optional_http_url(cls, value: str | None) -> str | None:
+        """An endpoint the worker calls, or none (blank: unset)."""
+        return _http_url(value) if value is not None and value.strip() else None
+
+    @field_validator("console_iap_certs_url")
+    @classmethod
+    def _certs_url(cls, value: str) -> str:
+        return _http_url(value)
+
     @field_validator("risk_response_mode", mode="before")
     @classmethod
     def _trimmed_mode(cls, value: object) -> object:
@@ -320,6 +333,28 @@ class Settings(BaseSettings):
         if self.similarity_threshold is not None:
             return self.similarity_threshold
         return CALIBRATED_THRESHOLDS[self.embedding_provider]
+
+
+def _http_url(value: str) -> str:
+    """``value`` without the whitespace around it, when it is an http:// or https:// URL with a
+    host (and a port in range, no space or control character). Refused with the settings, a
+    value without its scheme (``localhost:8080/v1``) or of another one costs one line at start;
+    passed on, the HTTP client refuses it at every request, which the model client retries as a
+    connection failure until each event's deadline."""
+    url = value.strip()
+    try:
+        parts = urlsplit(url)
+        usable = (
+            parts.scheme in ("http", "https")
+            and bool(parts.hostname)
+            and (parts.port is None or parts.port > 0)
+            and all(character.isprintable() and not character.isspace() for character in url)
+        )
+    except ValueError:  # an IPv6 host not closed, a port that is not a number or out of range
+        usable = False
+    if not usable:
+        raise PydanticCustomError("http_url", "must be an http:// or https:// URL with a host")
+    return url
 
 
 class SettingsError(ValueError):

@@ -88,6 +88,9 @@ def test_a_malformed_database_url_costs_one_line_and_exit_2(command: str, tmp_pa
         ("LLM_BOT_DB_POOL_MAX", "ten", "LLM_BOT_DB_POOL_MAX: Input should be a valid integer"),
         ("PORT", "70000", "PORT: Input should be less than or equal to 65535"),
         ("LOG_LEVEL", "LOUD", "LOG_LEVEL: Input should be"),
+        ("OPENAI_BASE_URL", "localhost:8080/v1", "must be an http:// or https:// URL"),
+        ("MEMORY_EMBEDDING_ENDPOINT", "ftp://embeddings/v1", "must be an http:// or https://"),
+        ("MCP_GATEWAY_URL", "tool-gateway:3000/sse", "must be an http:// or https:// URL"),
     ],
 )
 def test_any_bad_variable_costs_one_line_and_exit_2(
@@ -120,18 +123,18 @@ def test_a_database_that_refuses_costs_one_line_without_the_password(
 
 
 def test_a_library_failing_on_a_bad_value_costs_one_line(tmp_path: Path) -> None:
-    """A value the settings cannot judge (an endpoint URL httpx refuses) fails where it is
-    used: still one line, exit 1."""
+    """A value the settings cannot judge (a host name IDNA refuses, which httpx reads when the
+    client is made) fails where it is used: still one line, exit 1."""
     result = llm_bot(
         ["send", "hi", "--user", "u", "--thread", "t", "--local"],
         tmp_path,
-        OPENAI_BASE_URL="::not-a-url",
+        OPENAI_BASE_URL="http://\u2603.example/v1",
         OPENAI_API_KEY=PASSWORD,
         LOG_LEVEL="WARNING",
     )
     line = one_line(result)
     assert result.returncode == 1, line
-    assert line == "llm-bot: InvalidURL: Relative URLs cannot have a path starting with ':'"
+    assert line == "llm-bot: InvalidURL: Invalid IDNA hostname: '\u2603.example'"
 
 
 def test_a_database_that_refuses_fails_before_the_local_model_loads(

@@ -150,6 +150,65 @@ def test_an_na_or_empty_base_url_is_unset(
     assert load_settings().openai_base_url is None
 
 
+URL_VARIABLES = (
+    "OPENAI_BASE_URL",
+    "MEMORY_EMBEDDING_ENDPOINT",
+    "MCP_GATEWAY_URL",
+    "LLM_BOT_CONSOLE_IAP_CERTS_URL",
+)
+UNUSABLE_URLS = [
+    "localhost:8080/v1",  # no scheme: read as the scheme "localhost"
+    "model-server/v1",
+    "ftp://models/v1",
+    "http://",
+    "http:///v1",
+    "http://host:99999/v1",
+    "http://host:0/v1",
+    "http://host:eighty/v1",
+    "http://[::1/v1",
+    "http://exa mple.com/v1",
+    "http://host/v1\x01",
+]
+
+
+@pytest.mark.parametrize("value", UNUSABLE_URLS)
+@pytest.mark.parametrize("name", URL_VARIABLES)
+def test_an_endpoint_url_the_http_client_cannot_use_is_refused_at_start(
+    name: str, value: str
+) -> None:
+    with pytest.raises(SettingsError) as refused:
+        load_settings(**{name: value})
+    assert str(refused.value).startswith(f"{name}: must be an http:// or https:// URL with a host")
+
+
+@pytest.mark.parametrize(
+    ("value", "kept"),
+    [
+        ("https://api.example.com/v1", "https://api.example.com/v1"),
+        ("http://127.0.0.1:8080/v1", "http://127.0.0.1:8080/v1"),
+        ("http://[::1]:8080/v1", "http://[::1]:8080/v1"),
+        ("  http://tool-gateway:3000/sse\n", "http://tool-gateway:3000/sse"),
+    ],
+)
+@pytest.mark.parametrize("name", URL_VARIABLES)
+def test_an_endpoint_url_is_kept_without_the_whitespace_around_it(
+    name: str, value: str, kept: str
+) -> None:
+    settings = load_settings(**{name: value})
+    assert kept in {
+        settings.openai_base_url,
+        settings.embedding_endpoint,
+        settings.mcp_gateway_url,
+        settings.console_iap_certs_url,
+    }
+
+
+@pytest.mark.parametrize("name", ["MEMORY_EMBEDDING_ENDPOINT", "MCP_GATEWAY_URL"])
+def test_a_blank_optional_endpoint_is_unset(name: str) -> None:
+    settings = load_settings(**{name: "  "})
+    assert (settings.embedding_endpoint, settings.mcp_gateway_url) == (None, None)
+
+
 def test_bitbrats_max_retries_is_accepted_and_ignored(
     no_model_variables: pytest.MonkeyPatch,
 ) -> None:
