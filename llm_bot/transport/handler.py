@@ -268,5 +268,9 @@ async def publish_dead_letter(
     attributes = dead_letter_attributes(delivery, reason, now)
     cause = Cause(clipped(reason, MAX_ATTRIBUTE_BYTES), reason, SOURCE, now)
     body = deadletter_body(delivery.data, delivery.attributes, cause)
-    topic = prefixed(settings.deadletter_topic, settings.bus_prefix)
-    await publisher.publish(topic, body, attributes)
+    await publisher.publish(dead_letter_topic(settings), body, attributes)
+
+
+def dead_letter_topic(settings: Settings) -> str:
+    """The topic each dead letter goes to with its reason (``LLM_BOT_DEADLETTER_TOPIC``)."""
+    return prefixed(settings.deadletter_topic, settings.bus_prefix)

@@ -18,9 +18,13 @@ CHECK_TIMEOUT_S = 10.0
 
 
 async def dead_letter_problem(
-    client: pubsub_v1.SubscriberClient, path: str, max_delivery_attempts: int
+    client: pubsub_v1.SubscriberClient, path: str, max_delivery_attempts: int, topic: str
 ) -> str | None:
-    """What is wrong with the subscription's dead-letter policy, or None when it is sound."""
+    """What is wrong with the subscription's dead-letter policy, or None when it is sound:
+    among others, a policy whose topic is not ``topic`` (a path), where llm-bot writes each
+    dead letter with its reason. Two topics would split what failed in two places, and a
+    ``LLM_BOT_DEADLETTER_TOPIC`` that names no topic would lose every reason: the publish
+    fails, and the message reaches the policy's topic without it after its attempts."""
     try:
         subscription = await asyncio.to_thread(
             client.get_subscription, subscription=path, timeout=CHECK_TIMEOUT_S
@@ -35,6 +39,11 @@ async def dead_letter_problem(
         return (
             f"{path} has no dead-letter policy: a message that fails before llm-bot records it"
             " is redelivered until it expires; deploy/pubsub.sh sets one"
+        )
+    if policy.dead_letter_topic != topic:
+        return (
+            f"{path} dead-letters to {policy.dead_letter_topic}, but llm-bot writes each"
+            f" reason to {topic} (LLM_BOT_DEADLETTER_TOPIC); make them the same topic"
         )
     if policy.max_delivery_attempts < max_delivery_attempts:
         return (

@@ -18,7 +18,7 @@ import signal
 from types import TracebackType
 from typing import Any, Self
 
-from google.cloud.pubsub_v1 import SubscriberClient
+from google.cloud.pubsub_v1 import PublisherClient, SubscriberClient
 from prometheus_client import CollectorRegistry
 from psycopg_pool import AsyncConnectionPool
 
@@ -42,7 +42,7 @@ from llm_bot.telemetry.loop_lag import watch_loop_lag
 from llm_bot.telemetry.metrics import CountsCollector
 from llm_bot.transport.clients import subscriber_client
 from llm_bot.transport.consolidation import ConsolidationHandler
-from llm_bot.transport.handler import EventHandler
+from llm_bot.transport.handler import EventHandler, dead_letter_topic
 from llm_bot.transport.publisher import EventPublisher, Publisher
 from llm_bot.transport.stats import WorkerStats
 from llm_bot.transport.subscriber import Handler, StreamingSubscriber
@@ -118,7 +118,10 @@ class Worker:
         lag_probe = asyncio.create_task(watch_loop_lag(), name="loop-lag")
         resources.push_async_callback(cancel_and_wait, lag_probe)
         client, path = subscription_of(settings, settings.subscription)
-        problem = await dead_letter_problem(client, path, settings.max_delivery_attempts)
+        topic = PublisherClient.topic_path(
+            settings.google_cloud_project, dead_letter_topic(settings)
+        )
+        problem = await dead_letter_problem(client, path, settings.max_delivery_attempts, topic)
         if problem is not None and settings.require_dead_letter_policy:
             raise WorkerError(f"{problem} (LLM_BOT_REQUIRE_DEAD_LETTER_POLICY is set)")
         if problem is not None:

@@ -144,6 +144,22 @@ async def test_a_subscription_without_a_dead_letter_policy_is_reported_at_start(
     assert "has no dead-letter policy" in worker.log_tail()
 
 
+async def test_a_dead_letter_topic_other_than_the_policys_is_reported_at_start(
+    make_bus: BusFactory, fresh_database_url: str, tmp_path: Path
+) -> None:
+    """A typo in LLM_BOT_DEADLETTER_TOPIC names no topic: every reason the worker writes would
+    be lost, the message reaching the policy's topic without it."""
+    bus = make_bus(fresh_database_url, {})
+    environment = bus.worker_environment(LLM_BOT_DEADLETTER_TOPIC="internal.deadletter.v2")
+    worker = WorkerProcess(environment, tmp_path / "worker.log")
+    await asyncio.to_thread(worker.start, 30)
+    worker.signal(signal.SIGTERM)
+    assert await asyncio.to_thread(worker.wait, 30) == 0
+    log = worker.log_tail()
+    assert "but llm-bot writes each reason to" in log, log
+    assert "internal.deadletter.v2 (LLM_BOT_DEADLETTER_TOPIC)" in log, log
+
+
 def manifest_embedding_env() -> dict[str, str]:
     """The embedding settings the Cloud Run manifests start the worker with."""
     manifest = yaml.safe_load((ROOT / "deploy" / "cloudrun-worker-pool.yaml").read_text())
