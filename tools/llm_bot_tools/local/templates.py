@@ -44,9 +44,7 @@ def seal(connection: Connection[object], name: str) -> None:
     connection.execute(
         sql.SQL("ALTER DATABASE {} WITH ALLOW_CONNECTIONS false").format(sql.Identifier(name))
     )
-    connection.execute(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,)
-    )
+    _end_sessions(connection, name)
 
 
 def drop(connection: Connection[object], name: str) -> None:
