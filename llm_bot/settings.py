@@ -8,10 +8,19 @@ environment variable.
 
 from __future__ import annotations
 
+import os
+import string
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    AliasChoices,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -33,13 +42,22 @@ _SECRET_VARIABLES = frozenset(
         "MCP_AUTH_TOKEN",
         "MCP_GATEWAY_URL",
         "LLM_BOT_CONSOLE_TOKEN",
-        "openai_api_key",
-        "database_url",
-        "mcp_auth_token",
-        "mcp_gateway_url",
-        "console_token",
     }
 )
+
+
+# Pub/Sub's rule for a topic's or a subscription's name (cloud.google.com/pubsub/docs/admin,
+# "Resource names"); BUS_PREFIX is part of the name.
+_PUBSUB_NAME_CHARACTERS = frozenset(string.ascii_letters + string.digits + "-_.~+%")
+
+
+def _pubsub_characters(name: str) -> bool:
+    return _PUBSUB_NAME_CHARACTERS.issuperset(name)
+
+
+def _pubsub_start(name: str) -> bool:
+    """Whether a Pub/Sub name may begin as ``name`` does."""
+    return name[:1] in string.ascii_letters and not name.startswith("goog")
 
 
 class Settings(BaseSettings):
@@ -303,6 +321,69 @@ class Settings(BaseSettings):
         """An endpoint the worker calls, or none (blank: unset)."""
         return _http_url(value) if value is not None and value.strip() else None
 
+    @field_validator(
+        "google_cloud_project", "openai_model", "embedding_model", "agent_name", mode="before"
+    )
+    @classmethod
+    def _required_name(cls, value: object) -> object:
+        """A name sent with every call (a project, a model) or stored with every row (the agent):
+        blank, each request would be refused or every row filed under no agent, event after event,
+        where here it costs one line at start. The whitespace around it is not part of it."""
+        if isinstance(value, str):
+            value = value.strip()
+            if not value:
+                raise PydanticCustomError("blank", "must not be blank")
+        return value
+
+    @field_validator("consolidation_model", mode="before")
+    @classmethod
+    def _optional_name(cls, value: object) -> object:
+        """Blank means unset: consolidation then uses ``OPENAI_MODEL``."""
+        return (value.strip() or None) if isinstance(value, str) else value
+
+    @field_validator("bus_prefix", mode="before")
+    @classmethod
+    def _checked_prefix(cls, value: object) -> object:
+        """The start of every topic's and subscription's name, so it follows their rule."""
+        if isinstance(value, str):
+            value = value.strip()
+            if value and not (_pubsub_characters(value) and _pubsub_start(value)):
+                raise PydanticCustomError(
+                    "pubsub_name",
+                    "must be empty or start a Pub/Sub name: letters, digits and - _ . ~ + %,"
+                    " the first a letter, not 'goog'",
+                )
+        return value
+
+    @field_validator(
+        "input_topic",
+        "subscription",
+        "deadletter_topic",
+        "consolidation_topic",
+        "consolidation_subscription",
+        mode="before",
+    )
+    @classmethod
+    def _pubsub_name(cls, value: object, info: ValidationInfo) -> object:
+        """A topic or subscription, named as Pub/Sub names them (with ``BUS_PREFIX`` before
+        it). Refused here, a bad one costs one line at start; passed on, the subscription is
+        refused once the worker has started, and a dead-letter topic only at each dead letter,
+        whose reason is then lost."""
+        if not isinstance(value, str):
+            return value
+        name = value.strip()
+        prefix = info.data.get("bus_prefix", "")
+        full = name if name.startswith(prefix) else prefix + name  # as the worker prefixes it
+        if not (
+            name and _pubsub_characters(name) and _pubsub_start(full) and 3 <= len(full) <= 255
+        ):
+            raise PydanticCustomError(
+                "pubsub_name",
+                "must be a Pub/Sub name: letters, digits and - _ . ~ + %, the first a letter"
+                " (of BUS_PREFIX, when set), not 'goog', 3-255 with BUS_PREFIX",
+            )
+        return name
+
     @field_validator("console_iap_certs_url")
     @classmethod
     def _certs_url(cls, value: str) -> str:
@@ -365,12 +446,28 @@ def describe_validation_error(error: ValidationError) -> str:
     """Turn pydantic's multi-line report into one line naming each variable and its rule."""
     parts = []
     for item in error.errors():
-        name = ".".join(str(part) for part in item["loc"]) or "settings"
+        name = _variable(".".join(str(part) for part in item["loc"])) or "settings"
         value = item.get("input")
         hidden = name in _SECRET_VARIABLES or isinstance(value, dict) or value is None
         shown = "" if hidden else f" (got {value!r})"
         parts.append(f"{name}: {item['msg']}{shown}")
     return "; ".join(parts)
+
+
+def _variable(name: str) -> str:
+    """The environment variable a reported field came from: pydantic reports a default by its
+    field's name, and a value read from the environment by the field's first name, even when it
+    was read from another (BitBrat's ``LLM_BASE_URL`` for ``OPENAI_BASE_URL``)."""
+    field = Settings.model_fields.get(name)
+    if field is not None and field.alias:
+        return field.alias
+    for field in Settings.model_fields.values():
+        choices = field.validation_alias
+        if isinstance(choices, AliasChoices) and choices.choices[0] == name:
+            present = {variable.upper() for variable in os.environ}
+            if name not in present:
+                return next((str(c) for c in choices.choices if str(c) in present), name)
+    return name
 
 
 def load_settings(**overrides: object) -> Settings:

@@ -91,6 +91,8 @@ def test_a_malformed_database_url_costs_one_line_and_exit_2(command: str, tmp_pa
         ("OPENAI_BASE_URL", "localhost:8080/v1", "must be an http:// or https:// URL"),
         ("MEMORY_EMBEDDING_ENDPOINT", "ftp://embeddings/v1", "must be an http:// or https://"),
         ("MCP_GATEWAY_URL", "tool-gateway:3000/sse", "must be an http:// or https:// URL"),
+        ("LLM_BOT_SUBSCRIPTION", "llm bot", "must be a Pub/Sub name"),
+        ("OPENAI_MODEL", " ", "must not be blank"),
     ],
 )
 def test_any_bad_variable_costs_one_line_and_exit_2(

@@ -209,6 +209,85 @@ def test_a_blank_optional_endpoint_is_unset(name: str) -> None:
     assert (settings.embedding_endpoint, settings.mcp_gateway_url) == (None, None)
 
 
+def test_a_bitbrat_name_is_reported_as_the_variable_that_was_set(
+    no_model_variables: pytest.MonkeyPatch,
+) -> None:
+    no_model_variables.setenv("LLM_BASE_URL", "notaurl")
+    with pytest.raises(SettingsError) as refused:
+        load_settings()
+    assert str(refused.value).startswith("LLM_BASE_URL: must be an http")
+
+
+NAME_VARIABLES = (
+    "GOOGLE_CLOUD_PROJECT",
+    "OPENAI_MODEL",
+    "MEMORY_EMBEDDING_MODEL",
+    "LLM_BOT_AGENT_NAME",
+)
+
+
+@pytest.mark.parametrize("value", ["", "   ", "\n"])
+@pytest.mark.parametrize("name", NAME_VARIABLES)
+def test_a_blank_name_sent_with_every_call_is_refused_at_start(name: str, value: str) -> None:
+    with pytest.raises(SettingsError) as refused:
+        load_settings(**{name: value})
+    assert str(refused.value).startswith(f"{name}: must not be blank")
+
+
+def test_names_are_kept_without_the_whitespace_around_them() -> None:
+    settings = load_settings(OPENAI_MODEL=" gpt-4o\n", LLM_BOT_CONSOLIDATION_MODEL="  ")
+    assert (settings.openai_model, settings.consolidation_model) == ("gpt-4o", None)
+
+
+PUBSUB_VARIABLES = (
+    "LLM_BOT_INPUT_TOPIC",
+    "LLM_BOT_SUBSCRIPTION",
+    "LLM_BOT_DEADLETTER_TOPIC",
+    "LLM_BOT_CONSOLIDATION_TOPIC",
+    "LLM_BOT_CONSOLIDATION_SUBSCRIPTION",
+)
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["", "  ", "my topic", "ab", "1topic", "goog-topic", "a/b", "dead\u00e9", "x" * 256],
+)
+@pytest.mark.parametrize("name", PUBSUB_VARIABLES)
+def test_a_name_pubsub_refuses_is_refused_at_start(name: str, value: str) -> None:
+    with pytest.raises(SettingsError) as refused:
+        load_settings(**{name: value})
+    assert str(refused.value).startswith(f"{name}: must be a Pub/Sub name")
+
+
+@pytest.mark.parametrize("name", PUBSUB_VARIABLES)
+def test_a_pubsub_name_counts_bus_prefix_as_its_start(name: str) -> None:
+    settings = load_settings(**{name: " x\n", "BUS_PREFIX": "dev."})
+    assert "x" in {
+        settings.input_topic,
+        settings.subscription,
+        settings.deadletter_topic,
+        settings.consolidation_topic,
+        settings.consolidation_subscription,
+    }
+    assert load_settings(**{name: "a.b~c+d%e_f-1"})
+    with pytest.raises(SettingsError) as refused:
+        load_settings(**{name: "g.x", "BUS_PREFIX": "goo"})
+    assert f"{name}: must be a Pub/Sub name" in str(refused.value)
+
+
+@pytest.mark.parametrize("value", ["1dev.", "dev .", "goog.", "dev/"])
+def test_a_bus_prefix_no_pubsub_name_may_start_with_is_refused(value: str) -> None:
+    with pytest.raises(SettingsError) as refused:
+        load_settings(BUS_PREFIX=value)
+    assert str(refused.value).startswith("BUS_PREFIX: must be empty or start a Pub/Sub name")
+
+
+def test_a_default_made_too_long_by_bus_prefix_is_reported_by_its_variable() -> None:
+    with pytest.raises(SettingsError) as refused:
+        load_settings(BUS_PREFIX="p" * 250)
+    assert str(refused.value).startswith("LLM_BOT_INPUT_TOPIC: must be a Pub/Sub name")
+
+
 def test_bitbrats_max_retries_is_accepted_and_ignored(
     no_model_variables: pytest.MonkeyPatch,
 ) -> None:
