@@ -26,7 +26,6 @@ extractive stand-ins of :mod:`llm_bot_tools.evaluation.standin`).
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,8 +38,9 @@ from llm_bot.memory.store import MemoryStore, put_memory
 from llm_bot.memory.turns.consolidation import Summary, insert_summary
 from llm_bot.memory.turns.reads import StoredTurn
 from llm_bot.memory.validation import key_of
+from llm_bot.text import storable
 from llm_bot_tools.evaluation.context import stored_turns
-from llm_bot_tools.evaluation.retrieval import CorpusTurn
+from llm_bot_tools.evaluation.retrieval import CorpusTurn, read_jsonl
 
 EMBED_BATCH = 64
 
@@ -68,21 +68,10 @@ def load_derived(path: Path, corpus: Sequence[CorpusTurn]) -> list[DerivedItem]:
     """The file's items, each checked against ``corpus``; a bad line raises ``ValueError``
     naming it."""
     by_id = {turn.id: turn for turn in corpus}
-    items = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if line.strip():
-            try:
-                items.append(_item(json.loads(line), by_id))
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{path}:{number}: not JSON ({error.msg})") from None
-            except ValueError as error:
-                raise ValueError(f"{path}:{number}: {error}") from None
-    return items
+    return read_jsonl(path, lambda row: _item(row, by_id))
 
 
-def _item(row: Any, by_id: dict[str, CorpusTurn]) -> DerivedItem:
-    if not isinstance(row, dict):
-        raise ValueError("not a JSON object")
+def _item(row: dict[str, Any], by_id: dict[str, CorpusTurn]) -> DerivedItem:
     missing = [f for f in ("kind", "user_id", "thread_id", "sources", "text") if f not in row]
     if missing:
         raise ValueError(f"missing {', '.join(missing)}")
@@ -103,7 +92,7 @@ def _item(row: Any, by_id: dict[str, CorpusTurn]) -> DerivedItem:
             raise ValueError(f"source {source} is no corpus turn")
         if (turn.user_id, turn.thread_id) != (user_id, thread_id):
             raise ValueError(f"source {source} is not a turn of {user_id} in {thread_id}")
-    return DerivedItem(kind, user_id, thread_id, tuple(map(str, sources)), text, key)
+    return DerivedItem(kind, user_id, thread_id, tuple(map(str, sources)), storable(text), key)
 
 
 async def write_derived(

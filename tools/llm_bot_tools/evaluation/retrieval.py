@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from psycopg import AsyncConnection
 
@@ -31,6 +31,7 @@ from llm_bot.memory.recall import RecalledTurn, recall_turns
 from llm_bot.memory.store import MemoryStore
 from llm_bot.memory.turns.reads import stored_turns
 from llm_bot.settings import Settings
+from llm_bot.text import storable
 from llm_bot_tools.evaluation.calibration import ThresholdRow, threshold_table
 from llm_bot_tools.evaluation.categories import inferred_category
 
@@ -124,60 +125,97 @@ class ModeReport:
         return asdict(self)
 
 
-def _read_jsonl(path: Path, fields: Sequence[str]) -> list[dict[str, Any]]:
-    rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+T = TypeVar("T")
+
+
+def read_jsonl(path: Path, make: Callable[[dict[str, Any]], T]) -> list[T]:
+    """Each non-blank line of ``path`` made into a ``T`` by ``make``. A line that is not a JSON
+    object, or that ``make`` refuses with ``ValueError``, raises ``ValueError`` naming the file
+    and the line, before any work. A byte-order mark before the first line is no part of it."""
+    items = []
+    for number, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
+            if not isinstance(row, dict):
+                raise ValueError("not a JSON object")
+            items.append(make(row))
         except json.JSONDecodeError as error:
             raise ValueError(f"{path}:{number}: not JSON ({error.msg})") from None
-        missing = [name for name in fields if name not in row]
-        if missing:
-            raise ValueError(f"{path}:{number}: missing {', '.join(missing)}")
-        rows.append(row)
-    return rows
+        except ValueError as error:
+            raise ValueError(f"{path}:{number}: {error}") from None
+    return items
+
+
+def _require(row: Mapping[str, Any], fields: Sequence[str]) -> None:
+    missing = [name for name in fields if name not in row]
+    if missing:
+        raise ValueError(f"missing {', '.join(missing)}")
+
+
+def _text(row: Mapping[str, Any], field: str) -> str:
+    """A string field as the worker would store it: a lone surrogate or a NUL, which no
+    stored text can hold, replaced (:func:`~llm_bot.text.storable`)."""
+    value = row[field]
+    if not isinstance(value, str):
+        raise ValueError(f"{field} must be a string")
+    return storable(value)
+
+
+def _turn(row: dict[str, Any]) -> CorpusTurn:
+    _require(row, ("id", "user_id", "thread_id", "role", "text", "at"))
+    if row["role"] not in ("user", "assistant"):
+        raise ValueError(f"turn {row['id']}: role must be user or assistant")
+    try:
+        at = datetime.fromisoformat(str(row["at"]).replace("Z", "+00:00"))
+    except ValueError:
+        at = None
+    if at is None or at.utcoffset() is None:
+        raise ValueError(f"turn {row['id']}: at must be an ISO 8601 time with its UTC offset")
+    return CorpusTurn(
+        str(row["id"]),
+        str(row["user_id"]),
+        str(row["thread_id"]),
+        row["role"],
+        _text(row, "text"),
+        at,
+    )
 
 
 def load_corpus(path: Path) -> list[CorpusTurn]:
-    rows = _read_jsonl(path, ("id", "user_id", "thread_id", "role", "text", "at"))
-    turns = []
-    for row in rows:
-        if row["role"] not in ("user", "assistant"):
-            raise ValueError(f"{path}: turn {row['id']}: role must be user or assistant")
-        at = datetime.fromisoformat(str(row["at"]).replace("Z", "+00:00"))
-        turns.append(
-            CorpusTurn(
-                str(row["id"]),
-                str(row["user_id"]),
-                str(row["thread_id"]),
-                row["role"],
-                str(row["text"]),
-                at,
-            )
-        )
+    turns = read_jsonl(path, _turn)
+    seen: set[str] = set()
+    for turn in turns:
+        if turn.id in seen:
+            raise ValueError(f"{path}: turn id {turn.id} appears twice")
+        seen.add(turn.id)
     return turns
+
+
+def _query(row: dict[str, Any]) -> EvalQuery:
+    _require(row, ("id", "user_id", "query", "relevant"))
+    listed = row["relevant"]
+    if not isinstance(listed, list) or not listed:
+        # A query without evidence has no recall to measure (its recall@k would divide by 0).
+        raise ValueError(f"query {row['id']}: relevant must be a non-empty list of turn ids")
+    relevant = frozenset(map(str, listed))
+    labelled = row.get("category")
+    query = _text(row, "query")
+    category = str(labelled) if labelled else inferred_category(query, len(relevant))
+    return EvalQuery(
+        str(row["id"]),
+        str(row["user_id"]),
+        query,
+        relevant,
+        category,
+        category_inferred=not labelled,
+    )
 
 
 def load_queries(path: Path) -> list[EvalQuery]:
     """Queries with their evidence; ``category`` is optional (inferred when missing)."""
-    queries = []
-    for row in _read_jsonl(path, ("id", "user_id", "query", "relevant")):
-        relevant = frozenset(map(str, row["relevant"]))
-        labelled = row.get("category")
-        category = str(labelled) if labelled else inferred_category(row["query"], len(relevant))
-        queries.append(
-            EvalQuery(
-                str(row["id"]),
-                str(row["user_id"]),
-                str(row["query"]),
-                relevant,
-                category,
-                category_inferred=not labelled,
-            )
-        )
-    return queries
+    return read_jsonl(path, _query)
 
 
 def pairs_of(corpus: Sequence[CorpusTurn]) -> list[tuple[CorpusTurn, CorpusTurn]]:
