@@ -135,6 +135,10 @@ async def _apply(
         await sweep_turns(
             "turns_beyond_cap", lambda: turns.delete_turns_beyond_cap(connection, cap, size)
         )
+        await sweep(
+            "channel_turns_beyond_cap",
+            lambda: turns.delete_channel_turns_beyond_cap(connection, cap, size),
+        )
     if policy.memories_per_user:
         deleted["memories_beyond_cap"] = await _cap_memories(connection, policy, progress)
     if policy.history_days or policy.memories_per_user:

@@ -52,6 +52,18 @@ DELETE FROM conversation_turns t USING (
 RETURNING t.user_id, t.thread_id, t.seq
 """
 
+# The copies in a shared channel's window of its turns beyond the cap, which go with the turns:
+# the window keeps up to 2 * CONTEXT_PAIRS turns, more than a cap may keep, and shows every
+# speaker what it holds. A channel's copies are on its row's shard (thread_id is the tenant).
+_CHANNEL_TURNS_BEYOND_CAP = """
+DELETE FROM channel_turns t USING (
+    SELECT c.thread_id, c.seq FROM conversation_threads th
+      JOIN channel_turns c ON c.thread_id = th.tenant
+     WHERE th.tenant = th.thread_id AND c.seq <= th.last_seq - %(cap)s
+     LIMIT %(batch)s) old
+ WHERE t.thread_id = old.thread_id AND t.seq = old.seq
+"""
+
 # A thread row whose turns are all gone; a new message starts it again. Every turn of a thread
 # idle since before the cutoff went with the expired turns above, so the checks only keep a row
 # a pair is being written to: a DM's turns are its user's, a shared channel's newest are in its
@@ -87,6 +99,15 @@ async def delete_expired_channel_turns(
 async def delete_turns_beyond_cap(connection: AsyncConnection[Any], cap: int, batch: int) -> Taken:
     """Up to ``batch`` turns older than their thread's newest ``cap``, and which they were."""
     return await _taking(connection, _TURNS_BEYOND_CAP, {"cap": cap, "batch": batch})
+
+
+async def delete_channel_turns_beyond_cap(
+    connection: AsyncConnection[Any], cap: int, batch: int
+) -> int:
+    """Up to ``batch`` copies in shared channels' windows of turns older than their thread's
+    newest ``cap``."""
+    params = {"cap": cap, "batch": batch}
+    return (await connection.execute(_CHANNEL_TURNS_BEYOND_CAP, params)).rowcount
 
 
 async def delete_empty_threads(

@@ -69,8 +69,10 @@ def fill(url: str, copies: int) -> None:
                     (correlation_id, step, started, started),
                 )
             # An old room (all turns expire), a long one (beyond the cap), an empty one; each
-            # room's window holds a copy of its newest four turns.
-            for thread, turns, at in ((f"old{n}", 4, days_ago(400)), (f"long{n}", 30, NOW)):
+            # room's window holds a copy of its newest turns: all four of the old one's, the
+            # long one's newest 14 (a window holds up to 2 * CONTEXT_PAIRS, more than a cap may).
+            rooms = ((f"old{n}", 4, days_ago(400), 4), (f"long{n}", 30, NOW, 14))
+            for thread, turns, at, copied in rooms:
                 db.execute(
                     "INSERT INTO conversation_threads (tenant, thread_id, last_seq, session_id,"
                     " last_turn_at) VALUES (%s, %s, %s, 1, %s)",
@@ -84,7 +86,7 @@ def fill(url: str, copies: int) -> None:
                         " VALUES (%s, %s, %s, 1, 1, %s, 'hi', %s, %s)",
                         (thread, seq, f"u{n}", *turn[2:]),
                     )
-                    if seq > turns - 4:
+                    if seq > turns - copied:
                         db.execute(
                             "INSERT INTO channel_turns (thread_id, seq, user_id, session_id, role,"
                             " content, created_at, source_event)"
@@ -167,7 +169,7 @@ EXPECTED_SURVIVORS = {
     "tool calls": {"published-recent", "live-claim", "gone-recent"},
     "threads": {"long"},
     "turns": {f"long:{seq}" for seq in (*range(21, 31), -30)},
-    "window": {f"long:{seq}" for seq in range(27, 31)},
+    "window": {f"long:{seq}" for seq in range(21, 31)},
     "memories": {"age2", "age3", "age4", "derived-long"},
     "versions": {"age4", "derived-long"},
     "explanations": {"published-recent"},
@@ -197,6 +199,7 @@ async def test_expired_rows_go_and_recent_rows_stay(migrated_database_url: str) 
         "answer_explanations": 2,
         "turns_expired": 2 * 4,
         "channel_turns_expired": 2 * 4,
+        "channel_turns_beyond_cap": 2 * 4,
         "threads_empty": 2 * 2,
         "memories_beyond_cap": 2 * 2,
         "memory_versions": 2 * 2,
@@ -219,6 +222,7 @@ async def test_two_runs_at_once_split_the_work(migrated_database_url: str) -> No
         "answer_explanations": copies,
         "turns_expired": copies * 4,
         "channel_turns_expired": copies * 4,
+        "channel_turns_beyond_cap": copies * 4,
         "threads_empty": copies * 2,
         "memories_beyond_cap": copies * 2,
         "memory_versions": copies * 2,
