@@ -61,7 +61,8 @@ async def explanation_for(
     words, answer = await _asked_and_answered(connection, event)
     context = record.context
     memory_parts = await _memory_parts(connection, user, context.memories)
-    turn_texts = await _turn_texts(connection, [*context.recalled, *context.window])
+    cited_turns = [*context.recalled, *context.window]
+    turn_texts = await _turn_texts(connection, cited_turns, row.created_at)
     notes = await _notes_part(connection, user, agent, context.notes_hash)
     system = [
         _section_part("system", section) for section in record.sections if section.origin in _SYSTEM
@@ -187,13 +188,20 @@ def _memory_origin(written_at: datetime, metadata: Mapping[str, Any]) -> str:
 
 
 async def _turn_texts(
-    connection: AsyncConnection[Any], cited: Sequence[TurnSource]
+    connection: AsyncConnection[Any], cited: Sequence[TurnSource], answered_at: datetime
 ) -> dict[tuple[str, int], tuple[int, str]]:
     """Each cited turn's pair index (a summary's: the seq before the first turn it covers) and
-    words, by id."""
+    words, by id; a turn written after the answer is none it was given, so it is left out (shown
+    as erased). Its id is reused: the cited turn's thread was forgotten (or expired) with its
+    row, and the thread begun again numbers its turns from 1."""
     if not cited:
         return {}
-    return await turns_by_id(connection, [(turn.thread_id, turn.seq) for turn in cited])
+    found = await turns_by_id(connection, [(turn.thread_id, turn.seq) for turn in cited])
+    return {
+        turn_id: (pair_index, content)
+        for turn_id, (pair_index, content, written_at) in found.items()
+        if written_at <= answered_at
+    }
 
 
 def _turn_part(

@@ -91,8 +91,9 @@ class MemorySource:
 @dataclass(frozen=True)
 class TurnSource:
     """A turn of history as it went in: its thread and number (its id; a turn's text is never
-    rewritten, only deleted, so no hash is needed to know it), and for a recalled turn its
-    scores (a window turn is chosen by recency, not by score)."""
+    rewritten, only deleted, so no hash is needed to know it: a turn under that id written after
+    the answer, once the thread was forgotten and begun again, is told apart by its time), and
+    for a recalled turn its scores (a window turn is chosen by recency, not by score)."""
 
     thread_id: str
     seq: int

@@ -14,7 +14,7 @@ from psycopg.rows import class_row, tuple_row
 # An explanation's turns by id (:mod:`llm_bot.explanation.reader`), whoever spoke them: a shared
 # channel's window cites other speakers' turns. An operator's read, so every shard is asked.
 _TURNS_BY_ID = """
-SELECT t.thread_id, t.seq, t.pair_index, t.content FROM conversation_turns t
+SELECT t.thread_id, t.seq, t.pair_index, t.content, t.created_at FROM conversation_turns t
   JOIN unnest(%(threads)s::text[], %(seqs)s::bigint[]) AS id(thread_id, seq)
     ON t.thread_id = id.thread_id AND t.seq = id.seq
 """
@@ -22,15 +22,15 @@ SELECT t.thread_id, t.seq, t.pair_index, t.content FROM conversation_turns t
 
 async def turns_by_id(
     connection: AsyncConnection[Any], ids: Sequence[tuple[str, int]]
-) -> dict[tuple[str, int], tuple[int, str]]:
-    """Each of the turns ``ids`` (thread, seq) still stored: its pair index (a summary's: the
-    seq before the first turn it covers) and words."""
+) -> dict[tuple[str, int], tuple[int, str, datetime]]:
+    """Each of the turns ``ids`` (thread, seq) stored now: its pair index (a summary's: the
+    seq before the first turn it covers), words and time."""
     params = {"threads": [thread for thread, _ in ids], "seqs": [seq for _, seq in ids]}
     async with connection.cursor(row_factory=tuple_row) as cursor:
         await cursor.execute(_TURNS_BY_ID, params)
         return {
-            (str(thread), int(seq)): (int(pair_index), str(content))
-            for thread, seq, pair_index, content in await cursor.fetchall()
+            (str(thread), int(seq)): (int(pair_index), str(content), created_at)
+            for thread, seq, pair_index, content, created_at in await cursor.fetchall()
         }
 
 

@@ -211,6 +211,35 @@ async def test_a_forgotten_speakers_words_are_erased_from_another_users_explanat
     )
 
 
+async def test_a_turn_written_after_the_answer_under_an_id_it_cited_is_shown_as_erased(
+    explaining_bus: MemoryBus,
+    migrated_database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """ada's DM answer recalls what she said in the lobby; the lobby is forgotten, and carol
+    begins it again, her words under the ids ada's turns had: ada's explanation shows those
+    turns as erased, not carol's words as what ada's answer was given."""
+    bus, url = explaining_bus, migrated_database_url
+    marker = f"zq{uuid4().hex[:8]}"
+    async with bus.serving(bus.settings()):
+        await say(bus, "ada", "I am vegetarian", thread="lobby", dm=False)
+        asked = await say(bus, "ada", "am I vegetarian?", thread="inbox", dm=True)
+        before = labelled(await explained(url, asked), "Recalled message cli:lobby#")
+        assert [part["state"] for part in before] == ["shown", "shown"], before
+        monkeypatch.setenv("DATABASE_URL", url)
+        code, _, _ = await cli(capsys, "forget-thread", "cli:lobby", "--json")
+        assert code == 0
+        await say(bus, "carol", f"my password hint is {marker}", thread="lobby", dm=False)
+
+    after = labelled(await explained(url, asked), "Recalled message cli:lobby#")
+    assert [part["label"] for part in after] == [part["label"] for part in before]
+    assert [(part["state"], part["text"]) for part in after] == [("erased", None)] * 2, after
+    code, out, _ = await cli(capsys, "explain", asked)
+    assert code == 0
+    assert marker not in out
+
+
 async def test_a_stored_output_that_does_not_decode_shows_the_words_and_answer_as_erased(
     explaining_bus: MemoryBus, migrated_database_url: str
 ) -> None:
