@@ -39,9 +39,15 @@ def positive(text: str) -> int:
 
 def non_empty(text: str) -> str:
     """An argparse type: an id that names something (an empty one would match nothing, or
-    worse, rows whose id merely ends the same way)."""
+    worse, rows whose id merely ends the same way), in UTF-8 as every stored id is: bytes that
+    are not (a terminal in another encoding) reach Python as lone surrogates, which no query
+    can send."""
     if not text:
         raise argparse.ArgumentTypeError("must not be empty")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise argparse.ArgumentTypeError(f"not valid UTF-8: {text!r}") from None
     return text
 
 

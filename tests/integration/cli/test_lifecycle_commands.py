@@ -121,3 +121,24 @@ def test_an_empty_id_is_refused_in_one_line(
         main(argv)
     assert exit_code.value.code == 2
     assert "must not be empty" in capsys.readouterr().err
+
+
+# An argument's bytes that are not UTF-8 reach Python as lone surrogates (os.fsdecode).
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["forget-user", "a\udcffb"],
+        ["forget-thread", "cli:\udce9"],
+        ["export-user", "a\udcffb"],
+        ["memories", "delete", "--user", "a\udcffb", "k"],
+    ],
+)
+def test_an_id_that_is_not_utf_8_is_refused_in_one_line(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_code:
+        main(argv)
+    assert exit_code.value.code == 2
+    error = capsys.readouterr().err
+    assert "not valid UTF-8" in error
+    assert len(error.strip().splitlines()) == 1
