@@ -11,6 +11,7 @@ heading, a ``[ada]`` speaker label). It goes in as data, in one of three shapes:
 on one line (:func:`quoted`), a short value with its line breaks made spaces (:func:`one_line`),
 or a whole document inside a fence none of its lines can close (:func:`fenced`). The memory
 context and the composed request both quote through here, so there is one rule for each shape.
+What the command line prints for an operator's terminal goes through :func:`printable`.
 """
 
 from __future__ import annotations
@@ -47,6 +48,16 @@ def one_line(text: str) -> str:
     """``text`` with every run of whitespace, line breaks included, made one space: for a
     short value written on a line of the prompt's own (a display name, a label)."""
     return " ".join(text.split())
+
+
+def printable(text: str) -> str:
+    """``text`` for a line of a terminal: every character that is not printable (controls,
+    which a terminal takes for commands; line breaks; format characters such as a right-to-left
+    override) written as its ``\\uXXXX`` escape, so a stored text or an event's id shown to an
+    operator can neither command their terminal nor pass for lines of the output's own."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in text)
 
 
 def has_line_break(text: str) -> bool:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from llm_bot.cli.support import UsageError, non_empty, print_result, require_database_url
 from llm_bot.memory.validation import InvalidMemory, validate_memory
 from llm_bot.settings import Settings
+from llm_bot.text import printable
 
 if TYPE_CHECKING:  # the store is imported when a command runs, not for parsing its arguments
     from llm_bot.memory.memories import Memory
@@ -81,7 +82,7 @@ def human(result: Any) -> str:
             f"  v{v['version']} {v['valid_from']} .. {v['valid_to']}  {v['content']}"
             for v in result.get("history", [])
         ]
-        return "\n".join([line, *earlier])
+        return "\n".join(printable(each) for each in (line, *earlier))
     return json.dumps(result)
 
 

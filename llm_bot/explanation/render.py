@@ -8,12 +8,15 @@ from __future__ import annotations
 import json
 
 from llm_bot.explanation.view import Explanation
+from llm_bot.text import printable
 
 
 def render_text(explanation: Explanation) -> str:
     """The explanation for a terminal: the decision, the prompt part by part, labelled with
     where each part came from and why, what was left out, the answer and the tool calls. Text
-    that is not ours is quoted as JSON strings, one line each."""
+    that is not ours is quoted as JSON strings, one line each; the ids of an event and of the
+    rows it cites (in the labels) are shown as they are, their unprintable characters escaped
+    (:func:`llm_bot.text.printable`)."""
     lines = [
         f"Explanation of {explanation.correlation_id} (user {json.dumps(explanation.user_id)},"
         f" thread {json.dumps(explanation.thread_id)}, {explanation.at.isoformat()})",
@@ -55,4 +58,4 @@ def render_text(explanation: Explanation) -> str:
         f"{tool.tool}: {tool.status}" + (f" (ledger {tool.ledger_key})" if tool.ledger_key else "")
         for tool in explanation.tools
     ] or ["none"]
-    return "\n".join(lines)
+    return "\n".join(printable(line) for line in lines)

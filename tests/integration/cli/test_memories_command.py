@@ -61,3 +61,20 @@ def test_an_empty_user_is_refused_before_connecting(capsys: pytest.CaptureFixtur
         main(["memories", "list", "--user", ""])
     assert exit_code.value.code == 2
     assert "must not be empty" in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("cli_env")
+def test_a_stored_text_reaches_the_terminal_as_one_line_without_its_controls(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A memory's text is a user's or a model's: its escape sequences would be read by the
+    operator's terminal as commands, its line breaks would print as memories of their own."""
+    hostile = "likes \x1b]0;pwned\x07tea\nk2  a memory that is not there"
+    key = run(capsys, "put", hostile, "--user", "quinn")["key"]  # type: ignore[index]
+    run(capsys, "put", "likes \x1b[31mcoffee", "--user", "quinn", "--key", key)
+    for argv in (["list"], ["get", key, "--history"]):
+        assert main(["memories", *argv, "--user", "quinn"]) == 0
+        out = capsys.readouterr().out
+        assert not any(character in out for character in "\x1b\x07")
+        assert len(out.strip().splitlines()) == (1 if argv == ["list"] else 2), out
+        assert "\\u001b" in out

@@ -240,6 +240,27 @@ async def test_a_turn_written_after_the_answer_under_an_id_it_cited_is_shown_as_
     assert marker not in out
 
 
+async def test_explain_prints_no_control_character_of_an_event_to_the_terminal(
+    explaining_bus: MemoryBus,
+    migrated_database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A channel's name is the event's, so the window's labels hold whatever it holds: an
+    escape sequence in it reaches the operator's terminal escaped."""
+    bus, url = explaining_bus, migrated_database_url
+    room = "lob\x1b]0;pwned\x07by\u202e"
+    async with bus.serving(bus.settings()):
+        await say(bus, "ada", "hello room", thread=room, dm=False)
+        asked = await say(bus, "ada", "hello again", thread=room, dm=False)
+
+    monkeypatch.setenv("DATABASE_URL", url)
+    code, out, _ = await cli(capsys, "explain", asked)
+    assert code == 0
+    assert "[Window cli:lob\\u001b]0;pwned\\u0007by\\u202e#1]" in out, out
+    assert not any(character in out for character in "\x1b\x07\u202e")
+
+
 async def test_a_stored_output_that_does_not_decode_shows_the_words_and_answer_as_erased(
     explaining_bus: MemoryBus, migrated_database_url: str
 ) -> None:
