@@ -6,8 +6,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llm_bot.cli.support import non_empty, output_file, print_result, require_database_url
@@ -111,10 +113,20 @@ def command_export_user(args: argparse.Namespace, settings: Settings) -> int:
     if args.output is None:
         print(text)
     else:
-        args.output.write_text(text + "\n", encoding="utf-8")
+        _write_private(args.output, text + "\n")
     rows = ", ".join(f"{table} {len(found)}" for table, found in document["tables"].items())
     print(f"exported user {args.user}: {rows}", file=sys.stderr)
     return 0
+
+
+def _write_private(path: Path, text: str) -> None:
+    """``text`` into ``path``, readable by its owner alone: everything held about a person is
+    not for the other accounts of the machine, as a file made under the usual umask would be.
+    A file already there is made private before it is written."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+        os.fchmod(file.fileno(), 0o600)
+        file.write(text)
 
 
 def _receipt(receipt: Receipt) -> dict[str, Any]:

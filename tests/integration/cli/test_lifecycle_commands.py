@@ -4,6 +4,8 @@ receipts per table, the export in a file, the retention report, one-line errors.
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 import psycopg
@@ -82,6 +84,23 @@ def test_export_user_writes_one_json_document(
     ]
     assert "rosa" not in target.read_text(encoding="utf-8")
     assert "exported user quinn: " in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("database")
+@pytest.mark.parametrize("already_there", [False, True])
+def test_an_export_file_is_readable_by_its_owner_alone(tmp_path: Path, already_there: bool) -> None:
+    """Under the usual umask (022) a new file is readable by every account of the machine."""
+    target = tmp_path / "quinn.json"
+    if already_there:
+        target.write_text("old")
+        target.chmod(0o644)
+    previous = os.umask(0o022)
+    try:
+        assert main(["export-user", "quinn", "--output", str(target)]) == 0
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert json.loads(target.read_text(encoding="utf-8"))["format"] == "llm-bot.user-export.v1"
 
 
 def test_maintain_reports_what_each_rule_deleted(
