@@ -33,6 +33,7 @@ Similarity = Annotated[float, Field(ge=-1.0, le=1.0)]
 
 # Measured on eval/memory_pairs.jsonl (best F1); 0.7 is the design's value for large API models.
 CALIBRATED_THRESHOLDS = {"openai": 0.7, "local": 0.2}
+CONSOLE_LOOPBACK = "127.0.0.1"
 
 _SECRET_VARIABLES = frozenset(
     {
@@ -296,7 +297,7 @@ class Settings(BaseSettings):
     retention_batch_rows: Count = Field(1_000, alias="RETENTION_BATCH_ROWS")
 
     # --- operator console (llm-bot console; llm_bot/console/) ------------------------------
-    console_host: str = Field("127.0.0.1", alias="LLM_BOT_CONSOLE_HOST")
+    console_host: str = Field(CONSOLE_LOOPBACK, alias="LLM_BOT_CONSOLE_HOST")
     console_port: Annotated[int, Field(ge=1, le=65535)] = Field(8090, alias="LLM_BOT_CONSOLE_PORT")
     console_token: SecretStr | None = Field(None, alias="LLM_BOT_CONSOLE_TOKEN")
     console_iap_audience: str | None = Field(None, alias="LLM_BOT_CONSOLE_IAP_AUDIENCE")
@@ -388,6 +389,16 @@ class Settings(BaseSettings):
     @classmethod
     def _certs_url(cls, value: str) -> str:
         return _http_url(value)
+
+    @field_validator("console_host", mode="before")
+    @classmethod
+    def _console_host(cls, value: object) -> object:
+        """Blank means unset, so loopback: uvicorn binds an empty host to every interface
+        (0.0.0.0 and ::), the opposite of what leaving it empty says. Whitespace around a
+        value is no part of a host, and would fail its lookup."""
+        if isinstance(value, str):
+            return value.strip() or CONSOLE_LOOPBACK
+        return value
 
     @field_validator("risk_response_mode", mode="before")
     @classmethod

@@ -192,3 +192,14 @@ def test_the_console_listens_on_loopback_unless_told_otherwise(
 ) -> None:
     monkeypatch.delenv("LLM_BOT_CONSOLE_HOST", raising=False)
     assert Settings(_env_file=None).console_host == "127.0.0.1"
+
+
+@pytest.mark.parametrize(
+    ("value", "host"), [("", "127.0.0.1"), (" ", "127.0.0.1"), (" ::1\n", "::1")]
+)
+def test_a_blank_console_host_is_loopback_and_whitespace_no_part_of_one(
+    monkeypatch: pytest.MonkeyPatch, value: str, host: str
+) -> None:
+    """uvicorn binds an empty host to every interface (0.0.0.0 and ::): blank is unset."""
+    monkeypatch.setenv("LLM_BOT_CONSOLE_HOST", value)
+    assert Settings(_env_file=None).console_host == host
