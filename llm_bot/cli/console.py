@@ -20,16 +20,17 @@ def add_console_command(commands: Any) -> None:
 
 
 def command_console(args: argparse.Namespace, settings: Settings) -> int:
-    from llm_bot.console.serve import NoAuthenticator, authenticators_of, serve
+    from llm_bot.console.serve import NoAuthenticator, authenticators_of, listening, serve
 
     require_database_url(settings)
     try:
         authenticators_of(settings)
     except NoAuthenticator as error:
         raise UsageError(str(error)) from None
+    listener = listening(settings)
     print(
         f"console on http://{settings.console_host}:{settings.console_port}/ (Ctrl-C stops it)",
         flush=True,
     )
-    asyncio.run(serve(settings))
+    asyncio.run(serve(settings, listener))
     return 0

@@ -5,6 +5,8 @@ told otherwise, until SIGTERM or Ctrl-C."""
 
 from __future__ import annotations
 
+import socket
+
 from llm_bot.clock import utc_now
 from llm_bot.console.auth import Authenticator, BearerToken, IapAssertion
 from llm_bot.settings import Settings
@@ -32,7 +34,23 @@ def authenticators_of(settings: Settings) -> list[Authenticator]:
     return chosen
 
 
-async def serve(settings: Settings) -> None:
+def listening(settings: Settings) -> socket.socket:
+    """The console's socket, bound and listening before anything else starts, so an address in
+    use or a host that does not resolve is an :class:`OSError` naming the address: one line and
+    exit 1 from the command. Bound by uvicorn, the failure was uvicorn's own log lines and
+    exit code 3."""
+    host, port = settings.console_host, settings.console_port
+    try:
+        [(family, _, _, _, address), *_] = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+        return socket.create_server(address, family=family)
+    except OSError as error:
+        raise OSError(f"the console cannot listen on {host}:{port}: {error.strerror}") from None
+
+
+async def serve(settings: Settings, listener: socket.socket) -> None:
+    """Serve the console on ``listener`` (:func:`listening`) until SIGTERM or Ctrl-C."""
     import uvicorn
 
     from llm_bot.console.app import Console, console_app
@@ -58,4 +76,4 @@ async def serve(settings: Settings) -> None:
             log_level=settings.log_level.lower(),
             server_header=False,
         )
-        await uvicorn.Server(config).serve()
+        await uvicorn.Server(config).serve(sockets=[listener])

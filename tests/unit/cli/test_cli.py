@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -192,6 +193,24 @@ def test_the_console_listens_on_loopback_unless_told_otherwise(
 ) -> None:
     monkeypatch.delenv("LLM_BOT_CONSOLE_HOST", raising=False)
     assert Settings(_env_file=None).console_host == "127.0.0.1"
+
+
+def test_a_console_that_cannot_listen_says_so_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its address in use: one line naming it and exit 1, before anything else starts (not
+    uvicorn's log lines and its exit code 3)."""
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        monkeypatch.setenv("DATABASE_URL", "postgresql://u@127.0.0.1:1/db")
+        monkeypatch.setenv("LLM_BOT_CONSOLE_TOKEN", "a-token")
+        monkeypatch.setenv("LLM_BOT_CONSOLE_PORT", str(port))
+        monkeypatch.delenv("LLM_BOT_CONSOLE_HOST", raising=False)
+        assert main(["console"]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.count("\n") == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in err, err
 
 
 @pytest.mark.parametrize(
