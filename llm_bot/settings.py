@@ -400,6 +400,16 @@ class Settings(BaseSettings):
             return value.strip() or CONSOLE_LOOPBACK
         return value
 
+    @field_validator("console_token", "console_iap_audience", mode="before")
+    @classmethod
+    def _console_credential(cls, value: object) -> object:
+        """Blank means unset, and whitespace around the value (a secret stored with its
+        trailing newline) is no part of it: kept, no token offered would match it, every
+        request answered 401."""
+        if isinstance(value, str):
+            return value.strip() or None
+        return value
+
     @field_validator("risk_response_mode", mode="before")
     @classmethod
     def _trimmed_mode(cls, value: object) -> object:

@@ -175,13 +175,18 @@ def test_a_bad_setting_is_answered_without_loading_the_service() -> None:
     assert result.stdout.strip() == "[]"
 
 
+@pytest.mark.parametrize("blank", [None, "", " \n"])
 def test_the_console_without_a_token_or_an_iap_audience_refuses_to_start(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], blank: str | None
 ) -> None:
-    """It would answer every request 401: one line saying what to set instead."""
+    """It would answer every request 401: one line saying what to set instead. A blank value
+    is unset."""
     monkeypatch.setenv("DATABASE_URL", "postgresql://u@localhost/db")
-    monkeypatch.delenv("LLM_BOT_CONSOLE_TOKEN", raising=False)
-    monkeypatch.delenv("LLM_BOT_CONSOLE_IAP_AUDIENCE", raising=False)
+    for name in ("LLM_BOT_CONSOLE_TOKEN", "LLM_BOT_CONSOLE_IAP_AUDIENCE"):
+        if blank is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, blank)
     assert main(["console"]) == 2
     error = capsys.readouterr().err
     assert "LLM_BOT_CONSOLE_TOKEN" in error
@@ -193,6 +198,19 @@ def test_the_console_listens_on_loopback_unless_told_otherwise(
 ) -> None:
     monkeypatch.delenv("LLM_BOT_CONSOLE_HOST", raising=False)
     assert Settings(_env_file=None).console_host == "127.0.0.1"
+
+
+def test_whitespace_around_the_consoles_token_or_audience_is_no_part_of_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A secret stored with its trailing newline: kept, no offered token would ever match it
+    and every request would be answered 401."""
+    monkeypatch.setenv("LLM_BOT_CONSOLE_TOKEN", " a-token\n")
+    monkeypatch.setenv("LLM_BOT_CONSOLE_IAP_AUDIENCE", "/projects/1/apps/p\n")
+    settings = Settings(_env_file=None)
+    assert settings.console_token is not None
+    assert settings.console_token.get_secret_value() == "a-token"
+    assert settings.console_iap_audience == "/projects/1/apps/p"
 
 
 def test_a_console_that_cannot_listen_says_so_in_one_line(
