@@ -31,6 +31,8 @@ from google.auth import exceptions as auth_exceptions
 from google.auth import transport
 from google.oauth2 import id_token
 
+from llm_bot.text import UNSTORABLE
+
 IAP_HEADER = "x-goog-iap-jwt-assertion"
 IAP_ISSUER = "https://cloud.google.com/iap"
 IAP_CERTS_URL = "https://www.gstatic.com/iap/verify/public_key"
@@ -70,12 +72,16 @@ class BearerToken:
 
 
 def _basic(credentials: str) -> tuple[str, str]:
-    """(user, password) of HTTP Basic credentials; empty ones when they do not decode."""
+    """(user, password) of HTTP Basic credentials; empty ones when they do not decode, or when
+    the user holds NUL: it names the operator in the audit (``console_views``), which no text
+    column can store, and every page would fail recording the view."""
     try:
         decoded = base64.b64decode(credentials, validate=True).decode()
     except (binascii.Error, UnicodeDecodeError):
         return "", ""
     user, _, password = decoded.partition(":")
+    if UNSTORABLE.search(user):
+        return "", ""
     return user, password
 
 
