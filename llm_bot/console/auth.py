@@ -12,7 +12,8 @@ them accepts is answered 401.
   or ``/projects/NUMBER/apps/PROJECT``), by IAP's issuer, unexpired. The key set comes from a
   URL through a google-auth transport; both are the verifier's to be given, so a test serves
   keys of its own over HTTP and production reads IAP's, with the same code. Verification
-  blocks (the fetch), so it runs in a thread; the key set is kept for ``CERTS_TTL_S``.
+  blocks (the fetch), so it runs in a thread; the key set is kept for ``CERTS_TTL_S`` (an
+  answer that is not one is not kept).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import asyncio
 import base64
 import binascii
 import hmac
+import json
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -139,9 +141,20 @@ class CachedCerts(transport.Request):
             if self._kept is not None and time.monotonic() - self._kept[0] < CERTS_TTL_S:
                 return self._kept[1]
             response = self._request(url, method, body, headers, timeout or 10.0, **kwargs)
-            if response.status == 200:
+            if response.status == 200 and _is_key_set(response.data):
                 self._kept = (time.monotonic(), response)
             return response
+
+
+def _is_key_set(data: bytes) -> bool:
+    """Whether ``data`` is a key set as IAP serves it (JSON of key id to PEM): another answer
+    with status 200 (a proxy's page, an empty set) kept would refuse every assertion for
+    ``CERTS_TTL_S`` after the key set is served again."""
+    try:
+        keys = json.loads(data)
+    except ValueError:  # not UTF-8, not JSON
+        return False
+    return isinstance(keys, dict) and bool(keys) and all(isinstance(v, str) for v in keys.values())
 
 
 async def authenticated(

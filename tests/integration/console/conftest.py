@@ -69,17 +69,21 @@ def public_pem(private_pem: bytes) -> str:
 
 
 class Keys:
-    """A key set served over HTTP; counts how often it was read."""
+    """A key set served over HTTP; counts how often it was read. ``instead``, when set, is
+    served in its place (with 200)."""
 
     def __init__(self) -> None:
         self.private = {"k1": private_key_pem()}
         self.reads = 0
+        self.instead: str | None = None
         keys = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 keys.reads += 1
-                body = json.dumps({kid: public_pem(pem) for kid, pem in keys.private.items()})
+                body = keys.instead or json.dumps(
+                    {kid: public_pem(pem) for kid, pem in keys.private.items()}
+                )
                 self.send_response(200)
                 self.send_header("content-type", "application/json")
                 self.end_headers()

@@ -62,6 +62,18 @@ async def test_the_key_set_is_read_once_for_many_requests(keys: Keys) -> None:
     assert keys.reads == before + 1
 
 
+@pytest.mark.parametrize("answer", ["<html>a proxy's page</html>", "{}", '{"k1": 1}'])
+async def test_an_answer_that_is_no_key_set_is_not_kept(keys: Keys, answer: str) -> None:
+    """Kept, it refused every assertion for CERTS_TTL_S after the key set was served again."""
+    verifier = IapAssertion(AUDIENCE, Request(), keys.url)
+    keys.instead = answer
+    try:
+        assert await verifier.authenticate({IAP_HEADER: keys.assertion()}) is None
+    finally:
+        keys.instead = None
+    assert await verifier.authenticate({IAP_HEADER: keys.assertion()}) is not None
+
+
 def basic(user: str, password: str) -> str:
     return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
 
