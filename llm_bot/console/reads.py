@@ -2,7 +2,8 @@
 a recall", the worker's own retrieval (:meth:`PostgresMemoryRetriever.consider`) and search.
 
 Each read is bounded: a user's newest ``LIST_LIMIT`` memories, earlier versions, turns, events
-and views.
+and views. Memories, turns, events and views are read one beyond the limit, so that the page
+says when the user has more than it lists instead of passing the newest for all.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class UserData:
     turns: list[StoredTurn]
     events: list[EventRecord]
     views: list[console_views.View]
+    cut: frozenset[str]  # of "memories", "turns", "events", "views": the user has more
 
 
 @dataclass
@@ -70,14 +72,30 @@ async def users_starting(store: MemoryStore, prefix: str) -> list[str]:
 
 
 async def user_data(store: MemoryStore, user_id: str, agent: str) -> UserData:
-    memories = await store.for_user(user_id).list_memories(limit=LIST_LIMIT)
+    beyond = LIST_LIMIT + 1  # one more than is shown: whether the user has more
+    memories = await store.for_user(user_id).list_memories(limit=beyond)
     async with store.connection() as connection:
         versions = await recent_versions_of_user(connection, user_id, LIST_LIMIT)
-        history = await recent_turns_of_user(connection, user_id, LIST_LIMIT)
-        events = await recent_events_of_user(connection, user_id, LIST_LIMIT)
+        history = await recent_turns_of_user(connection, user_id, beyond)
+        events = await recent_events_of_user(connection, user_id, beyond)
         notes = await read_notes(connection, user_id, agent)
-        views = await console_views.recent_views(connection, user_id, LIST_LIMIT)
-    return UserData(memories, versions, notes, history, events, views)
+        views = await console_views.recent_views(connection, user_id, beyond)
+    lengths = {
+        "memories": len(memories),
+        "turns": len(history),
+        "events": len(events),
+        "views": len(views),
+    }
+    cut = frozenset(name for name, length in lengths.items() if length > LIST_LIMIT)
+    return UserData(
+        memories[:LIST_LIMIT],
+        versions,
+        notes,
+        history[:LIST_LIMIT],
+        events[:LIST_LIMIT],
+        views[:LIST_LIMIT],
+        cut,
+    )
 
 
 async def try_recall(
