@@ -62,7 +62,9 @@ class BearerToken:
     async def authenticate(self, headers: Mapping[str, str]) -> Operator | None:
         scheme, _, credentials = headers.get("authorization", "").partition(" ")
         if scheme.lower() == "bearer":
-            return Operator("token") if self._matches(credentials.strip()) else None
+            # The header's bytes (ASGI decodes a value as Latin-1), which a client sends in UTF-8.
+            offered = credentials.strip().encode("latin-1", errors="replace")
+            return Operator("token") if hmac.compare_digest(offered, self._token) else None
         if scheme.lower() == "basic":
             user, password = _basic(credentials.strip())
             if self._matches(password):

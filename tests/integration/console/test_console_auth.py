@@ -98,3 +98,16 @@ async def test_the_bearer_token_opens_the_console_and_nothing_else_does(
 ) -> None:
     token = BearerToken("s3cret")
     assert await token.authenticate({"authorization": authorization}) == operator
+
+
+async def test_a_token_outside_ascii_opens_the_console_as_bearer_as_it_does_as_basic() -> None:
+    """A header's value arrives decoded as Latin-1 (ASGI's rule), and a client sends the token
+    in UTF-8: compared as text, the Bearer form never matched while Basic (UTF-8 inside its
+    base64) did."""
+    token = BearerToken("t\u00f6k\u00e9n")
+    as_received = "t\u00f6k\u00e9n".encode().decode("latin-1")
+    assert await token.authenticate({"authorization": f"Bearer {as_received}"}) == Operator("token")
+    assert await token.authenticate({"authorization": basic("ada", "t\u00f6k\u00e9n")}) == (
+        Operator("token:ada")
+    )
+    assert await token.authenticate({"authorization": "Bearer t\u00f6k\u00e9n"}) is None
