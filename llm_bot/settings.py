@@ -336,12 +336,6 @@ class Settings(BaseSettings):
                 raise PydanticCustomError("blank", "must not be blank")
         return value
 
-    @field_validator("consolidation_model", mode="before")
-    @classmethod
-    def _optional_name(cls, value: object) -> object:
-        """Blank means unset: consolidation then uses ``OPENAI_MODEL``."""
-        return (value.strip() or None) if isinstance(value, str) else value
-
     @field_validator("bus_prefix", mode="before")
     @classmethod
     def _checked_prefix(cls, value: object) -> object:
@@ -400,12 +394,12 @@ class Settings(BaseSettings):
             return value.strip() or CONSOLE_LOOPBACK
         return value
 
-    @field_validator("console_token", "console_iap_audience", mode="before")
+    @field_validator("consolidation_model", "console_token", "console_iap_audience", mode="before")
     @classmethod
-    def _console_credential(cls, value: object) -> object:
-        """Blank means unset, and whitespace around the value (a secret stored with its
-        trailing newline) is no part of it: kept, no token offered would match it, every
-        request answered 401."""
+    def _blank_is_unset(cls, value: object) -> object:
+        """Blank means unset (consolidation then uses ``OPENAI_MODEL``), and whitespace around
+        the value (a secret stored with its trailing newline) is no part of it: kept, no token
+        offered would match the console's, every request answered 401."""
         if isinstance(value, str):
             return value.strip() or None
         return value
