@@ -120,7 +120,7 @@ def received(
     check_event(
         event, settings.max_slip_steps, user_id=inbound.user_id, thread_id=inbound.thread_id
     )
-    check_route(event)
+    check_route(event, settings.bus_prefix)
     return inbound
 
 

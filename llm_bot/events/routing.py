@@ -9,6 +9,7 @@ egress destination with the best candidate selected.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 from llm_bot.errors import DeadLetterError
@@ -89,16 +90,27 @@ def advance(event: InternalEventV2, now: str, with_prefix: str = "") -> NextHop:
     return NextHop(topic=prefixed(event.egress.destination, with_prefix), is_egress=True)
 
 
-def check_route(event: InternalEventV2) -> None:
+# A topic id as Pub/Sub accepts one: a letter, then 2 to 254 of letters, digits and "-_.~+%",
+# not starting with "goog". A path ("projects/p/topics/t", another project's included) is none.
+TOPIC_NAME = re.compile(r"(?!goog)[A-Za-z][A-Za-z0-9\-_.~+%]{2,254}")
+
+
+def check_route(event: InternalEventV2, with_prefix: str = "") -> None:
     """Raise :class:`RoutingError` now if :func:`advance` would, once the current step is
-    closed, so a broken slip is dead-lettered before it costs a model call."""
+    closed, or if Pub/Sub would refuse the topic it names (``with_prefix`` in front), so a
+    broken slip is dead-lettered before it costs a model call and leaves a reply nobody
+    received in the thread's history."""
     pending = (step for step in event.routing.slip if step.status == "PENDING")
     next(pending, None)  # the current step, which this stage closes
     following = next(pending, None)
     if following is not None:
-        next_topic_of(following)
+        where, topic = f"routing.slip step {following.id!r} nextTopic", next_topic_of(following)
     elif not event.egress.destination:
         raise RoutingError("no PENDING step follows this one and egress.destination is empty")
+    else:
+        where, topic = "egress.destination", event.egress.destination
+    if TOPIC_NAME.fullmatch(prefixed(topic, with_prefix)) is None:
+        raise RoutingError(f"{where} {topic[:100]!r} is no Pub/Sub topic name")
 
 
 def next_topic_of(step: RoutingStep) -> str:

@@ -6,9 +6,12 @@ import json
 import random
 from typing import Any
 
+import psycopg
 import pytest
 
 from llm_bot.events.codec import to_document
+from llm_bot.events.models import RoutingStep
+from llm_bot_tools.local.openai_server import LocalModelServer
 from llm_bot_tools.local.prompt_events import prompt_event
 
 from ...support.memory_bus import MemoryBus
@@ -104,3 +107,47 @@ def _original_of(body: bytes) -> Any:
 
 def _original_in(dead: dict[str, Any]) -> Any:
     return dead.get("original", dead["payload"].get("originalPayloadPreview"))
+
+
+# Names Pub/Sub refuses as a topic id: a path (another project's topic, or a slash), a space,
+# a reserved prefix, too short, no letter first.
+UNNAMEABLE_TOPICS = [
+    "projects/other-project/topics/internal.egress.v1",
+    "a/b",
+    "internal egress",
+    "goog-topic",
+    "ab",
+    "1topic",
+]
+
+
+@pytest.mark.parametrize("where", ["next step", "egress"])
+async def test_a_hop_to_a_topic_pubsub_cannot_name_is_dead_lettered_before_the_model(
+    bus: MemoryBus, model_server: LocalModelServer, where: str
+) -> None:
+    """Pub/Sub would refuse the publish only after the model answered and the turn was stored,
+    so a reply nobody received would stay in the thread's history."""
+    deadletters = bus.deadletter_tap()
+    events = []
+    for topic in UNNAMEABLE_TOPICS:
+        event = prompt_event(f"to {topic}", user="u", thread="t", egress_topic=bus.egress_topic)
+        if where == "egress":
+            event.egress.destination = topic
+        else:
+            event.routing.slip.append(RoutingStep(id="tts", status="PENDING", next_topic=topic))
+        events.append(event)
+    async with bus.serving(bus.settings()):
+        for event in events:
+            bus.publish_event(event)
+        received = await deadletters.take(len(events))
+
+    reasons = {
+        json.loads(m.data)["correlationId"]: m.attributes["deadLetterReason"] for m in received
+    }
+    for event, topic in zip(events, UNNAMEABLE_TOPICS, strict=True):
+        assert "is no Pub/Sub topic name" in reasons[event.correlation_id], topic
+    assert model_server.chat_requests() == []
+    with psycopg.connect(bus.environment["DATABASE_URL"]) as db:
+        for table in ("channel_turns", "conversation_turns"):
+            count = db.execute(f"SELECT count(*) FROM {table} WHERE user_id = 'u'").fetchone()
+            assert count == (0,), table

@@ -171,6 +171,43 @@ def test_a_slip_whose_next_pending_step_has_no_topic_is_refused_before_processin
 
 
 @pytest.mark.parametrize(
+    ("topic", "prefix", "named"),
+    [
+        ("internal.tts.v1", "", True),
+        ("a-b_c.d~e+f%20", "", True),
+        ("x" * 255, "", True),
+        ("x" * 253, "dev", False),  # 253 alone, 256 as published
+        ("internal.tts.v1", "1", False),
+        ("projects/p/topics/internal.tts.v1", "", False),
+        ("a/b", "", False),
+        (" internal.tts.v1", "", False),
+        ("goog.tts", "", False),
+        ("googtts", "a", True),
+        ("ab", "", False),
+        ("ab", "x", True),
+        ("9tts", "", False),
+        ("ttsé", "", False),
+    ],
+)
+def test_a_topic_pubsub_cannot_name_is_refused_before_processing(
+    topic: str, prefix: str, named: bool
+) -> None:
+    for event in (
+        event_with_slip(
+            {"id": "llm-bot", "status": "PENDING"},
+            {"id": "tts", "status": "PENDING", "nextTopic": topic},
+        ),
+        event_with_slip({"id": "llm-bot", "status": "PENDING"}),
+    ):
+        event.egress.destination = topic
+        if named:
+            check_route(event, prefix)
+        else:
+            with pytest.raises(RoutingError, match="is no Pub/Sub topic name"):
+                check_route(event, prefix)
+
+
+@pytest.mark.parametrize(
     "slip",
     [
         [{"id": "llm-bot", "status": "PENDING"}, {"id": "tts", "status": "PENDING"}],
