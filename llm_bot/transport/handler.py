@@ -133,8 +133,10 @@ class EventHandler:
             )
             inbound = received(delivery.data, delivery.attributes, settings, attempt)
             event = inbound.event
-            if event.trace_id is None:
-                event.trace_id = current_trace_id()
+            # Set only to a trace: a null where the producer wrote nothing is a change, and a
+            # strict reader refuses it (the envelope's traceId is a string).
+            if event.trace_id is None and (trace_id := current_trace_id()) is not None:
+                event.trace_id = trace_id
             ids = {"userId": inbound.user_id, "threadId": inbound.thread_id}
             scopes.enter_context(event_ids(correlationId=event.correlation_id, **ids))
             # Tells the group committer this event will hand in work (its claim, its output):

@@ -170,3 +170,20 @@ async def test_trace_context_rides_along_and_nothing_secret_is_added(bus: Memory
         "correlationId": event.correlation_id,
         "source": "llm-bot",
     }
+
+
+async def test_an_event_without_a_trace_id_gets_its_trace_or_none_never_null(
+    bus: MemoryBus,
+) -> None:
+    """A strict reader (the envelope schema's ``traceId`` is a string) refuses a null."""
+    event = contract_event("chat-message.json", bus, [llm_bot_step()], "hi")
+    assert "traceId" not in json.loads(encode(event)[0])
+    egress = bus.tap(bus.egress_topic)
+    async with bus.serving(bus.settings()):
+        bus.publish_event(event)
+        (message,) = await egress.take(1)
+
+    # The event's trace with a tracer provider installed (another test module installs the
+    # process-wide one), else no key at all, as it came.
+    trace_id = json.loads(message.data).get("traceId", "absent")
+    assert isinstance(trace_id, str), trace_id
