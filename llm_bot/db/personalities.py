@@ -27,8 +27,10 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from llm_bot.clock import utc_now
+from llm_bot.text import UNSTORABLE
 
 STATUSES = ("active", "inactive", "archived")
+MAX_VERSION = 2**31 - 1  # the column is a Postgres integer
 _FIELDS = (
     "name, version, status, text, platform, model, tags, description, author,"
     " created_at, updated_at"
@@ -201,7 +203,8 @@ async def next_version(source: Source, name: str) -> int:
 
 
 def check(personality: Personality) -> None:
-    """The table's rules, said before Postgres says them less clearly."""
+    """The table's rules, said before Postgres says them less clearly: a version its integer
+    column holds, text its text columns hold (no NUL, no lone surrogate)."""
     if not personality.name.strip():
         raise InvalidPersonality("name must not be empty")
     if not personality.text.strip():
@@ -211,10 +214,26 @@ def check(personality: Personality) -> None:
             f"personality {personality.name!r}: status must be one of {', '.join(STATUSES)},"
             f" got {personality.status!r}"
         )
-    if personality.version < 1:
+    if not 1 <= personality.version <= MAX_VERSION:
+        bound = ">= 1" if personality.version < 1 else f"<= {MAX_VERSION}"
         raise InvalidPersonality(
-            f"personality {personality.name!r}: version must be >= 1, got {personality.version}"
+            f"personality {personality.name!r}: version must be {bound}, got {personality.version}"
         )
+    texts = [
+        ("name", personality.name),
+        ("status", personality.status),
+        ("text", personality.text),
+        ("platform", personality.platform),
+        ("model", personality.model),
+        ("description", personality.description),
+        ("author", personality.author),
+        *(("tags", tag) for tag in personality.tags or ()),
+    ]
+    for key, value in texts:
+        found = UNSTORABLE.search(value or "")
+        if found is not None:
+            what = "NUL" if found.group() == "\x00" else "a lone surrogate"
+            raise InvalidPersonality(f"personality {personality.name!r}: {key} holds {what}")
 
 
 def import_document(document: object) -> Personality:

@@ -81,6 +81,16 @@ def test_put_numbers_versions_and_get_shows_the_highest(
         ({"name": "x", "text": "t", "status": "live"}, "status must be one of"),
         ({"name": "x", "text": "t", "status": "active", "version": 0}, "version must be >= 1"),
         ({"name": "x", "text": " ", "status": "active"}, "text must not be empty"),
+        (
+            {"name": "x", "text": "t", "status": "active", "version": 2**31},
+            "version must be <= 2147483647",
+        ),
+        ({"name": "x", "text": "a\u0000b", "status": "active"}, "text holds NUL"),
+        ({"name": "x", "text": "t", "status": "active", "author": "\ud800"}, "author holds a"),
+        (
+            {"name": "x", "text": "t", "status": "active", "tags": ["a\u0000", "b"]},
+            "tags holds NUL",
+        ),
         ("just text", "a personality document is a JSON object"),
     ],
 )
