@@ -161,12 +161,17 @@ def _unreadable_optional_fields(
 
 
 class CandidateV1(WireModel):
+    """One candidate reply. ``source``, ``createdAt``, ``status`` and ``priority`` are required
+    by the type and always set on ours, but the platform's router copies a rule's candidates
+    onto the event as the rule wrote them, often without them (BitBrat's own lurk and token
+    rules do): unset, they are published as they came."""
+
     id: str
     kind: str
-    source: str
-    created_at: str
-    status: str  # CandidateStatus by the type; rules may set others, and the platform keeps them
-    priority: int | float
+    source: str | None = None
+    created_at: str | None = None
+    status: str | None = None  # CandidateStatus by the type; rules may set others
+    priority: int | float | None = None
     confidence: int | float | None = None
     text: str | None = None
     format: str | None = None

@@ -9,8 +9,10 @@ egress destination with the best candidate selected.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from llm_bot.errors import DeadLetterError
 from llm_bot.events.models import (
@@ -63,10 +65,27 @@ def complete_current_step(
 
 
 def select_best_candidate(candidates: list[CandidateV1]) -> CandidateV1 | None:
-    """Lowest priority wins, then highest confidence; the first of equals keeps its place."""
+    """The platform's choice (BitBrat's ``selectBestCandidate``): lowest priority wins (none is
+    last), then highest confidence (none is -1), then earliest ``createdAt`` (none or
+    unreadable is last); the first of equals keeps its place."""
     if not candidates:
         return None
-    return min(candidates, key=lambda c: (c.priority, -(c.confidence or 0.0)))
+    return min(candidates, key=_rank)
+
+
+def _rank(candidate: CandidateV1) -> tuple[float, float, float]:
+    priority = math.inf if candidate.priority is None else candidate.priority
+    confidence = -1.0 if candidate.confidence is None else candidate.confidence
+    return (priority, -confidence, _moment(candidate.created_at))
+
+
+def _moment(created_at: str | None) -> float:
+    """``createdAt`` as seconds since the epoch; missing or unreadable is infinitely late."""
+    try:
+        at = datetime.fromisoformat(created_at or "")
+    except ValueError:
+        return math.inf
+    return (at if at.tzinfo else at.replace(tzinfo=UTC)).timestamp()
 
 
 def advance(event: InternalEventV2, now: str, with_prefix: str = "") -> NextHop:

@@ -12,7 +12,7 @@ import pytest
 from llm_bot_tools.local.openai_server import LocalModelServer
 
 from ...support.memory_bus import MemoryBus
-from .bitbrat_events import NOW, routed
+from .bitbrat_events import FIXTURES, NOW, routed
 
 pytestmark = pytest.mark.integration
 
@@ -71,4 +71,27 @@ async def test_a_progress_event_is_answered_not_dead_lettered(
     assert (step["id"], step["status"]) == ("llm-bot-progress", "OK")
     assert step["attributes"]["progressMessage"] is True, "the slip goes on unchanged"
     assert document["candidates"][-1]["source"] == "llm-bot"
+    assert await deadletters.drain() == []
+
+
+@pytest.mark.parametrize("rule_name", ["lurk_command_rule.json", "token_dm_rule.json"])
+async def test_a_rules_candidates_are_kept_as_written_and_ours_is_selected_after_them(
+    bus: MemoryBus, model_server: LocalModelServer, rule_name: str
+) -> None:
+    """The router copies a rule's candidates onto the event as the rule wrote them, without
+    ``priority``, ``status`` or ``createdAt`` (and the token rule's without ``source``); a rule
+    that also routes to llm-bot sends them here. The platform's selection ranks a candidate
+    without a priority last."""
+    rule = json.loads((FIXTURES / "rules" / rule_name).read_text())
+    event = routed("bot_mention_rule.json", bus)
+    theirs = rule["enrichments"]["candidates"][:2]
+    event["candidates"] = theirs
+    egress, deadletters = bus.tap(bus.egress_topic), bus.deadletter_tap()
+    async with bus.serving(bus.settings()):
+        bus.publish(json.dumps(event).encode(), {})
+        (message,) = await egress.take(1, timeout_s=30)
+    candidates = json.loads(message.data)["candidates"]
+    assert candidates[: len(theirs)] == theirs, "theirs as they came, no key added"
+    assert (candidates[-1]["source"], candidates[-1]["status"]) == ("llm-bot", "selected")
+    assert len(candidates) == len(theirs) + 1
     assert await deadletters.drain() == []

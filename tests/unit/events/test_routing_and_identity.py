@@ -108,6 +108,22 @@ def test_best_candidate_of_none_is_none_and_ties_keep_the_first() -> None:
     assert select_best_candidate([first, second]) is first
 
 
+def test_the_best_candidate_is_the_platforms_choice_whatever_a_rule_left_out() -> None:
+    """BitBrat's selectBestCandidate: no priority is last, no confidence is -1 (below 0), then
+    the earliest createdAt, one missing or unreadable last."""
+    unranked = CandidateV1(id="rule", kind="text")
+    ours = candidate("ours", 10)
+    assert select_best_candidate([unranked, ours]) is ours
+    sure, unsure = candidate("sure", 10, confidence=0.0), candidate("unsure", 10)
+    assert select_best_candidate([unsure, sure]) is sure
+    late, early = candidate("late", 10), candidate("early", 10)
+    late.created_at, early.created_at = "2026-01-01T00:00:01.500Z", "2026-01-01T00:00:01Z"
+    assert select_best_candidate([late, early]) is early
+    garbled = candidate("garbled", 10)
+    garbled.created_at = "yesterday"
+    assert select_best_candidate([garbled, late]) is late
+
+
 def test_a_pending_step_without_a_topic_is_a_routing_error() -> None:
     event = event_with_slip(
         {"id": "llm-bot", "status": "PENDING"}, {"id": "next", "status": "PENDING"}
