@@ -33,6 +33,10 @@ from llm_bot.text import UNSTORABLE
 MAX_DEPTH = 64
 MAX_ID_BYTES = 512
 MAX_TOPIC_CHARS = 255
+# Pub/Sub's limits on a message's attributes.
+MAX_ATTRIBUTE_BYTES = 1024  # a value
+MAX_ATTRIBUTE_KEY_BYTES = 256  # a key
+MAX_ATTRIBUTES = 100
 # Digits of the largest 64-bit float (1.8e308); an integer with more may not fit one.
 FLOAT_DIGITS = 309
 NUMBER_SHOWN_CHARS = 32

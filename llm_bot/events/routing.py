@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from llm_bot.errors import DeadLetterError
+from llm_bot.events.limits import MAX_ATTRIBUTE_BYTES, MAX_ATTRIBUTE_KEY_BYTES, MAX_ATTRIBUTES
 from llm_bot.events.models import (
     CandidateV1,
     InternalEventV2,
@@ -116,9 +117,9 @@ TOPIC_NAME = re.compile(r"(?!goog)[A-Za-z][A-Za-z0-9\-_.~+%]{2,254}")
 
 def check_route(event: InternalEventV2, with_prefix: str = "") -> None:
     """Raise :class:`RoutingError` now if :func:`advance` would, once the current step is
-    closed, or if Pub/Sub would refuse the topic it names (``with_prefix`` in front), so a
-    broken slip is dead-lettered before it costs a model call and leaves a reply nobody
-    received in the thread's history."""
+    closed, or if Pub/Sub would refuse the hop: the topic it names (``with_prefix`` in front)
+    or the attributes it carries. So a broken slip is dead-lettered before it costs a model
+    call and leaves a reply nobody received in the thread's history."""
     pending = (step for step in event.routing.slip if step.status == "PENDING")
     next(pending, None)  # the current step, which this stage closes
     following = next(pending, None)
@@ -130,6 +131,7 @@ def check_route(event: InternalEventV2, with_prefix: str = "") -> None:
         where, topic = "egress.destination", event.egress.destination
     if TOPIC_NAME.fullmatch(prefixed(topic, with_prefix)) is None:
         raise RoutingError(f"{where} {topic[:100]!r} is no Pub/Sub topic name")
+    _check_attributes(carried_attributes(event, following))
 
 
 def next_topic_of(step: RoutingStep) -> str:
@@ -149,19 +151,50 @@ def prefixed(topic: str, prefix: str) -> str:
 PROTECTED_ATTRIBUTES = frozenset({"correlationId", "type", "source"})
 
 
+# Attributes we add beside a hop's own: the protected keys and the trace context (traceparent,
+# tracestate, baggage).
+OUR_ATTRIBUTES = len(PROTECTED_ATTRIBUTES) + 3
+
+
 def hop_attributes(event: InternalEventV2, hop: NextHop) -> dict[str, str]:
-    """The attributes of the message that carries ``event`` on, as the platform's base server
-    builds them: ``replyTo`` when the event has one, then the next step's ``attributes`` as
-    text (``true`` as ``"true"``), never over the protected keys. Call after :func:`advance`."""
+    """The attributes of the message that carries ``event`` on (:func:`carried_attributes`).
+    Call after :func:`advance`."""
+    return carried_attributes(event, None if hop.is_egress else current_step(event))
+
+
+def carried_attributes(event: InternalEventV2, step: RoutingStep | None) -> dict[str, str]:
+    """The attributes a hop to ``step`` (``None``: to egress) carries, as the platform's base
+    server builds them: ``replyTo`` when the event has one, then the step's ``attributes`` as
+    text (``true`` as ``"true"``), never over the protected keys."""
     attributes: dict[str, str] = {}
     reply_to = (event.model_extra or {}).get("replyTo")
     if reply_to is not None:
         attributes["replyTo"] = _as_text(reply_to)
-    step = None if hop.is_egress else current_step(event)
     for key, value in ((step.attributes or {}) if step else {}).items():
         if value is not None and key not in PROTECTED_ATTRIBUTES:
             attributes[key] = _as_text(value)
     return attributes
+
+
+def _check_attributes(attributes: dict[str, str]) -> None:
+    """Raise :class:`RoutingError` for attributes Pub/Sub would refuse to publish."""
+    room = MAX_ATTRIBUTES - OUR_ATTRIBUTES
+    if len(attributes) > room:
+        raise RoutingError(
+            f"the next hop would carry {len(attributes)} attributes, over the {room}"
+            " Pub/Sub holds beside ours"
+        )
+    for key, value in attributes.items():
+        if len(key.encode()) > MAX_ATTRIBUTE_KEY_BYTES:
+            raise RoutingError(
+                f"attribute {key[:40]!r}... of the next hop is a key over Pub/Sub's"
+                f" {MAX_ATTRIBUTE_KEY_BYTES} bytes"
+            )
+        if len(value.encode()) > MAX_ATTRIBUTE_BYTES:
+            raise RoutingError(
+                f"attribute {key!r} of the next hop has a value over Pub/Sub's"
+                f" {MAX_ATTRIBUTE_BYTES} bytes"
+            )
 
 
 def _as_text(value: object) -> str:

@@ -30,14 +30,13 @@ from typing import Protocol
 import psycopg
 
 from llm_bot.errors import DeadLetterError, RetryLaterError
+from llm_bot.events.limits import MAX_ATTRIBUTE_BYTES, MAX_ATTRIBUTES
 from llm_bot.events.models import SOURCE
 from llm_bot.transport.decision import Answered, Decision, HandlingResult, Mark, decide
 from llm_bot.transport.stats import WorkerStats
 
 logger = logging.getLogger(__name__)
 
-MAX_ATTRIBUTE_BYTES = 1024  # Pub/Sub's cap on one attribute value
-MAX_ATTRIBUTES = 100  # Pub/Sub's cap on a message's attributes
 RETRY_BASE_DELAY_S = 0.5
 RETRY_MAX_DELAY_S = 8.0
 _JITTER = random.Random()  # noqa: S311 - backoff jitter, not security

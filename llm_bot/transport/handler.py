@@ -36,6 +36,7 @@ from llm_bot.errors import DeadLetterError
 from llm_bot.events.codec import encode
 from llm_bot.events.deadletter import Cause, deadletter_body
 from llm_bot.events.inbound import EventKey, Inbound, received
+from llm_bot.events.limits import MAX_ATTRIBUTE_BYTES
 from llm_bot.events.models import SOURCE
 from llm_bot.events.routing import advance, hop_attributes, prefixed
 from llm_bot.settings import Settings
@@ -48,13 +49,7 @@ from llm_bot.telemetry.traces import (
     current_trace_id,
     inject,
 )
-from llm_bot.transport.ack import (
-    MAX_ATTRIBUTE_BYTES,
-    Delivery,
-    clipped,
-    dead_letter_attributes,
-    settle,
-)
+from llm_bot.transport.ack import Delivery, clipped, dead_letter_attributes, settle
 from llm_bot.transport.decision import Answered, Attempt, Decision
 from llm_bot.transport.ledgered import Ledgered
 from llm_bot.transport.progress import ProgressFeedback, ProgressWatch, add_operation_context

@@ -33,9 +33,9 @@ from datetime import datetime
 
 from llm_bot.clock import utc_now
 from llm_bot.events.codec import encode
+from llm_bot.events.limits import MAX_ATTRIBUTE_BYTES, MAX_ATTRIBUTE_KEY_BYTES, MAX_ATTRIBUTES
 from llm_bot.events.models import InternalEventV2
 from llm_bot.settings import Settings
-from llm_bot.transport.ack import MAX_ATTRIBUTE_BYTES, MAX_ATTRIBUTES
 from llm_bot.transport.handler import EventHandler
 from llm_bot.transport.publisher import PublishRejected
 from llm_bot.transport.stats import WorkerStats
@@ -43,8 +43,7 @@ from llm_bot.transport.subscriber import finish_within
 from llm_bot.worker.service import open_database, open_handler
 from llm_bot_tools.local.pubsub_emulator import free_loopback_port
 
-MAX_ATTRIBUTE_KEY_BYTES = 256  # Pub/Sub's limits on one message
-MAX_MESSAGE_BYTES = 10_000_000
+MAX_MESSAGE_BYTES = 10_000_000  # Pub/Sub's limit on one message
 SETTLE_TIMEOUT_S = 60.0
 
 

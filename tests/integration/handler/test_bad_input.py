@@ -151,3 +151,33 @@ async def test_a_hop_to_a_topic_pubsub_cannot_name_is_dead_lettered_before_the_m
         for table in ("channel_turns", "conversation_turns"):
             count = db.execute(f"SELECT count(*) FROM {table} WHERE user_id = 'u'").fetchone()
             assert count == (0,), table
+
+
+# What the next hop would carry past Pub/Sub's limits: a step attribute's value (1,024 bytes)
+# or key (256 bytes), more attributes than a message holds beside ours, a replyTo too long.
+OVERSIZE_ATTRIBUTES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "value": ({"origin": "é" * 513}, {}),
+    "key": ({"k" * 257: "v"}, {}),
+    "count": ({f"a{i}": "v" for i in range(98)}, {}),
+    "replyTo": ({}, {"replyTo": "r" * 1025}),
+}
+
+
+@pytest.mark.parametrize("case", OVERSIZE_ATTRIBUTES)
+async def test_a_hop_whose_attributes_pubsub_refuses_is_dead_lettered_before_the_model(
+    bus: MemoryBus, model_server: LocalModelServer, case: str
+) -> None:
+    attributes, extra = OVERSIZE_ATTRIBUTES[case]
+    event = prompt_event("hello", user="u", thread="t", egress_topic=bus.egress_topic)
+    next_step = RoutingStep(
+        id="tts", status="PENDING", next_topic=bus.next_topic, attributes=attributes
+    )
+    event.routing.slip.append(next_step)
+    document = {**to_document(event), **extra}
+    deadletters = bus.deadletter_tap()
+    async with bus.serving(bus.settings()):
+        bus.publish(json.dumps(document).encode(), {})
+        (dead,) = await deadletters.take(1)
+
+    assert "Pub/Sub" in dead.attributes["deadLetterReason"]
+    assert model_server.chat_requests() == []

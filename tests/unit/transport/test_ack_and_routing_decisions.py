@@ -208,6 +208,37 @@ def test_a_topic_pubsub_cannot_name_is_refused_before_processing(
 
 
 @pytest.mark.parametrize(
+    ("attributes", "refused"),
+    [
+        ({"origin": "é" * 512}, False),
+        ({"origin": "é" * 512 + "x"}, True),
+        ({"k" * 256: "v"}, False),
+        ({"k" * 257: "v"}, True),
+        ({f"a{i}": "v" for i in range(94)}, False),
+        ({f"a{i}": "v" for i in range(95)}, True),
+        ({"correlationId": "x" * 2000, "n": None}, False),  # never carried
+    ],
+)
+def test_attributes_pubsub_would_refuse_on_the_next_hop_are_refused_before_processing(
+    attributes: dict[str, Any], refused: bool
+) -> None:
+    event = event_with_slip(
+        {"id": "llm-bot", "status": "PENDING"},
+        {
+            "id": "tts",
+            "status": "PENDING",
+            "nextTopic": "internal.tts.v1",
+            "attributes": attributes,
+        },
+    )
+    if refused:
+        with pytest.raises(RoutingError, match="Pub/Sub"):
+            check_route(event)
+    else:
+        check_route(event)
+
+
+@pytest.mark.parametrize(
     "slip",
     [
         [{"id": "llm-bot", "status": "PENDING"}, {"id": "tts", "status": "PENDING"}],
