@@ -9,7 +9,6 @@ environment variable.
 from __future__ import annotations
 
 import os
-import string
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
@@ -24,6 +23,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from llm_bot.bus_names import is_pubsub_name, prefixed
 from llm_bot.database_url import check_database_url
 
 Count = Annotated[int, Field(ge=1)]
@@ -45,20 +45,6 @@ _SECRET_VARIABLES = frozenset(
         "LLM_BOT_CONSOLE_TOKEN",
     }
 )
-
-
-# Pub/Sub's rule for a topic's or a subscription's name (cloud.google.com/pubsub/docs/admin,
-# "Resource names"); BUS_PREFIX is part of the name.
-_PUBSUB_NAME_CHARACTERS = frozenset(string.ascii_letters + string.digits + "-_.~+%")
-
-
-def _pubsub_characters(name: str) -> bool:
-    return _PUBSUB_NAME_CHARACTERS.issuperset(name)
-
-
-def _pubsub_start(name: str) -> bool:
-    """Whether a Pub/Sub name may begin as ``name`` does."""
-    return name[:1] in string.ascii_letters and not name.startswith("goog")
 
 
 class Settings(BaseSettings):
@@ -339,10 +325,11 @@ class Settings(BaseSettings):
     @field_validator("bus_prefix", mode="before")
     @classmethod
     def _checked_prefix(cls, value: object) -> object:
-        """The start of every topic's and subscription's name, so it follows their rule."""
+        """The start of every topic's and subscription's name, so it must be able to start one
+        (a name it begins with a few letters after it is one)."""
         if isinstance(value, str):
             value = value.strip()
-            if value and not (_pubsub_characters(value) and _pubsub_start(value)):
+            if value and not is_pubsub_name(value + "abc"):
                 raise PydanticCustomError(
                     "pubsub_name",
                     "must be empty or start a Pub/Sub name: letters, digits and - _ . ~ + %,"
@@ -360,18 +347,14 @@ class Settings(BaseSettings):
     )
     @classmethod
     def _pubsub_name(cls, value: object, info: ValidationInfo) -> object:
-        """A topic or subscription, named as Pub/Sub names them (with ``BUS_PREFIX`` before
-        it). Refused here, a bad one costs one line at start; passed on, the subscription is
-        refused once the worker has started, and a dead-letter topic only at each dead letter,
-        whose reason is then lost."""
+        """A topic or subscription, named as Pub/Sub names them with ``BUS_PREFIX`` before it
+        as the worker puts it there. Refused here, a bad one costs one line at start; passed
+        on, the subscription is refused once the worker has started, and a dead-letter topic
+        only at each dead letter, whose reason is then lost."""
         if not isinstance(value, str):
             return value
         name = value.strip()
-        prefix = info.data.get("bus_prefix", "")
-        full = name if name.startswith(prefix) else prefix + name  # as the worker prefixes it
-        if not (
-            name and _pubsub_characters(name) and _pubsub_start(full) and 3 <= len(full) <= 255
-        ):
+        if not (name and is_pubsub_name(prefixed(name, info.data.get("bus_prefix", "")))):
             raise PydanticCustomError(
                 "pubsub_name",
                 "must be a Pub/Sub name: letters, digits and - _ . ~ + %, the first a letter"

@@ -20,9 +20,9 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
 
+from llm_bot.bus_names import prefixed
 from llm_bot.clock import utc_now
 from llm_bot.consolidation.jobs import JOB_TYPE, Job, encode_job
-from llm_bot.events.routing import prefixed
 from llm_bot.memory.store import MemoryStore
 from llm_bot.memory.turns.consolidation import closed_windows, mark_consolidated
 from llm_bot.settings import Settings

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from llm_bot.bus_names import is_pubsub_name, prefixed
 from llm_bot.errors import DeadLetterError
 from llm_bot.events.limits import MAX_ATTRIBUTE_BYTES, MAX_ATTRIBUTE_KEY_BYTES, MAX_ATTRIBUTES
 from llm_bot.events.models import (
@@ -110,11 +110,6 @@ def advance(event: InternalEventV2, now: str, with_prefix: str = "") -> NextHop:
     return NextHop(topic=prefixed(event.egress.destination, with_prefix), is_egress=True)
 
 
-# A topic id as Pub/Sub accepts one: a letter, then 2 to 254 of letters, digits and "-_.~+%",
-# not starting with "goog". A path ("projects/p/topics/t", another project's included) is none.
-TOPIC_NAME = re.compile(r"(?!goog)[A-Za-z][A-Za-z0-9\-_.~+%]{2,254}")
-
-
 def check_route(event: InternalEventV2, with_prefix: str = "") -> None:
     """Raise :class:`RoutingError` now if :func:`advance` would, once the current step is
     closed, or if Pub/Sub would refuse the hop: the topic it names (``with_prefix`` in front)
@@ -129,7 +124,7 @@ def check_route(event: InternalEventV2, with_prefix: str = "") -> None:
         raise RoutingError("no PENDING step follows this one and egress.destination is empty")
     else:
         where, topic = "egress.destination", event.egress.destination
-    if TOPIC_NAME.fullmatch(prefixed(topic, with_prefix)) is None:
+    if not is_pubsub_name(prefixed(topic, with_prefix)):
         raise RoutingError(f"{where} {topic[:100]!r} is no Pub/Sub topic name")
     _check_attributes(carried_attributes(event, following))
 
@@ -138,13 +133,6 @@ def next_topic_of(step: RoutingStep) -> str:
     if not step.next_topic:
         raise RoutingError(f"routing.slip step {step.id!r} is PENDING but has no nextTopic")
     return step.next_topic
-
-
-def prefixed(topic: str, prefix: str) -> str:
-    """``topic`` with ``prefix`` in front unless it already starts with it."""
-    if not prefix or topic.startswith(prefix):
-        return topic
-    return prefix + topic
 
 
 # Attributes a step may not set: the platform's base server writes them itself, last.

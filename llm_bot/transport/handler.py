@@ -27,6 +27,7 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from llm_bot.answer.unit import Answer, Answerer
+from llm_bot.bus_names import prefixed
 from llm_bot.clock import iso_timestamp, utc_now
 from llm_bot.db import processed_events
 from llm_bot.db.gathered_marks import GatheredMarks
@@ -38,7 +39,7 @@ from llm_bot.events.deadletter import Cause, deadletter_body
 from llm_bot.events.inbound import EventKey, Inbound, received
 from llm_bot.events.limits import MAX_ATTRIBUTE_BYTES
 from llm_bot.events.models import SOURCE
-from llm_bot.events.routing import advance, hop_attributes, prefixed
+from llm_bot.events.routing import advance, hop_attributes
 from llm_bot.settings import Settings
 from llm_bot.telemetry import metrics
 from llm_bot.telemetry.logs import event_ids

@@ -40,10 +40,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 from uuid import uuid4
 
+from llm_bot.bus_names import prefixed
 from llm_bot.clock import iso_timestamp, utc_now
 from llm_bot.events.codec import encode
 from llm_bot.events.models import SOURCE, AnnotationV1, InternalEventV2, MessageV1, Routing
-from llm_bot.events.routing import DEFAULT_EGRESS_TOPIC, prefixed
+from llm_bot.events.routing import DEFAULT_EGRESS_TOPIC
 from llm_bot.graph.state import ChatModel, GraphContext
 from llm_bot.llm.messages import ChatMessage, ModelReply, ToolSpec
 from llm_bot.telemetry.traces import inject

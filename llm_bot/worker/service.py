@@ -23,6 +23,7 @@ from prometheus_client import CollectorRegistry
 from psycopg_pool import AsyncConnectionPool
 
 from llm_bot.answer.unit import Answerer
+from llm_bot.bus_names import prefixed
 from llm_bot.consolidation.derive import Consolidator
 from llm_bot.consolidation.extraction import MAX_OUTPUT_TOKENS
 from llm_bot.consolidation.sweep import Sweeper
@@ -31,7 +32,6 @@ from llm_bot.db.group_commit import GroupCommitter
 from llm_bot.db.leases import LeaseKeeper
 from llm_bot.db.migrate import migrate
 from llm_bot.db.pools import open_pool
-from llm_bot.events.routing import prefixed
 from llm_bot.graph.assembly import context_from_settings, graph_from_settings
 from llm_bot.llm.client import ModelClient
 from llm_bot.memory.wiring import memory_services, open_memory_store

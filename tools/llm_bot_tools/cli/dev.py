@@ -7,9 +7,10 @@ import json
 import sys
 from typing import Any
 
+from llm_bot.bus_names import prefixed
 from llm_bot.cli.support import UsageError, output_dir
 from llm_bot.events.models import SOURCE
-from llm_bot.events.routing import DEFAULT_EGRESS_TOPIC, prefixed
+from llm_bot.events.routing import DEFAULT_EGRESS_TOPIC
 from llm_bot.settings import Settings
 
 

@@ -21,10 +21,11 @@ from google.api_core.exceptions import DeadlineExceeded, NotFound, PermissionDen
 from google.cloud import pubsub_v1
 
 from llm_bot.answer.unit import Answerer
+from llm_bot.bus_names import prefixed
 from llm_bot.events.codec import decode, encode, to_document
 from llm_bot.events.inbound import inbound_of
 from llm_bot.events.models import InternalEventV2
-from llm_bot.events.routing import DEFAULT_EGRESS_TOPIC, prefixed
+from llm_bot.events.routing import DEFAULT_EGRESS_TOPIC
 from llm_bot.graph.assembly import context_from_settings, graph_from_settings
 from llm_bot.llm.client import ModelClient
 from llm_bot.memory.wiring import memory_services

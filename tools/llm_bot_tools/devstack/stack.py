@@ -28,8 +28,9 @@ import openai
 import psycopg
 from prometheus_client import CollectorRegistry
 
+from llm_bot.bus_names import prefixed
 from llm_bot.db.migrate import migrate
-from llm_bot.events.routing import DEFAULT_EGRESS_TOPIC, prefixed
+from llm_bot.events.routing import DEFAULT_EGRESS_TOPIC
 from llm_bot.explanation.reader import explanation_for
 from llm_bot.explanation.render import render_text
 from llm_bot.settings import Settings, load_settings
