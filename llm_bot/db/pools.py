@@ -18,8 +18,12 @@
   as (migration 0021).
 
 Every connection attempt gives up after ``DATABASE_CONNECT_TIMEOUT_S``, and opening a pool
-waits that long for its first connection. Each instance holds up to both pools' sizes
-(README, "Sizing the database").
+waits that long for its first connection. A pool retries a connection it lost (psycopg_pool's
+backoff, doubling from a second) for that long too, then leaves it to the next caller to
+connect afresh: a backoff left to double for the whole outage (psycopg_pool's own bound is five
+minutes) would make its next attempt as long after the database came back as the database had
+been away, the worker idle and not ready all the while. Each instance holds up to both pools'
+sizes (README, "Sizing the database").
 """
 
 from __future__ import annotations
@@ -90,6 +94,7 @@ async def open_pool(settings: Settings, role: PoolRole) -> AsyncIterator[Pool]:
         kwargs=kwargs,
         configure=_configure(shape),
         check=AsyncConnectionPool.check_connection if shape.checked else None,
+        reconnect_timeout=settings.db_connect_timeout_s,
         open=False,
     )
     await pool.open(wait=True, timeout=settings.db_connect_timeout_s)

@@ -3,8 +3,14 @@ statement timeout come from settings, and every connection attempt is bounded.""
 
 from __future__ import annotations
 
+import contextlib
+import time
+
 import psycopg
 import pytest
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg_pool import PoolTimeout
 
 from llm_bot.db.pools import PoolRole, open_pool
 from llm_bot.db.vectors import vector_param
@@ -12,6 +18,10 @@ from llm_bot.db.vectors import vector_param
 from ...from_settings import settings_for
 
 pytestmark = pytest.mark.integration
+
+# Long enough for psycopg_pool's doubling backoff (1, 2, 4, 8, 16 s...) to wait 16 s between
+# two attempts, the next falling 10 to 16 s after the database is back.
+OUTAGE_S = 18.0
 
 OPTIONS = {
     "LLM_BOT_MAX_IN_FLIGHT": 3,
@@ -66,3 +76,50 @@ async def test_vectors_are_sent_by_the_pools_connections_alone(migrated_database
     async with await psycopg.AsyncConnection.connect(migrated_database_url) as bare:
         with pytest.raises(psycopg.ProgrammingError, match="cannot adapt"):
             await bare.execute("SELECT %s::vector", (vector,))
+
+
+async def refuse_connections(
+    admin: psycopg.AsyncConnection[object], database: str, refused: bool
+) -> None:
+    """Refuse new connections to ``database`` and end its open ones, as a database that went
+    away does; or let them in again, as one that came back does (``admin``: on another)."""
+    allowed = sql.Literal(not refused)
+    await admin.execute(
+        sql.SQL("ALTER DATABASE {} WITH ALLOW_CONNECTIONS {}").format(
+            sql.Identifier(database), allowed
+        )
+    )
+    if refused:
+        await admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+            [database],
+        )
+
+
+async def test_a_pool_connects_again_within_seconds_of_its_database_coming_back(
+    fresh_database_url: str,
+) -> None:
+    """Callers kept asking through the outage (events, lease renewals, the readiness probe):
+    the pool still uses the database within seconds of its return, not at the next step of a
+    backoff that doubled all the while it was away."""
+    settings = settings_for(fresh_database_url)
+    database = conninfo_to_dict(fresh_database_url)["dbname"]
+    admin_url = make_conninfo(fresh_database_url, dbname="postgres")
+    async with (
+        open_pool(settings, "ledger") as pool,
+        await psycopg.AsyncConnection.connect(admin_url, autocommit=True) as admin,
+    ):
+        await refuse_connections(admin, database, refused=True)
+        try:
+            away_until = time.monotonic() + OUTAGE_S
+            while time.monotonic() < away_until:
+                with contextlib.suppress(PoolTimeout, psycopg.OperationalError):
+                    async with pool.connection(timeout=1.0) as connection:
+                        await connection.execute("SELECT 1")
+        finally:
+            await refuse_connections(admin, database, refused=False)
+        back = time.monotonic()
+        async with pool.connection(timeout=OUTAGE_S) as connection:
+            await connection.execute("SELECT 1")
+        waited_s = time.monotonic() - back
+    assert waited_s < 6.0, f"the pool used the database again {waited_s:.1f}s after its return"
