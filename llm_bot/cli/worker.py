@@ -26,7 +26,7 @@ EXIT_NOT_READY = 1
 
 
 def command_run(args: argparse.Namespace, settings: Settings) -> int:
-    """Pull, process and publish until SIGTERM/SIGINT; exit 0 after a clean drain."""
+    """Pull, process and publish until SIGTERM/SIGINT/SIGHUP; exit 0 after a clean drain."""
     from llm_bot.telemetry.metrics import setup_metrics
     from llm_bot.worker import run_worker
 

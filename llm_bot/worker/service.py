@@ -1,4 +1,5 @@
-"""The worker's lifecycle: start, serve until SIGTERM/SIGINT (or a broken stream), drain, stop.
+"""The worker's lifecycle: start, serve until SIGTERM/SIGINT/SIGHUP (or a broken stream), drain,
+stop.
 
 Start-up goes from the inside out: migrations (idempotent, advisory-locked), the database pool,
 the publisher, the handler with the model client and graph (:func:`open_handler`), the health
@@ -356,16 +357,19 @@ async def cancel_and_wait(task: asyncio.Task[Any]) -> None:
 
 
 def install_signal_handlers(stop: asyncio.Event) -> None:
-    """SIGTERM (Cloud Run) and SIGINT (Ctrl-C) both mean: stop taking work and drain."""
+    """SIGTERM (Cloud Run), SIGINT (Ctrl-C) and SIGHUP (the terminal a worker was started from
+    closed) all mean: stop taking work and drain. Left to its default, SIGHUP would end the
+    process where it stands: its model calls lost, its messages and claims held until their
+    leases run out."""
     loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         loop.add_signal_handler(signum, stop.set)
 
 
 async def run_worker(
     settings: Settings, *, metrics_registry: CollectorRegistry | None = None
 ) -> int:
-    """Serve until SIGTERM/SIGINT. A signal during start-up (migrations, a slow database or
+    """Serve until SIGTERM/SIGINT/SIGHUP. A signal during start-up (migrations, a slow database or
     model) abandons the start at once and exits 0: the platform is stopping an instance that
     never took work, and waiting for it to finish starting only delays the stop."""
     stop, started = asyncio.Event(), asyncio.Event()

@@ -148,3 +148,35 @@ async def test_sigterm_with_work_in_flight_exits_0_within_the_grace_and_loses_no
         ).fetchone()
     assert marks == (len(events), len(events)), "a clean stop records every confirmed publish"
     print(f"\nSIGTERM: stopped in {stopped_in:.1f}s with grace {grace_s}s")
+
+
+async def test_sighup_of_a_worker_started_in_a_terminal_drains_as_sigterm_does(
+    bus: Bus, model_server: LocalModelServer, tmp_path: Path
+) -> None:
+    """Closing the terminal a worker was started from (SIGHUP) hands its work back, as SIGTERM
+    does, instead of ending the process where it stands: the claims it held go at once, not
+    after their lease."""
+    model_server.latency_ms = 5000
+    environment = bus.worker_environment(
+        LLM_BOT_MAX_IN_FLIGHT="2",
+        LLM_BOT_SHUTDOWN_GRACE_S="1",
+        OPENAI_TIMEOUT_MS="10000",
+        LLM_BOT_MODEL_DEADLINE_MS="10000",
+    )
+    worker = WorkerProcess(environment, tmp_path / "worker.log").start()
+    try:
+        for i in range(2):
+            bus.publish_event(
+                prompt_event(f"hup {i}", user="u", thread="t", egress_topic=bus.egress_topic)
+            )
+        await wait_until(lambda: len(model_server.chat_requests()) >= 2, 30, "work in flight")
+        worker.signal(signal.SIGHUP)
+        assert worker.wait(15) == 0, worker.log_tail()
+    finally:
+        worker.kill()
+    assert "worker stopped: 0 in-flight finished, 2 handed back" in worker.log_tail()
+    with psycopg.connect(bus.environment["DATABASE_URL"]) as connection:
+        held = connection.execute(
+            "SELECT count(*) FILTER (WHERE claim_token IS NOT NULL), count(*) FROM processed_events"
+        ).fetchone()
+    assert held == (0, 2), "a claim outlived the worker"

@@ -195,7 +195,6 @@ async def _serve_with_demo(
     """Run the worker until Ctrl-C/SIGTERM/SIGHUP, after showing a few events going through it."""
     stop = asyncio.Event()
     install_signal_handlers(stop)
-    asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, stop.set)
     async with Worker(settings, metrics_registry=registry) as worker:
         print(f"# worker running (health on port {settings.port})", flush=True)
         reply_subscription = tap_subscription_name(
