@@ -120,6 +120,11 @@ class StreamingSubscriber:
         self.accepting = True
 
     @property
+    def path(self) -> str:
+        """The subscription's full path."""
+        return self._path
+
+    @property
     def in_flight(self) -> int:
         return len(self._tasks)
 

@@ -156,19 +156,22 @@ class Worker:
         self._resources.callback(registry.unregister, collector)
 
     async def serve(self, stop: asyncio.Event) -> int:
-        """Run until ``stop`` is set (exit code 0) or the stream ends by itself (1)."""
-        subscriber = self._require_subscriber()
-        waiters = [
-            asyncio.create_task(stop.wait()),
-            asyncio.create_task(subscriber.stream_ended.wait()),
-        ]
+        """Run until ``stop`` is set (exit code 0) or a stream ends by itself (1): the events'
+        or, with ``LLM_BOT_CONSOLIDATION``, the jobs', whose end would otherwise leave every
+        closed session unconsolidated without a word while the worker answered on."""
+        subscribers = [self._require_subscriber()]
+        if self._consolidating is not None:
+            subscribers.append(self._consolidating)
+        waiters = [asyncio.create_task(stop.wait())]
+        waiters += [asyncio.create_task(each.stream_ended.wait()) for each in subscribers]
         await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
         for waiter in waiters:
             waiter.cancel()
-        error = subscriber.stream_error()
-        if error is not None:
-            logger.error("the subscription stream ended: %s", error)
-            return 1
+        for subscriber in subscribers:
+            error = subscriber.stream_error()
+            if error is not None:
+                logger.error("the stream of %s ended: %s", subscriber.path, error)
+                return 1
         return 0
 
     async def shutdown(self) -> None:

@@ -320,6 +320,24 @@ async def test_kill_9_during_the_model_call_then_a_restart_writes_the_job_once(
     assert len(extraction_requests(model_server)) == 2
 
 
+async def test_a_worker_whose_jobs_stream_ends_says_so_and_exits_1(
+    bus: Bus, tmp_path: Path
+) -> None:
+    """The jobs' subscription gone (deleted, never made, refused): the worker ends as it does
+    when its events' stream ends, naming the subscription, rather than answer on while every
+    closed session waits for a consolidation that never comes."""
+    missing = f"{bus.prefix}-no-jobs-sub"
+    environment = bus.worker_environment(
+        **WORKER_SETTINGS, LLM_BOT_CONSOLIDATION_SUBSCRIPTION=missing
+    )
+    worker = WorkerProcess(environment, tmp_path / "worker.log").launch()
+    try:
+        assert worker.wait(30) == 1, worker.log_tail()
+    finally:
+        worker.kill()
+    assert f"subscriptions/{missing} ended" in worker.log_tail()
+
+
 def channel_event(text: str, bus: Bus, user: str) -> InternalEventV2:
     return prompt_event(text, user=user, thread="lobby", egress_topic=bus.egress_topic)
 
