@@ -90,6 +90,8 @@ def parse_chat_reply(raw: bytes) -> ModelReply:
         body = json.loads(raw)
     except ValueError:
         raise errors.ModelRequestInvalid("model answered with something that is not JSON") from None
+    except RecursionError:
+        raise errors.ModelRequestInvalid("model answered with JSON nested too deeply") from None
     try:
         choices = body.get("choices") or ()
         if not choices:
@@ -99,22 +101,38 @@ def parse_chat_reply(raw: bytes) -> ModelReply:
         if choice.get("finish_reason") == "content_filter" or message.get("refusal"):
             raise errors.ModelRefused("model declined to answer (refusal or content filter)")
         calls = tuple(
-            ToolCall(
-                call["id"],
-                call["function"]["name"],
-                storable(_arguments_text(call["function"].get("arguments"))),
-            )
+            _tool_call(call["id"], call["function"]["name"], call["function"].get("arguments"))
             for call in message.get("tool_calls") or ()
             if call.get("type", "function") == "function"
         )
         usage = body.get("usage") or {}
-        tokens = TokenUsage(usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0)
+        tokens = TokenUsage(
+            _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
+        )
         text = storable(_content_text(message.get("content")))
-        return ModelReply(text, calls, tokens, body.get("model") or "")
+        return ModelReply(text, calls, tokens, _text(body.get("model")))
     except (AttributeError, KeyError, TypeError, IndexError):
         raise errors.ModelRequestInvalid(
             "model answered in a shape that is not a chat completion"
         ) from None
+
+
+def _tool_call(call_id: Any, name: Any, arguments: Any) -> ToolCall:
+    """A call as the runner and the next request take it: an id and a name that are text
+    (anything else is a reply of the wrong shape, ``TypeError``), every part storable."""
+    if not isinstance(call_id, str) or not isinstance(name, str):
+        raise TypeError("a tool call's id and name must be text")
+    return ToolCall(storable(call_id), storable(name), storable(_arguments_text(arguments)))
+
+
+def _count(tokens: Any) -> int:
+    """A usage count: a whole number of at least zero, else none reported (0)."""
+    return tokens if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0 else 0
+
+
+def _text(value: Any) -> str:
+    """An optional text field (the model's name): storable, or empty when it is not text."""
+    return storable(value) if isinstance(value, str) else ""
 
 
 def _arguments_text(arguments: Any) -> str:
@@ -128,8 +146,8 @@ def _arguments_text(arguments: Any) -> str:
         text = arguments
         try:
             arguments = json.loads(text)
-        except ValueError:
-            return text  # the runner tells the model its arguments are not JSON
+        except (ValueError, RecursionError):
+            return text  # the runner tells the model its arguments are not JSON, or too deep
     return json.dumps(arguments, ensure_ascii=False)
 
 
@@ -195,14 +213,29 @@ def _input_items(message: ChatMessage) -> list[dict[str, Any]]:
 
 
 def parse_responses_reply(response: Response) -> ModelReply:
-    calls = tuple(
-        ToolCall(item.call_id, item.name, storable(_arguments_text(item.arguments)))
-        for item in response.output
-        if item.type == "function_call"
-    )
-    usage = response.usage
-    tokens = TokenUsage(usage.input_tokens, usage.output_tokens) if usage else TokenUsage()
-    return ModelReply(storable(response.output_text), calls, tokens, response.model)
+    """The reply's text, calls and usage, checked as :func:`parse_chat_reply` checks a chat
+    completion's: the client builds ``response`` from the JSON without validating it, so a
+    field of the wrong type (a list for ``output``, a number for a name) is found here."""
+    try:
+        calls = tuple(
+            _tool_call(item.call_id, item.name, item.arguments)
+            for item in response.output
+            if item.type == "function_call"
+        )
+        usage = response.usage
+        tokens = (
+            TokenUsage(_count(usage.input_tokens), _count(usage.output_tokens))
+            if usage
+            else TokenUsage()
+        )
+        text = response.output_text
+        if not isinstance(text, str):
+            raise TypeError("output text is not text")
+        return ModelReply(storable(text), calls, tokens, _text(response.model))
+    except (AttributeError, KeyError, TypeError, IndexError):
+        raise errors.ModelRequestInvalid(
+            "model answered in a shape that is not a Responses API response"
+        ) from None
 
 
 def parse_embeddings(raw: bytes) -> list[list[float]]:

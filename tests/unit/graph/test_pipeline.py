@@ -199,6 +199,47 @@ async def test_a_rejected_request_is_permanent_and_not_retried(server: LocalMode
     assert len(server.chat_requests()) == 1
 
 
+def tool_turn(call: dict[str, Any]) -> dict[str, Any]:
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    return {"choices": [{"message": message, "finish_reason": "tool_calls"}]}
+
+
+@pytest.mark.parametrize("mode", ["chat", "responses"])
+async def test_a_tool_call_named_by_no_text_is_an_invalid_request_asked_once(
+    server: LocalModelServer, mode: str
+) -> None:
+    """Not INTERNAL, which a redelivery would ask the model again for."""
+    if mode == "chat":
+        server.script_body(tool_turn({"id": "c1", "function": {"name": {"a": 1}}}))
+    else:
+        call = {"type": "function_call", "call_id": "c1", "name": {"a": 1}, "arguments": "{}"}
+        server.script_body({"id": "r", "model": "m", "output": [call]})
+    tool = LookupTool()
+    result = await answer_event(
+        graph(), context(model_client(server, mode=mode), memory_tools=[tool]), event("hi")
+    )
+    assert result.error is not None
+    assert (result.error.code, result.error.retryable) == ("LLM_REQUEST_INVALID", False)
+    assert (len(server.chat_requests()), tool.users) == (1, [])
+
+
+async def test_arguments_nested_too_deeply_are_answered_to_the_model(
+    server: LocalModelServer,
+) -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    server.script_body(tool_turn({"id": "c1", "function": {"name": "lookup", "arguments": deep}}))
+    server.script_reply("done")
+    tool = LookupTool()
+    result = await answer_event(
+        graph(), context(model_client(server), memory_tools=[tool]), event("hi")
+    )
+    assert result.candidate is not None
+    assert result.candidate.text == "done"
+    [answered] = [m for m in server.chat_requests()[1]["messages"] if m["role"] == "tool"]
+    assert answered["content"] == "error: arguments are nested too deeply"
+    assert tool.users == []
+
+
 async def test_a_model_that_keeps_calling_tools_stops_after_the_bound(
     server: LocalModelServer,
 ) -> None:

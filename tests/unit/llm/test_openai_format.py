@@ -60,6 +60,34 @@ def test_missing_arguments_are_an_empty_object(function: dict[str, Any]) -> None
     assert reply.tool_calls == (ToolCall("c1", "note", "{}"),)
 
 
+@pytest.mark.parametrize(
+    "usage",
+    [
+        {"prompt_tokens": "12", "completion_tokens": None},
+        {"prompt_tokens": -5},
+        {"prompt_tokens": 1.5},
+    ],
+)
+def test_usage_that_is_not_a_count_counts_zero(usage: Any) -> None:
+    reply = parse_chat_reply(completion({"role": "assistant", "content": "hi"}, usage=usage))
+    assert reply.usage == TokenUsage()
+
+
+def test_arguments_too_deep_to_parse_are_kept_as_text_for_the_runner_to_refuse() -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    call = {"id": "c1", "type": "function", "function": {"name": "note", "arguments": deep}}
+    reply = parse_chat_reply(completion({"role": "assistant", "tool_calls": [call]}))
+    assert reply.tool_calls == (ToolCall("c1", "note", deep),)
+
+
+def test_a_call_id_and_name_that_cannot_be_stored_are_repaired() -> None:
+    raw = (
+        b'{"choices": [{"message": {"tool_calls": [{"id": "c\\ud800", "function":'
+        b' {"name": "n\\u0000"}}]}}]}'
+    )
+    assert parse_chat_reply(raw).tool_calls == (ToolCall("c\ufffd", "n\ufffd", "{}"),)
+
+
 def test_content_parts_are_joined_and_non_text_parts_ignored() -> None:
     parts = [
         {"type": "text", "text": "Hel"},
@@ -82,6 +110,10 @@ def test_a_refusal_is_refused() -> None:
         b'{"choices": [{"message": {"tool_calls": [{"id": "x"}]}}]}',
         b'{"choices": [{"message": {"content": [{"type": "text"}]}}]}',
         b'{"choices": [{"message": {"content": {"text": "not a list"}}}]}',
+        b'{"choices": [{"message": {"tool_calls": [{"id": "c1", "function": {"name": {}}}]}}]}',
+        b'{"choices": [{"message": {"tool_calls": [{"id": 7, "function": {"name": "t"}}]}}]}',
+        b'{"choices": [{"message": {"tool_calls": [{"id": "c1", "function": {"name": null}}]}}]}',
+        b"[" * 100_000 + b"]" * 100_000,
         b"[]",
         b'"text"',
         b"{not json",
@@ -164,3 +196,59 @@ def test_responses_input_keeps_each_message_an_item_of_its_role() -> None:
         },
         {"type": "function_call_output", "call_id": "call_1", "output": "saved"},
     ]
+
+
+def response(output: Any, **extra: Any) -> dict[str, Any]:
+    return {"id": "resp_1", "object": "response", "model": "gpt-test", "output": output, **extra}
+
+
+def function_call(call_id: Any, name: Any) -> dict[str, Any]:
+    return {"type": "function_call", "call_id": call_id, "name": name, "arguments": "{}"}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"hello": "world"},
+        response(None),
+        response("text"),
+        response(["text"]),
+        response([{"type": "message", "role": "assistant", "content": "not parts"}]),
+        response([function_call("c1", {"name": "t"})]),
+        response([function_call(7, "t")]),
+    ],
+)
+async def test_a_reply_that_is_not_a_response_is_an_invalid_request(
+    server: LocalModelServer, body: dict[str, Any]
+) -> None:
+    """The client builds a Responses API reply without checking it: a field of the wrong type
+    is an invalid request (never retried), not an unexpected failure of llm-bot's."""
+    server.reset()
+    server.script_body(body)
+    model = ModelClient.from_settings(
+        load_settings(OPENAI_BASE_URL=server.base_url, OPENAI_API_MODE="responses")
+    )
+    try:
+        with pytest.raises(errors.ModelRequestInvalid):
+            await model.complete([ChatMessage("user", "hi")], [])
+    finally:
+        await model.close()
+
+
+async def test_a_response_with_usage_not_counted_and_a_call_not_storable_is_read(
+    server: LocalModelServer,
+) -> None:
+    server.reset()
+    text = {"type": "output_text", "text": "hi", "annotations": []}
+    message = {"type": "message", "role": "assistant", "content": [text]}
+    usage = {"input_tokens": "5", "output_tokens": None}
+    server.script_body(response([function_call("c\ud800", "t\ud800"), message], usage=usage))
+    model = ModelClient.from_settings(
+        load_settings(OPENAI_BASE_URL=server.base_url, OPENAI_API_MODE="responses")
+    )
+    try:
+        reply = await model.complete([ChatMessage("user", "hi")], [])
+    finally:
+        await model.close()
+    assert (reply.text, reply.usage) == ("hi", TokenUsage())
+    assert reply.tool_calls == (ToolCall("c\ufffd", "t\ufffd", "{}"),)

@@ -86,6 +86,7 @@ class LocalModelServer(LocalService):
         self._generation = 0  # bumped by reset()
         self._requests: list[RecordedRequest] = []
         self._turns: deque[Reply] = deque()
+        self._bodies: deque[JsonObject] = deque()  # answered as they are, before any turn
         self._always: tuple[str, JsonObject] | None = None
         # Standing replies to requests whose last user message starts with a prefix.
         self._standing: dict[str, str] = {}
@@ -190,6 +191,12 @@ class LocalModelServer(LocalService):
             self._turns.append(Reply(tool_calls=turn))
         return [call.call_id for call in turn]
 
+    def script_body(self, body: JsonObject) -> None:
+        """The next chat or responses call is answered ``body`` as it is, with status 200: a
+        reply no real endpoint should send (a field of the wrong type, a missing one)."""
+        with self._lock:
+            self._bodies.append(body)
+
     def always_call_tool(self, name: str, arguments: Mapping[str, Any] | None = None) -> None:
         """Makes the model never stop calling tools, to test the bound on tool rounds."""
         with self._lock:
@@ -231,6 +238,7 @@ class LocalModelServer(LocalService):
             self._generation += 1
             self._requests.clear()
             self._turns.clear()
+            self._bodies.clear()
             self._always = None
             self._standing.clear()
             for kind in KINDS:
@@ -270,6 +278,11 @@ class LocalModelServer(LocalService):
                 return None
             if failure is not None:
                 return _error(*failure)
+            if kind == "generation":
+                with self._lock:
+                    scripted = self._bodies.popleft() if self._bodies else None
+                if scripted is not None:
+                    return Answer(200, scripted)
         try:
             return Answer(200, route(body))
         except payloads.RequestError as exc:
