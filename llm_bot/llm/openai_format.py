@@ -215,8 +215,11 @@ def _input_items(message: ChatMessage) -> list[dict[str, Any]]:
 def parse_responses_reply(response: Response) -> ModelReply:
     """The reply's text, calls and usage, checked as :func:`parse_chat_reply` checks a chat
     completion's: the client builds ``response`` from the JSON without validating it, so a
-    field of the wrong type (a list for ``output``, a number for a name) is found here."""
+    field of the wrong type (a list for ``output``, a number for a name) is found here. A
+    refusal or a reply a content filter stopped is refused, as a chat completion's is."""
     try:
+        if _refused(response):
+            raise errors.ModelRefused("model declined to answer (refusal or content filter)")
         calls = tuple(
             _tool_call(item.call_id, item.name, item.arguments)
             for item in response.output
@@ -236,6 +239,19 @@ def parse_responses_reply(response: Response) -> ModelReply:
         raise errors.ModelRequestInvalid(
             "model answered in a shape that is not a Responses API response"
         ) from None
+
+
+def _refused(response: Response) -> bool:
+    """A ``refusal`` part in a message, or an answer left incomplete by a content filter."""
+    incomplete = response.incomplete_details
+    if incomplete is not None and incomplete.reason == "content_filter":
+        return True
+    return any(
+        part.type == "refusal"
+        for item in response.output
+        if item.type == "message"
+        for part in item.content
+    )
 
 
 def parse_embeddings(raw: bytes) -> list[list[float]]:

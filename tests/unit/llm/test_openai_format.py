@@ -252,3 +252,44 @@ async def test_a_response_with_usage_not_counted_and_a_call_not_storable_is_read
         await model.close()
     assert (reply.text, reply.usage) == ("hi", TokenUsage())
     assert reply.tool_calls == (ToolCall("c\ufffd", "t\ufffd", "{}"),)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        response(
+            [
+                {
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [{"type": "refusal", "refusal": "no"}],
+                }
+            ]
+        ),
+        response(
+            [
+                {
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": "the start of", "annotations": []}],
+                }
+            ],
+            status="incomplete",
+            incomplete_details={"reason": "content_filter"},
+        ),
+    ],
+)
+async def test_a_response_refused_or_stopped_by_a_content_filter_is_refused(
+    server: LocalModelServer, body: dict[str, Any]
+) -> None:
+    """As a chat completion's: what a filter cut short is never published as the answer."""
+    server.reset()
+    server.script_body(body)
+    model = ModelClient.from_settings(
+        load_settings(OPENAI_BASE_URL=server.base_url, OPENAI_API_MODE="responses")
+    )
+    try:
+        with pytest.raises(errors.ModelRefused):
+            await model.complete([ChatMessage("user", "hi")], [])
+    finally:
+        await model.close()
