@@ -28,8 +28,10 @@ Which arguments those are comes from :data:`KNOWN`, the platform's tools by id, 
 other tool from its schema: a property whose name, in any case and without ``_`` or ``-``, is
 one of :data:`SCHEMA_PINS` (``userId``, ``user_id``, ``USER-ID`` alike). A tool whose subject no
 pin can confine (:data:`UNPINNABLE`: ``get_state`` reads any keys, ``propose_mutation`` writes
-them) is offered only when ``LLM_BOT_TOOLS_ALLOW`` names its id exactly; a glob such as
-``mcp:*`` never offers it (:mod:`llm_bot.platform_tools.catalog`).
+them; and any tool whose schema names a subject below its top level, inside an argument's object
+or a ``$ref``'d definition, where no pin reaches) is offered only when ``LLM_BOT_TOOLS_ALLOW``
+names its id exactly; a glob such as ``mcp:*`` never offers it
+(:mod:`llm_bot.platform_tools.catalog`).
 """
 
 from __future__ import annotations
@@ -79,7 +81,8 @@ def _pin_name(name: str) -> str:
 
 
 def subjects_of(tool_id: str, schema: Mapping[str, Any]) -> Subjects:
-    """The tool's pins: the platform's table, and any property the schema names as a subject."""
+    """The tool's pins: the platform's table, and any property the schema names as a subject.
+    A subject the schema names below its top level cannot be pinned (:func:`_named_below`)."""
     if tool_id in UNPINNABLE:
         return Subjects(pinnable=False)
     properties = schema.get("properties")
@@ -89,7 +92,34 @@ def subjects_of(tool_id: str, schema: Mapping[str, Any]) -> Subjects:
         if _pin_name(name) in SCHEMA_PINS
     }
     known = KNOWN.get(tool_id, Subjects())
-    return Subjects({**found, **known.pins})
+    pins = {**found, **known.pins}
+    if _named_below(schema, pins):
+        return Subjects(pinnable=False)
+    return Subjects(pins)
+
+
+def _named_below(schema: Mapping[str, Any], pins: Mapping[str, Pin]) -> bool:
+    """Whether a subject's name is a property anywhere but at the schema's top level: inside an
+    argument's object (``{"target": {"userId": ...}}``), a ``$defs`` entry a ``$ref`` names, an
+    ``anyOf`` branch. A pin sets a top-level argument only, so the model would name whom such a
+    call is for. The arguments pinned whole (an ``egress`` and its ``channel``) are not looked
+    into: whatever they hold is the event's."""
+    properties = schema.get("properties")
+    stack: list[object] = [value for key, value in schema.items() if key != "properties"]
+    if isinstance(properties, Mapping):
+        stack += [value for name, value in properties.items() if name not in pins]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Mapping):
+            named = node.get("properties")
+            if isinstance(named, Mapping) and any(
+                isinstance(name, str) and _pin_name(name) in SCHEMA_PINS for name in named
+            ):
+                return True
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
 
 
 def model_schema(schema: Mapping[str, Any], subjects: Subjects) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import mcp.types as types
+import pytest
 
 from llm_bot.platform_tools.catalog import allowed
 from llm_bot.platform_tools.client import McpClient
@@ -98,3 +99,32 @@ def test_an_unpinnable_tool_is_offered_only_by_its_exact_id() -> None:
     assert not allowed(reader.tool_id, ("mcp:*", "mcp:get_*"), pinnable=False)
     assert allowed(reader.tool_id, ("mcp:*", "mcp:get_state"), pinnable=False)
     assert allowed("mcp:get_state_prefix", ("mcp:*",), pinnable=True)
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": {"target": {"properties": {"userId": {}}}}},
+        {"type": "object", "properties": {"to": {"items": {"properties": {"channel_id": {}}}}}},
+        {"$ref": "#/$defs/Args", "$defs": {"Args": {"properties": {"user_id": {}}}}},
+        {"anyOf": [{"properties": {"text": {}}}, {"properties": {"Egress": {}}}]},
+    ],
+)
+def test_a_subject_named_below_the_top_level_cannot_be_pinned(schema: dict[str, Any]) -> None:
+    """No pin reaches it, so a glob never offers the tool: the model would name the user."""
+    subjects = subjects_of("mcp:notify", schema)
+    assert not subjects.pinnable
+    assert not allowed("mcp:notify", ("mcp:*",), pinnable=subjects.pinnable)
+
+
+def test_what_an_argument_pinned_whole_holds_is_not_looked_into() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "message": {"type": "string"},
+            "egress": {"type": "object", "properties": {"channel": {}, "destination": {}}},
+        },
+    }
+    subjects = subjects_of("mcp:agent.sendProgressUpdate", schema)
+    assert subjects.pinnable
+    assert set(model_schema(schema, subjects)["properties"]) == {"message"}
