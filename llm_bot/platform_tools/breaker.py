@@ -11,12 +11,17 @@ failure opens it again for the whole timeout.
 Where it differs from BitBrat, and why:
 
 - **A failure is a call that got no answer in its full time**: it timed out after the whole
-  ``LLM_BOT_TOOL_TIMEOUT_MS``, or its connection failed (the SDK's ``CONNECTION_CLOSED`` and
-  ``REQUEST_TIMEOUT``, a transport error). A call whose limit the event's deadline cut short
-  and that timed out says nothing of the server: it counts neither way. BitBrat also counts an
-  error the server answers (an ``isError`` result, a JSON-RPC error such as the gateway's
-  ``Forbidden``). Such an answer comes back at once, so failing fast saves nothing, and a user
-  can cause one at will (a forbidden tool, bad arguments).
+  ``LLM_BOT_TOOL_TIMEOUT_MS``, or its request failed (the SDK's ``REQUEST_TIMEOUT``, a
+  transport error). A call whose limit the event's deadline cut short and that timed out says
+  nothing of the server: it counts neither way. BitBrat also counts an error the server
+  answers (an ``isError`` result, a JSON-RPC error such as the gateway's ``Forbidden``). Such
+  an answer comes back at once, so failing fast saves nothing, and a user can cause one at will
+  (a forbidden tool, bad arguments).
+- **A call whose connection was lost under it counts for nothing** (the SDK's
+  ``CONNECTION_CLOSED``): every call in flight fails with the connection, whoever's it was and
+  whatever lost it (one user's result past the SDK's 1 MiB message limit ends the SSE stream),
+  so counting them would let one user's call open the circuit for everyone. The client
+  connects again, and while it is away calls fail at once, costing no time.
 - **One user's failures open that user's circuit, not everyone's.** The gateway serves every
   platform tool, and a user can make calls time out at will ("summarize the stream, then draw
   it"): a slow call says as much about what was asked as about the server. So each user has
@@ -55,13 +60,13 @@ logger = logging.getLogger(__name__)
 
 State = Literal["closed", "open", "half-open"]
 # answered: the server answered (an error answer too); unanswered: a failure; abandoned: the
-# call ended without telling (cancelled, or timed out within a limit shorter than the full one).
+# call ended without telling (cancelled, its connection lost, or timed out within a limit
+# shorter than the full one).
 Verdict = Literal["answered", "unanswered", "abandoned"]
 # Users whose failures are followed at once; beyond it the least recent is forgotten (its
 # budget starts again: at worst it costs that user `threshold` more timeouts).
 MAX_USERS = 10_000
 
-_NO_ANSWER_CODES = frozenset({types.CONNECTION_CLOSED, types.REQUEST_TIMEOUT})
 _DEFAULTS = Settings.model_fields
 
 
@@ -76,8 +81,10 @@ class Refused(Exception):
 
 def verdict_of(error: Exception, full_time: bool = True) -> Verdict:
     """What a call that raised ``error`` says of its server: a JSON-RPC error is an answer; a
-    timeout within a limit shorter than the full one, nothing."""
-    if isinstance(error, MCPError) and error.code not in _NO_ANSWER_CODES:
+    lost connection, or a timeout within a limit shorter than the full one, nothing."""
+    if isinstance(error, MCPError) and error.code == types.CONNECTION_CLOSED:
+        return "abandoned"
+    if isinstance(error, MCPError) and error.code != types.REQUEST_TIMEOUT:
         return "answered"
     if isinstance(error, TimeoutError) and not full_time:
         return "abandoned"

@@ -4,11 +4,13 @@ the circuit breaker."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import pytest
 from mcp import types
+from mcp.shared.exceptions import MCPError
 
 from llm_bot.platform_tools.breaker import CircuitBreaker
 from llm_bot.platform_tools.client import CircuitOpen, McpClient, ToolUnavailable, gateway_client
@@ -195,3 +197,37 @@ class FakeTicks:
 
     def __call__(self) -> float:
         return self.now
+
+
+async def test_one_users_result_past_the_message_limit_opens_no_circuit_for_the_others() -> None:
+    """A result past the SDK's 1 MiB message limit drops the SSE stream, and with it every call
+    in flight, whoever's: that says nothing of whether the server answers. Before, bob's and
+    cat's calls lost with ada's made two users' failures in a row, opening the server's circuit
+    for everyone for two minutes."""
+    server = ToolServer("sse", token="gateway-token", big_chars=2_000_000)
+    config = ServerConfig("gw", server.url, "sse", {"x-mcp-token": "gateway-token"})
+    await server.start()
+    try:
+        async with running(McpClient(config, **FAST)) as client:
+            await client.wait_until(connected, WAIT_S)
+            in_flight = [
+                asyncio.create_task(
+                    client.call("hold", {"text": user}, meta={}, timeout_s=WAIT_S, user=user)
+                )
+                for user in ("bob", "cat")
+            ]
+            await wait_until(lambda: len(server.calls) == 2, WAIT_S, "both holds arrived")
+            with pytest.raises(MCPError):
+                await client.call("big", {}, meta={}, timeout_s=WAIT_S, user="ada")
+            for lost in await asyncio.gather(*in_flight, return_exceptions=True):
+                assert isinstance(lost, MCPError)
+            await client.wait_until(lambda c: c.connected and c.connects == 2, WAIT_S)
+            assert client.breaker.state == "closed"
+            for user in ("dan", "ada"):
+                result = await client.call(
+                    "echo", {"text": user}, meta={}, timeout_s=WAIT_S, user=user
+                )
+                assert text_of(result) == f"echo: {user}"
+    finally:
+        server.release.set()
+        await server.stop()

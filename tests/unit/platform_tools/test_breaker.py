@@ -62,7 +62,7 @@ def test_two_unanswered_calls_in_a_row_open_the_circuit_for_the_reset_timeout(
 ) -> None:
     fail(breaker, TimeoutError(), "ada")
     assert breaker.state == "closed"
-    fail(breaker, MCPError(types.CONNECTION_CLOSED, "Connection closed"), "bob")
+    fail(breaker, MCPError(types.REQUEST_TIMEOUT, "Request timed out"), "bob")
     assert breaker.state == "open"
     clock.now += 100
     assert refused(breaker) == pytest.approx(RESET_S - 100)
@@ -147,4 +147,12 @@ def test_a_timeout_within_a_limit_cut_short_counts_for_nothing(breaker: CircuitB
         fail(breaker, TimeoutError(), user, full_time=False)
     assert breaker.state == "closed"
     succeed(breaker, "ada")
+    succeed(breaker, "bob")
+
+
+def test_calls_whose_connection_was_lost_count_for_nothing(breaker: CircuitBreaker) -> None:
+    """Every call in flight fails with the connection, whoever's call lost it."""
+    for user in ("ada", "bob", "cat", "ada"):
+        fail(breaker, MCPError(types.CONNECTION_CLOSED, "Connection closed"), user)
+    assert breaker.state == "closed"
     succeed(breaker, "bob")
