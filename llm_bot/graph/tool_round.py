@@ -16,9 +16,11 @@ answered as a call to an unknown tool. The runner dispatches by kind:
   requesting user (the offer's :class:`Caller`), with the arguments that name a user, channel
   or destination set from the event (``PlatformTool.bind``), within ``timeout_s``.
 
-A platform tool's result is data from outside: it is cut to ``LLM_BOT_TOOL_RESULT_MAX_CHARS``
-with a visible marker before the ledger stores it and the model reads it, and reaches the model
-labelled as that tool's output and fenced (:func:`llm_bot.llm.messages.sent_content`). A call
+A platform tool's result is data from outside: each NUL in it becomes U+FFFD (an ``errors[]``
+entry quotes it, and an event holding a NUL is one llm-bot refuses at decode, as a jsonb column
+downstream does), it is cut to ``LLM_BOT_TOOL_RESULT_MAX_CHARS`` with a visible marker before
+the ledger stores it and the model reads it, and it reaches the model labelled as that tool's
+output and fenced (:func:`llm_bot.llm.messages.sent_content`). A call
 the run already made, same tool and same arguments once bound, is answered with the first
 call's outcome and not sent again: a model that lost sight of a result, or was told by one to
 call again, cannot make the server act twice for one event.
@@ -49,7 +51,7 @@ from llm_bot.platform_tools.calls import CallKey, ToolLedger, ToolOutcome
 from llm_bot.platform_tools.platform import Caller, PlatformTool, ToolRequest, error_source
 from llm_bot.telemetry import metrics
 from llm_bot.telemetry.traces import tool_span
-from llm_bot.text import capped
+from llm_bot.text import capped, storable
 
 logger = logging.getLogger(__name__)
 
@@ -212,7 +214,8 @@ async def _run_platform(
                 "tool failed", extra={"tool": tool.tool_id, "cause": type(error).__name__}
             )
             return ToolOutcome(f"error: {tool.spec.name} failed: {type(error).__name__}", True)
-        return ToolOutcome(capped(outcome.text, platform.result_max_chars), outcome.is_error)
+        text = capped(storable(outcome.text), platform.result_max_chars)
+        return ToolOutcome(text, outcome.is_error)
 
     if tool.side_effects:
         outcome = await platform.ledger.once(key, tool.tool_id, bound, call)

@@ -56,6 +56,7 @@ class ToolServer:
     release: asyncio.Event = field(default_factory=asyncio.Event)  # what `hold` waits for
     state: dict[str, str] = field(default_factory=dict)  # what the state engine's tools read
     big_chars: int = 1_000_000
+    fail_text: str = "backend down"  # the error `fail` raises
     port: int = 0
     _server: uvicorn.Server | None = None
     _task: asyncio.Task[None] | None = None
@@ -124,7 +125,7 @@ class ToolServer:
         async def fail(ctx: Context) -> str:
             """Fail as a tool whose own backend is down."""
             self._record("fail", {}, ctx)
-            raise ToolError("backend down")
+            raise ToolError(self.fail_text)
 
         @mcp.tool()
         async def hold(text: str, ctx: Context) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from llm_bot.answer.unit import Answer, Answerer
+from llm_bot.events.codec import decode, encode
 from llm_bot.events.inbound import inbound_of
 from llm_bot.events.models import AnnotationV1, InternalEventV2
 from llm_bot.graph.assembly import context_from_settings, graph_from_settings
@@ -212,6 +213,24 @@ async def test_a_failing_tool_is_an_error_to_the_model_and_on_the_event_which_co
     assert "backend down" in entry.message
     metadata = answer.candidate.metadata or {}
     assert metadata["tools"] == [{"tool": "mcp:fail", "outcome": "error"}]
+
+
+async def test_a_tool_error_that_cannot_be_stored_reaches_errors_repaired(
+    chat_server: LocalModelServer, model: ModelClient, gateway: McpClient, sse_server: ToolServer
+) -> None:
+    """NUL in a tool's error text made the published event one that llm-bot itself refuses at
+    decode (a later step of the slip) and a jsonb column downstream refuses to store."""
+    sse_server.fail_text = "backend\x00down"
+    chat_server.script_tool_call("mcp_fail", {})
+    chat_server.script_reply("sorry, that failed")
+    answer = await answerer(model, gateway).answer(inbound_of(event(), deadline_s=30))
+
+    [entry] = answer.event.errors or []
+    assert entry.message.endswith("backend\ufffddown")
+    [message] = tool_messages(chat_server)
+    assert message.endswith("backend\ufffddown")
+    data, attributes = encode(answer.event)
+    assert decode(data, attributes).errors == answer.event.errors
 
 
 async def test_a_hanging_tool_times_out_and_the_event_completes(
