@@ -10,7 +10,8 @@
   here, as it is in BitBrat's llm-bot: ``LLM_BOT_TOOLS_ALLOW`` is what holds tools back;
 - side effects unless the listing's annotations say ``readOnlyHint``;
 - bounded: the description cut to ``MAX_DESCRIPTION_CHARS``; a tool whose model name passes 64
-  characters or whose schema is too large or deep is not offered (:func:`unfit`);
+  characters, whose name, roles or scopes hold a NUL, or whose schema is too large or deep is
+  not offered (:func:`unfit`);
 - the arguments that name a user, a channel or a destination pinned to the event
   (:mod:`llm_bot.platform_tools.subjects`): left out of the schema the model sees, set when bound;
 - a call carries ``_meta`` ``{userRoles, userId}`` as BitBrat's (``call_meta``) plus the call's
@@ -37,7 +38,7 @@ from llm_bot.platform_tools.client import McpClient, ToolUnavailable
 from llm_bot.platform_tools.platform import Caller, ToolRequest, roles_allow
 from llm_bot.platform_tools.servers import call_meta, model_name, tool_id
 from llm_bot.platform_tools.subjects import Subjects, model_schema, pinned, subjects_of
-from llm_bot.text import capped
+from llm_bot.text import UNSTORABLE, capped
 
 logger = logging.getLogger(__name__)
 
@@ -120,10 +121,14 @@ def gateway_tools(client: McpClient) -> list[GatewayTool]:
 
 def unfit(tool: GatewayTool) -> str | None:
     """Why a listed tool is not offered: a name past what providers accept (one such name makes
-    them refuse every request that offers it), or a schema too large or too deep, which would
-    cost every request its size and every reader its depth."""
+    them refuse every request that offers it); a name, role or scope holding a NUL (the id is
+    stored with each call, the id and a scope are published in ``errors[]`` and annotations, and
+    neither takes one); or a schema too large or too deep, which would cost every request its
+    size and every reader its depth."""
     if len(tool.spec.name) > MAX_NAME_CHARS:
         return f"name longer than {MAX_NAME_CHARS} characters"
+    if any(UNSTORABLE.search(text) for text in (tool.tool_id, *tool.required_roles, *tool.scopes)):
+        return "name, roles or scopes hold a character that cannot be stored"
     if len(json.dumps(tool.spec.parameters)) > MAX_SCHEMA_CHARS:
         return f"schema larger than {MAX_SCHEMA_CHARS} characters"
     if _depth(tool.spec.parameters) > MAX_SCHEMA_DEPTH:

@@ -271,6 +271,12 @@ def test_a_listing_reaches_the_model_bounded() -> None:
     long_name = gateway_tool("n" * 61)  # mcp_ + 61 = 65 characters
     assert unfit(long_name) == "name longer than 64 characters"
     assert unfit(gateway_tool("n" * 60)) is None
+    # Its id is stored with each call (a Postgres text), its id and scopes are published (in
+    # errors[], in the response-strategy annotation): a NUL failed every call, or every event.
+    unstorable = "name, roles or scopes hold a character that cannot be stored"
+    assert unfit(gateway_tool("nul\x00name")) == unstorable
+    assert unfit(gateway_tool("scoped", meta={"scopes": ["st\x00ory"]})) == unstorable
+    assert unfit(gateway_tool("guarded", meta={"requiredRoles": ["mo\x00d"]})) == unstorable
     deep: dict[str, Any] = {"type": "object"}
     for _ in range(12):
         deep = {"type": "object", "properties": {"x": deep}}
