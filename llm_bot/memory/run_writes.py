@@ -68,10 +68,16 @@ class RunWrites:
         )
 
     def put_memory(self, put: MemoryPut) -> None:
+        """A later put of a key replaces the run's earlier one: the commit writes its last text."""
         if put.key in self.memory_deletes:
             self.memory_deletes.remove(put.key)
+        self.memory_puts = [earlier for earlier in self.memory_puts if earlier.key != put.key]
         self.memory_puts.append(put)
         self.writes_made += 1
+
+    def key_of(self, content: str) -> str | None:
+        """The key this run put ``content`` under, if it did: saved again, it is that memory."""
+        return next((put.key for put in self.memory_puts if put.content == content), None)
 
     def delete_memory(self, key: str) -> None:
         self.memory_puts = [put for put in self.memory_puts if put.key != key]

@@ -93,12 +93,13 @@ class UpsertMemoryTool:
             logger.info("memory refused", extra={"userId": run.user_id, "cause": str(error)})
             return f"error: memory not saved: {error}"
         memories = self._store.for_user(run.user_id)
+        key = key or run.key_of(content)  # saved earlier in this run: not in the store yet
         if key is not None and not await _visible(memories, key, run):
             return f"error: memory not saved: no memory with key {key}; omit the key for a new one"
         key, effect = await memories.resolve_key(content, key, run.visibility)
         if effect == "merged" and key in run.memory_deletes:  # forgotten: not a twin any more
             key, effect = new_key(), "created"
-        if effect == "created" and await self._full(memories, run):
+        if effect == "created" and not run.puts_key(key) and await self._full(memories, run):
             return (
                 f"error: memory not saved: this user has {self._max_memories} memories, the most"
                 " kept; update one you were shown (pass its key) or forget one first"

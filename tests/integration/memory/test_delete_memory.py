@@ -135,6 +135,25 @@ async def test_within_one_run_the_later_call_on_a_key_wins(
     assert contents == ["User is vegetarian", "User lives in Bergen"]
 
 
+async def test_within_one_run_a_fact_saved_again_is_the_same_memory(
+    memory_store: MemoryStore, model: ModelClient, chat_server: LocalModelServer
+) -> None:
+    """As a fact saved again in a later message is merged into its twin: a model repeating a
+    call (or steered to) made one memory per call, up to the event's bound on writes."""
+    chat_server.script_tool_calls([("upsertMemory", {"content": "User drinks tea"})] * 3)
+    chat_server.script_tool_calls(
+        [("upsertMemory", {"content": "User drinks tea", "metadata": {"kind": "habit"}})]
+    )
+    answerer = answerer_for(memory_store, model)
+    answer = await answerer.answer(inbound_of(said("mira", "thread-a", "tea, every morning")))
+    await commit(answerer, answer)
+
+    [memory] = await memory_store.for_user("mira").list_memories()
+    assert (memory.content, memory.metadata) == ("User drinks tea", {"kind": "habit"})
+    [key] = {result.split()[2] for result in tool_results(chat_server)}
+    assert key == memory.key
+
+
 class DownAfter:
     """A new embedding model whose endpoint goes down after ``calls`` requests: a re-embedding
     stops half way, with the memories' ``embedding_next`` partly filled."""
