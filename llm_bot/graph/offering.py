@@ -17,6 +17,7 @@ so a listing that changes mid-run neither adds a tool nor moves a name.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -36,6 +37,11 @@ from llm_bot.platform_tools.platform import (
 )
 
 logger = logging.getLogger(__name__)
+
+# The most tools one request may offer: OpenAI refuses a request with more ("array too long"),
+# so a gateway listing more that the allowlist passes (``mcp:*``) would fail every event as
+# LLM_REQUEST_INVALID. The memory tools come first, then the platform tools in listing order.
+MAX_OFFERED_TOOLS = 128
 
 
 @dataclass(frozen=True)
@@ -89,8 +95,20 @@ def make_offer(
         if tool.spec.name in memory or tool.spec.name in platform:
             logger.warning("tool name offered twice; the first kept", extra={"tool": tool.tool_id})
             continue
+        if len(memory) + len(platform) == MAX_OFFERED_TOOLS:
+            _warn_of_tools_left_out(len(memory) + len(in_scope))
+            break
         platform[tool.spec.name] = tool
     return Offer(caller, use, memory, platform)
+
+
+@functools.lru_cache(maxsize=8)
+def _warn_of_tools_left_out(passing: int) -> None:
+    """Once per process for each number of tools the filters pass, not once per event."""
+    logger.warning(
+        "more tools pass the filters than a model request may offer; the first are offered",
+        extra={"tools": passing, "offered": MAX_OFFERED_TOOLS},
+    )
 
 
 def _scope_reason(requested: str | None, scopes: Sequence[str]) -> str:

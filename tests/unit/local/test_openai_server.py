@@ -230,6 +230,18 @@ def test_cue_for_a_tool_not_offered_is_plain_text(client: openai.OpenAI) -> None
     assert completion.choices[0].message.content == f"echo: {cue}"
 
 
+def test_more_tools_than_openai_takes_are_refused_as_it_refuses_them(
+    client: openai.OpenAI,
+) -> None:
+    tools: list[ChatCompletionToolParam] = [
+        {"type": "function", "function": {"name": f"tool{n}", "parameters": {"type": "object"}}}
+        for n in range(129)
+    ]
+    with pytest.raises(openai.BadRequestError, match="array too long"):
+        _chat(client, [{"role": "user", "content": "hi"}], tools)
+    assert _chat(client, [{"role": "user", "content": "hi"}], tools[:128]).choices
+
+
 def test_always_call_tool_until_cleared(server: LocalModelServer, client: openai.OpenAI) -> None:
     server.always_call_tool("lookup", {"q": "again"})
     messages: list[ChatCompletionMessageParam] = [

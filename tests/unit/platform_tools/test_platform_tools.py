@@ -13,7 +13,7 @@ import pytest
 
 from llm_bot.events.models import AnnotationV1, InternalEventV2, UserIdentity
 from llm_bot.graph.behavior.profile import Profile, derive_profile
-from llm_bot.graph.offering import make_offer
+from llm_bot.graph.offering import MAX_OFFERED_TOOLS, make_offer
 from llm_bot.platform_tools.builtins import NARRATOR_INSTRUCTION, builtin_tools
 from llm_bot.platform_tools.calls import CallKey
 from llm_bot.platform_tools.catalog import ToolCatalog, allowed, allowlist
@@ -287,3 +287,19 @@ def test_a_listing_reaches_the_model_bounded() -> None:
     described = gateway_tool("talky", description="word " * 1000)
     assert 1000 < len(described.spec.description) <= 1024
     assert described.spec.description.endswith("of 5000 characters shown]")
+
+
+def test_an_offer_holds_no_more_tools_than_a_model_request_may(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """OpenAI refuses a request offering more than 128 tools: a gateway listing more that the
+    allowlist passed failed every event as LLM_REQUEST_INVALID."""
+    many = [gateway_tool(f"tool{n:03}") for n in range(200)]
+    builtins = ToolCatalog(None, ()).tools()
+    offer = make_offer(event(), profile_of(), [], [*builtins, *many], filter_enabled=True)
+    assert len(offer.specs) == MAX_OFFERED_TOOLS == 128
+    shown = [tool.tool_id for tool in offer.platform.values()]
+    assert shown == [tool.tool_id for tool in [*builtins, *many]][:128]
+    assert "more tools pass the filters than a model request may offer" in caplog.text
+    few = make_offer(event(), profile_of(), [], many[:5], filter_enabled=True)
+    assert len(few.specs) == 5

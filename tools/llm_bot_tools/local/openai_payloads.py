@@ -21,6 +21,8 @@ from typing import Any
 JsonObject = dict[str, Any]
 
 DEFAULT_EMBEDDING_DIMENSIONS = 384
+# The most tools a request may offer, as OpenAI's API refuses more (in its words).
+MAX_TOOLS = 128
 
 # One optional run of spaces between the name and "]]" when there are no arguments: two runs
 # around an optional group would try every split of a long run of spaces before failing.
@@ -130,6 +132,12 @@ def _offered_tools(tools: object, *, nested: bool) -> frozenset[str]:
     """Chat nests the name under `function`; the Responses API keeps it at the top level."""
     if not isinstance(tools, list):
         return frozenset()
+    if len(tools) > MAX_TOOLS:
+        raise RequestError(
+            400,
+            "Invalid 'tools': array too long. Expected an array with maximum length"
+            f" {MAX_TOOLS}, but got an array with length {len(tools)} instead.",
+        )
     names: set[str] = set()
     for tool in tools:
         spec = tool.get("function") if nested and isinstance(tool, dict) else tool
