@@ -67,8 +67,9 @@ def complete_current_step(
 
 def select_best_candidate(candidates: list[CandidateV1]) -> CandidateV1 | None:
     """The platform's choice (BitBrat's ``selectBestCandidate``): lowest priority wins (none is
-    last), then highest confidence (none is -1), then earliest ``createdAt`` (none or
-    unreadable is last); the first of equals keeps its place."""
+    last), then highest confidence (none is -1). Among equals, where BitBrat draws one at
+    random, the earliest ``createdAt`` (none or unreadable is last), then the first, so the
+    same event always selects the same candidate."""
     if not candidates:
         return None
     return min(candidates, key=_rank)
