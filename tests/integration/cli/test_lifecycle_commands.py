@@ -132,32 +132,25 @@ def test_without_a_database_one_line_and_exit_2(
     assert len(error.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("argv", [["forget-user", ""], ["forget-thread", ""], ["export-user", ""]])
-def test_an_empty_id_is_refused_in_one_line(
-    argv: list[str], capsys: pytest.CaptureFixture[str]
-) -> None:
-    with pytest.raises(SystemExit) as exit_code:
-        main(argv)
-    assert exit_code.value.code == 2
-    assert "must not be empty" in capsys.readouterr().err
-
-
 # An argument's bytes that are not UTF-8 reach Python as lone surrogates (os.fsdecode).
 @pytest.mark.parametrize(
-    "argv",
+    ("argv", "problem"),
     [
-        ["forget-user", "a\udcffb"],
-        ["forget-thread", "cli:\udce9"],
-        ["export-user", "a\udcffb"],
-        ["memories", "delete", "--user", "a\udcffb", "k"],
+        (["forget-user", ""], "must not be empty"),
+        (["forget-thread", ""], "must not be empty"),
+        (["export-user", ""], "must not be empty"),
+        (["forget-user", "a\udcffb"], "not valid UTF-8"),
+        (["forget-thread", "cli:\udce9"], "not valid UTF-8"),
+        (["export-user", "a\udcffb"], "not valid UTF-8"),
+        (["memories", "delete", "--user", "a\udcffb", "k"], "not valid UTF-8"),
     ],
 )
-def test_an_id_that_is_not_utf_8_is_refused_in_one_line(
-    argv: list[str], capsys: pytest.CaptureFixture[str]
+def test_an_id_that_is_empty_or_not_utf_8_is_refused_in_one_line(
+    argv: list[str], problem: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit) as exit_code:
         main(argv)
     assert exit_code.value.code == 2
     error = capsys.readouterr().err
-    assert "not valid UTF-8" in error
+    assert problem in error
     assert len(error.strip().splitlines()) == 1

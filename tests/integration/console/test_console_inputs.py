@@ -103,6 +103,21 @@ async def get(app: ASGIApp, path: str, query_string: bytes) -> tuple[int, str]:
     return status, body.decode()
 
 
+def token_console(store: MemoryStore, database_url: str) -> Console:
+    """The console over ``store`` as it serves, the worker's settings, ``TOKEN`` its token."""
+    settings = settings_for(database_url)
+    limits = ContextLimits.from_settings(settings)
+    return Console(
+        store=store,
+        retriever=PostgresMemoryRetriever(store, limits, settings.agent_name, utc_now),
+        limits=limits,
+        agent=settings.agent_name,
+        authenticators=[BearerToken(TOKEN)],
+        clock=utc_now,
+        basic_realm=True,
+    )
+
+
 async def views(store: MemoryStore) -> int:
     async with store.connection() as connection, connection.cursor() as cursor:
         await cursor.execute("SELECT count(*) AS n FROM console_views")
@@ -114,17 +129,7 @@ async def views(store: MemoryStore) -> int:
 async def test_no_hostile_query_reaches_the_database_on_any_route(
     memory_store: MemoryStore, migrated_database_url: str
 ) -> None:
-    settings = settings_for(migrated_database_url)
-    limits = ContextLimits.from_settings(settings)
-    console = Console(
-        store=memory_store,
-        retriever=PostgresMemoryRetriever(memory_store, limits, settings.agent_name, utc_now),
-        limits=limits,
-        agent=settings.agent_name,
-        authenticators=[BearerToken(TOKEN)],
-        clock=utc_now,
-        basic_realm=True,
-    )
+    console = token_console(memory_store, migrated_database_url)
     routes = [route.path for route in pages(console) if isinstance(route, Route)]
     assert sorted(routes) == sorted(PARAMETERS), "every route needs its row in PARAMETERS"
     app = console_app(console)

@@ -7,14 +7,11 @@ from __future__ import annotations
 import pytest
 
 from llm_bot.clock import utc_now
-from llm_bot.console.app import Console, console_app
-from llm_bot.console.auth import BearerToken
+from llm_bot.console.app import console_app
 from llm_bot.console.reads import LIST_LIMIT
-from llm_bot.memory.context import ContextLimits, PostgresMemoryRetriever
 from llm_bot.memory.store import MemoryStore, put_memory
 
-from ...from_settings import settings_for
-from .test_console_inputs import TOKEN, get
+from .test_console_inputs import get, token_console
 
 pytestmark = pytest.mark.integration
 
@@ -22,17 +19,7 @@ pytestmark = pytest.mark.integration
 async def test_a_list_cut_at_the_limit_says_the_user_has_more(
     memory_store: MemoryStore, migrated_database_url: str
 ) -> None:
-    settings = settings_for(migrated_database_url)
-    limits = ContextLimits.from_settings(settings)
-    console = Console(
-        store=memory_store,
-        retriever=PostgresMemoryRetriever(memory_store, limits, settings.agent_name, utc_now),
-        limits=limits,
-        agent=settings.agent_name,
-        authenticators=[BearerToken(TOKEN)],
-        clock=utc_now,
-        basic_realm=True,
-    )
+    console = token_console(memory_store, migrated_database_url)
     app = console_app(console)
     async with memory_store.connection() as connection:
         for user, count in (("many", LIST_LIMIT + 1), ("enough", LIST_LIMIT)):
