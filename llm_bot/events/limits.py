@@ -75,21 +75,37 @@ def _integer(text: str) -> int:
     return int(text)
 
 
+# Where a value sits in the document: its parent's place and its own key or index (None: the
+# document itself). Spelt out (:func:`_path`) only for the error that names it: built for every
+# value, each would copy its ancestors' keys, and a 100 kB key over a thousand values would be
+# a hundred megabytes.
+_Place = tuple["_Place", str | int] | None
+
+
 def check_document(document: Any) -> None:
     """Raise :class:`InvalidEvent` for text we cannot carry or nesting we will not walk."""
-    stack: list[tuple[Any, str, int]] = [(document, "event", 1)]
+    stack: list[tuple[Any, _Place, int]] = [(document, None, 1)]
     while stack:
-        value, path, depth = stack.pop()
+        value, place, depth = stack.pop()
         if depth > MAX_DEPTH:
-            raise InvalidEvent(f"{path}: nested deeper than {MAX_DEPTH} levels")
+            raise InvalidEvent(f"{_path(place)}: nested deeper than {MAX_DEPTH} levels")
         if isinstance(value, str):
-            _check_text(value, path)
+            _check_text(value, place, "")
         elif isinstance(value, dict):
             for key, item in value.items():
-                _check_text(key, f"{path} key")
-                stack.append((item, f"{path}.{key}", depth + 1))
+                _check_text(key, place, " key")
+                stack.append((item, (place, key), depth + 1))
         elif isinstance(value, list):
-            stack.extend((item, f"{path}[{i}]", depth + 1) for i, item in enumerate(value))
+            stack.extend((item, (place, i), depth + 1) for i, item in enumerate(value))
+
+
+def _path(place: _Place) -> str:
+    """``event.routing.slip[0].id``: the place's keys and indexes from the document down."""
+    parts: list[str] = []
+    while place is not None:
+        place, part = place
+        parts.append(f"[{part}]" if isinstance(part, int) else f".{part}")
+    return "event" + "".join(reversed(parts))
 
 
 def check_event(
@@ -120,8 +136,8 @@ def check_event(
             raise InvalidEvent(f"{name} is over {MAX_TOPIC_CHARS} characters")
 
 
-def _check_text(text: str, path: str) -> None:
+def _check_text(text: str, place: _Place, suffix: str) -> None:
     found = UNSTORABLE.search(text)
     if found is not None:
         what = "NUL" if found.group() == "\x00" else "a lone surrogate"
-        raise InvalidEvent(f"{path}: contains {what} at character {found.start()}")
+        raise InvalidEvent(f"{_path(place)}{suffix}: contains {what} at character {found.start()}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tracemalloc
 from pathlib import Path
 from typing import Any, get_args
 
@@ -155,6 +156,35 @@ def test_numbers_json_readers_refuse_or_cannot_hold_are_invalid(number: str, rea
 def test_numbers_a_64_bit_float_holds_are_kept(number: str) -> None:
     with pytest.raises(InvalidEvent, match="invalid InternalEventV2"):  # past the numbers
         decode(b'{"v": "2", "payload": {"x": %s}}' % number.encode())
+
+
+LONG_KEY = "k" * 100_000
+
+
+@pytest.mark.parametrize(
+    ("hostile", "reason"),
+    [
+        ({LONG_KEY: [0] * 1000}, "invalid InternalEventV2"),
+        ({LONG_KEY: {str(i): 0 for i in range(1000)}}, "invalid InternalEventV2"),
+        ({LONG_KEY: [0] * 999 + ["\x00"]}, f"event.payload.{LONG_KEY}[999]: contains NUL"),
+    ],
+    ids=["list", "object", "refused"],
+)
+def test_a_long_key_over_many_values_costs_memory_of_the_body_not_their_product(
+    hostile: dict[str, Any], reason: str
+) -> None:
+    """Checking a body's text walks every value once; a value's path is spelt out only for the
+    error that names it, so a 100 kB key over a thousand values is not a hundred megabytes."""
+    data = json.dumps({"v": "2", "payload": hostile}).encode()
+    tracemalloc.start()
+    try:
+        with pytest.raises(InvalidEvent) as raised:
+            decode(data, max_bytes=1_048_576)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert str(raised.value).startswith(reason)
+    assert peak < 20 * len(data)
 
 
 def test_nothing_published_carries_nan_or_an_infinity() -> None:
