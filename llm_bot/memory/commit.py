@@ -20,9 +20,9 @@ from psycopg import AsyncConnection
 
 from llm_bot.db.batches import ThreadRows, UserRows
 from llm_bot.db.embedding_space import EmbeddingModelMismatch, EmbeddingSpace, space_for_write
-from llm_bot.memory.memories import private_keys
+from llm_bot.memory.memories import lock_keys
 from llm_bot.memory.notes_store import apply_notes_edits
-from llm_bot.memory.run_writes import RunWrites
+from llm_bot.memory.run_writes import RunWrites, Visibility
 from llm_bot.memory.store import MemoryStore, delete_memory, put_memory
 from llm_bot.memory.turns.window import PairRows, write_pair
 from llm_bot.settings import Settings
@@ -156,12 +156,15 @@ class MemoryCommit:
     ) -> None:
         """Puts and deletes, only ever of the run's user. A put over an existing key keeps the
         text it replaces as a version (:mod:`llm_bot.memory.versions`); a delete removes the
-        memory and its versions. A key already gone (a redelivery, a concurrent delete)
-        deletes nothing.
+        memory and its versions. The keys are locked first: a commit of another worker touching
+        one of them goes before or after this one, never between its reads and its writes (two
+        versions of one number, or a forgotten text kept as the version of a memory put again).
+        A key already gone (a redelivery, a concurrent delete) deletes nothing.
         From a shared channel, a key that is private now (the tool saw it public, or not at
         all) is left alone: a DM's memory is never changed from a shared channel."""
         user = writes.user_id
-        private = await self._private_keys(connection, writes)
+        keys = [*writes.memory_deletes, *(put.key for put in writes.memory_puts)]
+        private = self._private_keys(writes, await lock_keys(connection, user, keys))
         for key in writes.memory_deletes:
             if key not in private:
                 await delete_memory(connection, user, key)
@@ -180,12 +183,11 @@ class MemoryCommit:
                 )
 
     @staticmethod
-    async def _private_keys(connection: AsyncConnection[Any], writes: RunWrites) -> set[str]:
+    def _private_keys(writes: RunWrites, learned_in: dict[str, Visibility]) -> set[str]:
         """The keys a run from a shared channel touches that hold a memory learned in a DM."""
         if writes.visibility == "dm":
             return set()
-        keys = [*writes.memory_deletes, *(put.key for put in writes.memory_puts)]
-        private = await private_keys(connection, writes.user_id, keys)
+        private = {key for key, visibility in learned_in.items() if visibility != "public"}
         if private:
             logger.warning(
                 "memory writes from a shared channel to private memories refused",

@@ -1,6 +1,6 @@
 """The ``memories`` table's statements, the one place its SQL is written and run: one user's
 memory put, read, listed and deleted (:mod:`llm_bot.memory.store`), the hybrid search
-(:mod:`llm_bot.memory.search`), a shared channel's check, retention's cap, the re-embedding's
+(:mod:`llm_bot.memory.search`), the commit's lock of its keys, retention's cap, the re-embedding's
 fill, erasure's rows and the legacy vectors' size. A change of the table's columns, keys or
 shard routing (docs/citus.md) is made here; earlier texts are :mod:`llm_bot.memory.versions`'.
 
@@ -281,18 +281,23 @@ async def delete(connection: AsyncConnection[Any], user_id: str, key: str) -> bo
     return cursor.rowcount > 0
 
 
-async def private_keys(
+# The keys an event's commit writes or deletes, locked in key order (two commits lock theirs in
+# one order, so neither waits on the other in a cycle).
+_LOCK_KEYS = """
+SELECT key, visibility FROM memories WHERE user_id = %s AND key = ANY(%s) ORDER BY key FOR UPDATE
+"""
+
+
+async def lock_keys(
     connection: AsyncConnection[Any], user_id: str, keys: Sequence[str]
-) -> set[str]:
-    """The ones of ``keys`` that hold a memory learned in a DM (a run from a shared channel
-    may not touch them)."""
+) -> dict[str, Visibility]:
+    """Where each of ``keys`` that holds a memory was learned, its row locked until the
+    caller's transaction ends. A commit of another worker that writes or deletes one of them
+    waits, and its next statement reads what this one left: the version it numbers after,
+    the text it keeps, or no memory at all (one forgotten keeps no earlier text)."""
     async with connection.cursor(row_factory=tuple_row) as cursor:
-        await cursor.execute(
-            "SELECT key FROM memories WHERE user_id = %s AND key = ANY(%s)"
-            " AND visibility <> 'public'",
-            (user_id, list(keys)),
-        )
-        return {str(key) for (key,) in await cursor.fetchall()}
+        await cursor.execute(_LOCK_KEYS, (user_id, list(keys)))
+        return {str(key): visibility for key, visibility in await cursor.fetchall()}
 
 
 # One memory's vector size and one history vector's, of the vectors stored before their model
