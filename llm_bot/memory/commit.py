@@ -20,9 +20,9 @@ from psycopg import AsyncConnection
 
 from llm_bot.db.batches import ThreadRows, UserRows
 from llm_bot.db.embedding_space import EmbeddingModelMismatch, EmbeddingSpace, space_for_write
-from llm_bot.memory.memories import lock_keys
+from llm_bot.memory.memories import Held, lock_keys
 from llm_bot.memory.notes_store import apply_notes_edits
-from llm_bot.memory.run_writes import RunWrites, Visibility
+from llm_bot.memory.run_writes import RunWrites
 from llm_bot.memory.store import MemoryStore, delete_memory, put_memory
 from llm_bot.memory.turns.window import PairRows, write_pair
 from llm_bot.settings import Settings
@@ -159,12 +159,21 @@ class MemoryCommit:
         memory and its versions. The keys are locked first: a commit of another worker touching
         one of them goes before or after this one, never between its reads and its writes (two
         versions of one number, or a forgotten text kept as the version of a memory put again).
-        A key already gone (a redelivery, a concurrent delete) deletes nothing.
+        A key already gone (a redelivery, a concurrent delete) deletes nothing. A new memory
+        whose text another event of the user stored in the same scope while this one ran
+        (the same message sent twice) is written to that memory, not beside it.
         From a shared channel, a key that is private now (the tool saw it public, or not at
         all) is left alone: a DM's memory is never changed from a shared channel."""
         user = writes.user_id
         keys = [*writes.memory_deletes, *(put.key for put in writes.memory_puts)]
-        private = self._private_keys(writes, await lock_keys(connection, user, keys))
+        created = [put.content for put in writes.memory_puts if put.new]
+        held = await lock_keys(connection, user, keys, created)
+        private = self._private_keys(writes, [memory for memory in held if memory.key in keys])
+        twins = {
+            memory.content: memory.key
+            for memory in held
+            if memory.visibility == writes.visibility and memory.key not in writes.memory_deletes
+        }
         for key in writes.memory_deletes:
             if key not in private:
                 await delete_memory(connection, user, key)
@@ -174,7 +183,7 @@ class MemoryCommit:
                 await put_memory(
                     connection,
                     user,
-                    put.key,
+                    twins.get(put.content, put.key) if put.new else put.key,
                     put.content,
                     put.metadata,
                     writes.visibility,
@@ -183,11 +192,11 @@ class MemoryCommit:
                 )
 
     @staticmethod
-    def _private_keys(writes: RunWrites, learned_in: dict[str, Visibility]) -> set[str]:
+    def _private_keys(writes: RunWrites, touched: list[Held]) -> set[str]:
         """The keys a run from a shared channel touches that hold a memory learned in a DM."""
         if writes.visibility == "dm":
             return set()
-        private = {key for key, visibility in learned_in.items() if visibility != "public"}
+        private = {memory.key for memory in touched if memory.visibility != "public"}
         if private:
             logger.warning(
                 "memory writes from a shared channel to private memories refused",

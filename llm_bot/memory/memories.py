@@ -281,23 +281,34 @@ async def delete(connection: AsyncConnection[Any], user_id: str, key: str) -> bo
     return cursor.rowcount > 0
 
 
-# The keys an event's commit writes or deletes, locked in key order (two commits lock theirs in
-# one order, so neither waits on the other in a cycle).
+# The memories an event's commit writes or deletes, and those holding the text of a memory it
+# creates, locked in key order (two commits lock theirs in one order, so neither waits on the
+# other in a cycle).
 _LOCK_KEYS = """
-SELECT key, visibility FROM memories WHERE user_id = %s AND key = ANY(%s) ORDER BY key FOR UPDATE
+SELECT key, visibility, content FROM memories
+ WHERE user_id = %s AND (key = ANY(%s) OR content = ANY(%s)) ORDER BY key FOR UPDATE
 """
 
 
+class Held(NamedTuple):
+    """A memory an event's commit holds locked: its key, where it was learned, its text."""
+
+    key: str
+    visibility: Visibility
+    content: str
+
+
 async def lock_keys(
-    connection: AsyncConnection[Any], user_id: str, keys: Sequence[str]
-) -> dict[str, Visibility]:
-    """Where each of ``keys`` that holds a memory was learned, its row locked until the
-    caller's transaction ends. A commit of another worker that writes or deletes one of them
-    waits, and its next statement reads what this one left: the version it numbers after,
-    the text it keeps, or no memory at all (one forgotten keeps no earlier text)."""
+    connection: AsyncConnection[Any], user_id: str, keys: Sequence[str], texts: Sequence[str]
+) -> list[Held]:
+    """The user's memories of ``keys`` and those whose text is one of ``texts``, their rows
+    locked until the caller's transaction ends. A commit of another worker that writes or
+    deletes one of them waits, and its next statement reads what this one left: the version it
+    numbers after, the text it keeps, or no memory at all (one forgotten keeps no earlier
+    text)."""
     async with connection.cursor(row_factory=tuple_row) as cursor:
-        await cursor.execute(_LOCK_KEYS, (user_id, list(keys)))
-        return {str(key): visibility for key, visibility in await cursor.fetchall()}
+        await cursor.execute(_LOCK_KEYS, (user_id, list(keys), list(texts)))
+        return [Held(*row) for row in await cursor.fetchall()]
 
 
 # One memory's vector size and one history vector's, of the vectors stored before their model

@@ -1,9 +1,11 @@
-"""Two workers commit writes of one user's memory at the same time: each commit goes wholly
-before or after the other, so neither event is lost to the other's version of the memory, and a
-memory forgotten by one keeps none of its text when the other writes it again.
+"""Two events of one user write one memory at the same time. Two workers' commits: each goes
+wholly before or after the other, so neither event is lost to the other's version of the
+memory, and a memory forgotten by one keeps none of its text when the other writes it again.
+One fact sent twice at once: one memory, not two.
 
 The overlap is made, not hoped for: the test holds the memory's row locked while both workers'
-commits reach it, and lets go once the database shows both waiting."""
+commits reach it, and lets go once the database shows both waiting; or the local model server
+holds the first event's answer, after its tool ran, while the second event runs and commits."""
 
 from __future__ import annotations
 
@@ -24,6 +26,8 @@ from ...support.memory_bus import MemoryBus
 from .conftest import BusFactory
 
 pytestmark = pytest.mark.integration
+
+HOLD_S = 4.0
 
 
 def cue(name: str, arguments: dict[str, str]) -> str:
@@ -138,3 +142,46 @@ async def test_a_memory_forgotten_while_another_event_rewrites_it_keeps_no_forgo
 
     assert rows(url, "SELECT content FROM memories WHERE user_id = %s", user) == [("likes coffee",)]
     assert rows(url, "SELECT content FROM memory_versions WHERE user_id = %s", user) == []
+
+
+async def generation_calls(model_server: LocalModelServer, count: int) -> None:
+    """Until the server has received ``count`` model calls."""
+    deadline = time.monotonic() + 30
+    while len(model_server.chat_requests()) < count:
+        assert time.monotonic() < deadline, "the first event never reached its second call"
+        await asyncio.sleep(0.05)
+
+
+@pytest.mark.parametrize("second_in_dm", [False, True])
+async def test_one_fact_saved_by_two_events_at_once_is_one_memory_of_its_scope(
+    make_bus: BusFactory,
+    migrated_database_url: str,
+    model_server: LocalModelServer,
+    second_in_dm: bool,
+) -> None:
+    url = migrated_database_url
+    bus = make_bus(url, {})
+    user = f"mc-{uuid4().hex[:8]}"
+    save = cue("upsertMemory", {"content": "is allergic to peanuts"})
+    first = prompt_event(save, user=user, thread="room-1", egress_topic=bus.egress_topic)
+    second = prompt_event(save, user=user, thread="room-2", egress_topic=bus.egress_topic)
+    if second_in_dm:
+        second.egress.type = "dm"
+    egress = bus.tap(bus.egress_topic)
+    model_server.hang_next(1, 0.0)  # the first event's tool call comes at once
+    model_server.hang_next(1, HOLD_S)  # its answer, after its tool saved the fact, waits
+    async with bus.serving(bus.settings()):
+        bus.publish_event(first)
+        await generation_calls(model_server, 2)
+        bus.publish_event(second)
+        [answer] = await egress.take(1, timeout_s=60)
+        assert json.loads(answer.data)["correlationId"] == second.correlation_id
+        await egress.take(1, timeout_s=60)
+
+    stored = rows(
+        url, "SELECT content, visibility FROM memories WHERE user_id = %s ORDER BY 2", user
+    )
+    if second_in_dm:  # a fact told in a DM is never merged with one told in public
+        assert stored == [("is allergic to peanuts", "dm"), ("is allergic to peanuts", "public")]
+    else:
+        assert stored == [("is allergic to peanuts", "public")]
