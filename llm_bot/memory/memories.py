@@ -28,7 +28,9 @@ from llm_bot.memory.run_writes import Visibility
 from llm_bot.memory.turns.rows import Taken
 
 # A rewrite replaces the vector: the one given (the live model's), or none when embedding
-# failed; a vector the re-embedding made for the old text is stale either way.
+# failed; a vector the re-embedding made for the old text is stale either way. Its time never
+# goes back: a write committed after another but timed before it is written at the other's
+# time, where versions.py retired the other's text (the memory's periods follow each other).
 _PUT = """
 INSERT INTO memories AS m (user_id, key, content, metadata, visibility, embedding, created_at,
                            updated_at)
@@ -37,7 +39,7 @@ VALUES (%(user)s, %(key)s, %(content)s, %(metadata)s, %(visibility)s, %(vector)s
 ON CONFLICT (user_id, key) DO UPDATE
    SET content = EXCLUDED.content, metadata = EXCLUDED.metadata,
        visibility = EXCLUDED.visibility, embedding = EXCLUDED.embedding, embedding_next = NULL,
-       updated_at = EXCLUDED.updated_at
+       updated_at = greatest(m.updated_at, EXCLUDED.updated_at)
 """
 
 _GET = """

@@ -28,14 +28,17 @@ from llm_bot.db.rows import Rows
 from llm_bot.memory.run_writes import Visibility
 from llm_bot.memory.turns.rows import Taken
 
-# Only a change of text makes a version: the same fact said again is no new version.
+# Only a change of text makes a version: the same fact said again is no new version. A write
+# whose time is before the text's own (an event that finished first but committed after another,
+# its embedding slower) retires it at the text's time: periods never go back (memories.py's put
+# keeps ``updated_at`` likewise).
 _RETIRE_CURRENT = """
 INSERT INTO memory_versions (user_id, key, version, content, metadata, visibility, valid_from,
                              valid_to)
 SELECT m.user_id, m.key,
        coalesce((SELECT max(v.version) FROM memory_versions v
                   WHERE v.user_id = m.user_id AND v.key = m.key), 0) + 1,
-       m.content, m.metadata, m.visibility, least(m.updated_at, %(at)s), %(at)s
+       m.content, m.metadata, m.visibility, m.updated_at, greatest(m.updated_at, %(at)s)
   FROM memories m
  WHERE m.user_id = %(user)s AND m.key = %(key)s AND m.content IS DISTINCT FROM %(content)s
 """

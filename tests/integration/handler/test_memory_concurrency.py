@@ -1,7 +1,8 @@
 """Two events of one user write one memory at the same time. Two workers' commits: each goes
 wholly before or after the other, so neither event is lost to the other's version of the
 memory, and a memory forgotten by one keeps none of its text when the other writes it again.
-One fact sent twice at once: one memory, not two.
+One fact sent twice at once: one memory, not two. An event that finished first but commits
+last (its embedding slower): its text follows the other's, and no period goes back in time.
 
 The overlap is made, not hoped for: the test holds the memory's row locked while both workers'
 commits reach it, and lets go once the database shows both waiting; or the local model server
@@ -19,7 +20,7 @@ import pytest
 
 from llm_bot.events.models import InternalEventV2
 from llm_bot.memory.wiring import open_memory_store
-from llm_bot_tools.local.openai_server import LocalModelServer
+from llm_bot_tools.local.openai_server import EMBEDDINGS_PATH, LocalModelServer
 from llm_bot_tools.local.prompt_events import prompt_event
 
 from ...support.memory_bus import MemoryBus
@@ -185,3 +186,56 @@ async def test_one_fact_saved_by_two_events_at_once_is_one_memory_of_its_scope(
         assert stored == [("is allergic to peanuts", "dm"), ("is allergic to peanuts", "public")]
     else:
         assert stored == [("is allergic to peanuts", "public")]
+
+
+async def embedding_calls(model_server: LocalModelServer, count: int) -> None:
+    """Until the server has received ``count`` embedding calls."""
+    deadline = time.monotonic() + 30
+    while sum(request.path == EMBEDDINGS_PATH for request in model_server.requests) < count:
+        assert time.monotonic() < deadline, f"fewer than {count} embedding calls came"
+        await asyncio.sleep(0.05)
+
+
+async def test_an_update_committed_after_a_later_one_keeps_the_periods_in_order(
+    make_bus: BusFactory, migrated_database_url: str, model_server: LocalModelServer
+) -> None:
+    url = migrated_database_url
+    bus = make_bus(url, {})
+    user = f"mc-{uuid4().hex[:8]}"
+    async with open_memory_store(bus.settings()) as store:
+        key, _ = await store.for_user(user).put("likes tea")
+    model_server.clear()
+    to_coffee = cue("upsertMemory", {"key": key, "content": "likes coffee"})
+    to_juice = cue("upsertMemory", {"key": key, "content": "likes juice"})
+    first = prompt_event(to_coffee, user=user, thread="room-1", egress_topic=bus.egress_topic)
+    second = prompt_event(to_juice, user=user, thread="room-2", egress_topic=bus.egress_topic)
+    egress = bus.tap(bus.egress_topic)
+    # The first event's question and tool round embed at once; the embedding of its writes,
+    # made after its run ended, waits while the second event runs and commits.
+    model_server.hang_next(2, 0.0, "embeddings")
+    model_server.hang_next(1, HOLD_S, "embeddings")
+    async with bus.serving(bus.settings()):
+        bus.publish_event(first)
+        await embedding_calls(model_server, 3)
+        bus.publish_event(second)
+        [answer] = await egress.take(1, timeout_s=60)
+        assert json.loads(answer.data)["correlationId"] == second.correlation_id
+        await egress.take(1, timeout_s=60)
+
+    [(current, updated_at)] = rows(
+        url, "SELECT content, updated_at FROM memories WHERE user_id = %s", user
+    )
+    assert current == "likes coffee"  # committed last
+    versions = rows(
+        url,
+        "SELECT content, valid_from, valid_to FROM memory_versions"
+        " WHERE user_id = %s ORDER BY version",
+        user,
+    )
+    assert [text for text, _, _ in versions] == ["likes tea", "likes juice"]
+    times = [moment for _, valid_from, valid_to in versions for moment in (valid_from, valid_to)]
+    assert times == sorted(times), versions
+    assert [valid_to for _, _, valid_to in versions[:-1]] == [
+        valid_from for _, valid_from, _ in versions[1:]
+    ]
+    assert versions[-1][2] == updated_at  # the current text begins where the last one ended
