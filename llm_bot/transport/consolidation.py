@@ -9,7 +9,10 @@ turns and is acked having written nothing; one erased while it runs finds its so
 it writes (:mod:`llm_bot.consolidation.derive`). A failing model, an invalid reply or a passed
 deadline gives the claim back and nacks after a backoff; on the last delivery attempt
 (:class:`llm_bot.transport.decision.Attempt`) the row is recorded failed and the job
-dead-lettered with the reason: no job is retried forever, and none waits on another.
+dead-lettered with the reason. A job whose attempts each ended unrecorded (its worker died, or
+a failure other than those) is given up the same way once its claims outnumber its attempts,
+as an event is (:class:`llm_bot.transport.handler.AttemptsExhausted`): no job is retried
+forever, and none waits on another.
 
 **Never in the answer's way.** Jobs have their own subscription, flow control
 (``LLM_BOT_CONSOLIDATION_MAX_IN_FLIGHT``), model client and database pool, and their claim's
@@ -97,6 +100,15 @@ class ConsolidationHandler:
             number = max(delivery.delivery_attempt, claimed.attempt)
             attempt = Attempt(number, self._settings.max_delivery_attempts)
             async with self._ledgered.holding(claimed, settling):
+                # Our count of claims: each one before died or failed unrecorded, as this would
+                # (a delivery to a worker that died before claiming it is not one).
+                if Attempt(claimed.attempt, attempt.last).beyond_last:
+                    await self._transact(lambda c: self._record(c, claimed, job, "ERROR"), ())
+                    abandoned = claimed.attempt - 1
+                    raise ConsolidationFailed(
+                        f"consolidation of {job.key.correlation_id} gave up after {abandoned}"
+                        f" attempt{'s' if abandoned > 1 else ''} that did not finish"
+                    )
                 try:
                     async with asyncio.timeout(self._deadline_s):
                         await self._unit.work(job, window, self._committing(claimed, job))

@@ -320,6 +320,35 @@ async def test_kill_9_during_the_model_call_then_a_restart_writes_the_job_once(
     assert len(extraction_requests(model_server)) == 2
 
 
+async def test_a_job_whose_every_attempt_dies_unfinished_is_dead_lettered_not_tried_again(
+    bus: Bus, model_server: LocalModelServer, tmp_path: Path
+) -> None:
+    """A job that kills its worker (or fails past where a failure is recorded) every time: once
+    its claims number more than its attempts, the next delivery gives it up with the reason,
+    and asks the model nothing more."""
+    dead_letters = bus.deadletter_tap()
+    settings = {**WORKER_SETTINGS, "LLM_BOT_MAX_DELIVERY_ATTEMPTS": "1"}
+    environment = bus.worker_environment(**settings)
+    first = WorkerProcess(environment, tmp_path / "first.log").start()
+    try:
+        thread = await answered_session(bus, model_server, FACTS, hang_s=60)
+        await wait_until(lambda: bool(extraction_requests(model_server)), 30, "the job's call")
+        first.kill()
+    finally:
+        first.kill()
+    second = WorkerProcess(environment, tmp_path / "second.log").start()
+    try:
+        [dead] = await dead_letters.take(1, timeout_s=60)
+    finally:
+        second.kill()
+
+    assert "gave up after 1 attempt" in dead.attributes["deadLetterReason"]
+    assert json.loads(dead.data)["original"] == {"threadId": thread, "from": 0, "to": 4}
+    assert len(extraction_requests(model_server)) == 1
+    assert memories_of(bus, "ada") == []
+    assert [record["outcome"] for record in job_records(bus)] == ["ERROR"]
+
+
 async def test_a_worker_whose_jobs_stream_ends_says_so_and_exits_1(
     bus: Bus, tmp_path: Path
 ) -> None:
