@@ -37,6 +37,7 @@ from llm_bot.memory.derived import derived_metadata
 from llm_bot.memory.run_writes import Visibility
 from llm_bot.memory.store import MemoryStore, put_memory
 from llm_bot.memory.turns.consolidation import Summary, insert_summary, lock_sources, window_turns
+from llm_bot.memory.validation import new_key
 
 logger = logging.getLogger(__name__)
 
@@ -96,11 +97,16 @@ class Consolidator:
             logger.warning("consolidation: embedding failed, writing without vectors: %s", error)
             return [None] * len(texts)
 
-    async def keys(self, facts: Sequence[Fact]) -> list[str]:
+    async def keys(self, facts: Sequence[Fact], vectors: Sequence[list[float] | None]) -> list[str]:
         """Where each fact goes: the memory it replaces, a near-duplicate learned in the same
-        scope, or a new key (:meth:`llm_bot.memory.store.UserMemories.resolve_key`)."""
+        scope, or a new key (:meth:`llm_bot.memory.store.UserMemories.resolve_key`). A fact
+        without a vector (the embeddings failed, :meth:`vectors`) has no near-duplicate to be
+        found by: it gets a new key rather than failing the job on the endpoint again."""
         keys = []
-        for fact in facts:
+        for fact, vector in zip(facts, vectors, strict=True):
+            if vector is None and fact.replaces is None:
+                keys.append(new_key())
+                continue
             memories = self._store.for_user(fact.user_id)
             key, _ = await memories.resolve_key(fact.content, fact.replaces, fact.visibility)
             keys.append(key)

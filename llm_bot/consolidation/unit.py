@@ -48,9 +48,10 @@ class JobUnit:
         derived, usage = await consolidator.derive(window, known, None)
         summary = [derived.summary] if derived.summary is not None else []
         vectors = await consolidator.vectors([fact.content for fact in derived.facts] + summary)
+        fact_vectors = vectors[: len(derived.facts)]
         planned = Planned(
-            keys=await consolidator.keys(derived.facts),
-            fact_vectors=vectors[: len(derived.facts)],
+            keys=await consolidator.keys(derived.facts, fact_vectors),
+            fact_vectors=fact_vectors,
             summary_vector=vectors[-1] if summary else None,
         )
         applied: list[Applied] = []

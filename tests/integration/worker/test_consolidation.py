@@ -261,6 +261,32 @@ async def test_a_model_that_never_answers_json_ends_in_the_dead_letter_topic_wit
     assert len(extraction_requests(model_server)) == 3  # the copy asked nothing
 
 
+async def test_a_job_while_the_embeddings_fail_writes_its_facts_without_vectors_once(
+    bus: Bus, model_server: LocalModelServer
+) -> None:
+    """The embeddings endpoint down for the whole job: its facts and summary are written
+    without vectors (found by their words until ``llm-bot reembed``), after one model call."""
+    async with running_worker(bus.settings(**WORKER_SETTINGS)):
+        egress = bus.tap(bus.egress_topic)
+        for text in ("I moved to Bergen last week.", "My sister is called Ingrid."):
+            model_server.script_reply("Noted.")
+            bus.publish_event(dm_event(text, bus))
+            await egress.take(1, timeout_s=30)
+        model_server.fail_next(1000, status=503, kind="embeddings")
+        model_server.script_reply(FACTS)
+        close_sessions(bus)
+        await wait_until(lambda: bool(job_records(bus)), 30, "the job's end")
+        await wait_until(lambda: len(summaries_of(bus, "ada")) == 1, 30, "the job's writes")
+
+    assert [fact["content"] for fact in memories_of(bus, "ada")] == [
+        "Has a sister called Ingrid.",
+        "Moved to Bergen on 2026-11-09.",
+    ]
+    assert rows(bus, "SELECT embedding IS NULL AS none FROM memories") == [{"none": True}] * 2
+    assert [(r["outcome"], r["published"]) for r in job_records(bus)] == [("OK", True)]
+    assert len(extraction_requests(model_server)) == 1
+
+
 async def test_an_oversized_reply_writes_no_more_than_the_caps(
     bus: Bus, model_server: LocalModelServer
 ) -> None:
