@@ -57,8 +57,10 @@ def encode_job(job: Job) -> bytes:
     return json.dumps(body, separators=(",", ":")).encode()
 
 
-def decode_job(data: bytes) -> Job:
-    """The job in ``data``; :class:`InvalidJob` for anything else."""
+def decode_job(data: bytes, max_turns: int) -> Job:
+    """The job in ``data``; :class:`InvalidJob` for anything else, a window of more than
+    ``max_turns`` turns too (``LLM_BOT_CONSOLIDATION_TURN_CAP``: the sweep writes none, and
+    its job would send the model the whole thread and redo windows already consolidated)."""
     if len(data) > MAX_JOB_BYTES:
         raise InvalidJob(f"a job of {len(data)} bytes, over {MAX_JOB_BYTES}")
     try:
@@ -75,6 +77,8 @@ def decode_job(data: bytes) -> Job:
         raise InvalidJob("from and to must be non-negative integers")
     if to_seq <= from_seq:
         raise InvalidJob("an empty window")
+    if to_seq - from_seq > max_turns:
+        raise InvalidJob(f"a window of {to_seq - from_seq} turns, over the turn cap of {max_turns}")
     return Job(thread_id, from_seq, to_seq)
 
 

@@ -86,7 +86,7 @@ class ConsolidationHandler:
 
     async def handle(self, delivery: Delivery) -> None:
         async with settle(delivery, self._dead_letter, self._stats) as settling:
-            job = decode_job(delivery.data)
+            job = decode_job(delivery.data, self._settings.consolidation_turn_cap)
             window = await self._unit.window(job)
             if not window:  # erased or expired: nothing to derive from, nothing written
                 logger.info("consolidation job without turns", extra={"job": job.window})

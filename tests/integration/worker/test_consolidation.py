@@ -287,6 +287,26 @@ async def test_a_job_while_the_embeddings_fail_writes_its_facts_without_vectors_
     assert len(extraction_requests(model_server)) == 1
 
 
+async def test_a_job_of_a_window_wider_than_the_turn_cap_is_dead_lettered_unread(
+    bus: Bus, model_server: LocalModelServer
+) -> None:
+    """No sweep writes a window of more turns than the cap: one that does (a forged or garbled
+    job) would send the model the whole thread and consolidate turns a job already did."""
+    dead_letters = bus.deadletter_tap()
+    async with running_worker(bus.settings(**WORKER_SETTINGS)):
+        thread = await answered_session(bus, model_server, FACTS)
+        await wait_until(lambda: len(summaries_of(bus, "ada")) == 1, 30, "the job's writes")
+        bus.publish_job(encode_job(Job(thread, 0, 1000)))
+        [dead] = await dead_letters.take(1, timeout_s=30)
+
+    assert dead.attributes["deadLetterReason"].endswith(
+        "a window of 1000 turns, over the turn cap of 40"
+    )
+    assert len(extraction_requests(model_server)) == 1
+    assert len(memories_of(bus, "ada")) == 2
+    assert len(summaries_of(bus, "ada")) == 1
+
+
 async def test_an_oversized_reply_writes_no_more_than_the_caps(
     bus: Bus, model_server: LocalModelServer
 ) -> None:

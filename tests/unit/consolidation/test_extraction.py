@@ -149,7 +149,7 @@ def test_the_window_goes_to_the_model_quoted_dated_and_bounded() -> None:
 
 def test_a_job_reads_back_as_written_and_nothing_else_reads_as_a_job() -> None:
     job = Job("cli:home:ada", 4, 10)
-    assert decode_job(encode_job(job)) == job
+    assert decode_job(encode_job(job), 6) == job
     assert job.key.user_id == "ada"
     assert Job("cli:room", 0, 2).key.user_id == "cli:room"
     for data in (
@@ -159,6 +159,7 @@ def test_a_job_reads_back_as_written_and_nothing_else_reads_as_a_job() -> None:
         b'{"threadId": "t", "from": 2, "to": 2}',
         b'{"threadId": "t", "from": true, "to": 2}',
         b"{" * 10_000,
+        b'{"threadId": "t", "from": 0, "to": 7}',  # wider than the turn cap
     ):
         with pytest.raises(InvalidJob):
-            decode_job(data)
+            decode_job(data, 6)
