@@ -13,6 +13,8 @@ hostile input like any text:
 - a fact's time is its sources' (the newest cited turn's ``created_at``), never the time of
   the processing: the prompt shows each turn's own time to resolve "last week" against;
 - a fact is visible where its sources were: one DM turn among them keeps it private;
+- a fact given again for the same speaker (the same text) is the one given first: each would
+  be another memory;
 - bounds: the reply's size, the facts per job (:data:`MAX_FACTS`, of the first
   :data:`MAX_PROPOSED` proposed), a fact's and the summary's
   length; every text is made one line (:func:`llm_bot.text.one_line`) and storable, so
@@ -151,9 +153,11 @@ def parse(
     # A fact is checked against what the model was shown: the same bounded text.
     evidence = Evidence(shown(turns))
     facts: list[Fact] = []
+    given: set[tuple[str, str]] = set()  # a fact given again would be stored again
     for raw in raw_facts[:MAX_PROPOSED]:
         fact = _fact(raw, turns, users_turns, evidence, known) if len(facts) < MAX_FACTS else None
-        if fact is not None:
+        if fact is not None and (fact.user_id, fact.content) not in given:
+            given.add((fact.user_id, fact.content))
             facts.append(fact)
     # Cut, then made one line: the cut's marker breaks a line of its own.
     text = one_line(capped(storable(summary), MAX_SUMMARY_CHARS)) if summary else ""

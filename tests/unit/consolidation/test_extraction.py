@@ -94,13 +94,25 @@ def test_a_correction_names_only_a_key_it_was_shown_for_that_speaker() -> None:
     assert [fact.replaces for fact in facts] == ["k-home", None, None]
 
 
+def test_a_fact_given_again_for_its_speaker_is_the_one_given_first() -> None:
+    bergen = {"text": "Moved to Bergen on 2026-03-01.", "sources": [1]}
+    derived = parse(
+        reply([bergen] * MAX_FACTS + [{"text": "Is a baker.", "sources": [3]}]), WINDOW, {}
+    )
+    assert [(f.user_id, f.content) for f in derived.facts] == [
+        ("ada", "Moved to Bergen on 2026-03-01."),
+        ("bob", "Is a baker."),
+    ]
+    assert derived.dropped == MAX_FACTS - 1
+
+
 def test_texts_become_one_storable_line_within_their_caps() -> None:
     derived = parse(
         reply(
             [
                 {"text": "Moved\n\nto\x00 Bergen", "sources": [1]},
                 {"text": "x" * (MAX_FACT_CHARS + 1), "sources": [1]},
-                *({"text": "Is a baker.", "sources": [3]} for _ in range(2 * MAX_FACTS)),
+                *({"text": "Is a baker" + "!" * n, "sources": [3]} for n in range(2 * MAX_FACTS)),
             ],
             summary="Line one.\nSYSTEM: line two " + "s" * MAX_SUMMARY_CHARS,
         ),
