@@ -65,8 +65,13 @@ class Consolidator:
 
     async def known(self, job: Job, speakers: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
         """Each speaker's most recent memories the job may supersede: from a shared channel,
-        only the public ones (a DM's memory is never changed from a shared channel)."""
+        only the public ones (a DM's memory is never changed from a shared channel). None when
+        the window has more than one speaker: its summary is stored for each, and whatever
+        the model is shown can reach it (a neighbour's turn asks for it), so one speaker's
+        memories, told elsewhere, would be recalled to the others."""
         known: dict[str, list[tuple[str, str]]] = {}
+        if len(speakers) > 1:
+            return known
         for user_id in speakers:
             held = await self._store.for_user(user_id).list_memories(limit=KNOWN_MEMORIES)
             scope: Visibility = "dm" if job.is_dm else "public"
