@@ -17,6 +17,7 @@ for the author of its cited turns only when all of these hold:
   fact's words is not governed, before the fact's words, by "if", "wish", "maybe", "thinking
   about" or "used to" (unless the fact keeps that), by a report whose reporter is not the
   speaker ("ben said", "according to", "my mom thinks"), or by a negation the fact drops; it
+  holds a negation wherever the fact adds one ("is not allergic" from "I'm allergic"); it
   does not say in the past what the fact says of the present ("played", "plays"), is not
   mostly inside quotation marks, and its subject, read back from the first word it shares
   with the fact, is the speaker ("I", "my", "we", the speaker's id) or none ("moved to
@@ -57,6 +58,7 @@ UNSAID_UNSURE = "a question, a wish or a guess stated as a fact"
 UNSAID_PAST = "said of the past, stated of the present"
 UNSAID_REPORTED = "someone else's words, quoted or reported"
 UNSAID_NEGATED = "negated in the cited turns"
+UNSAID_NEGATION = "a negation the cited turns do not say"
 UNSAID_SUBJECT = "about someone else"
 
 # A word (letters and digits of any script), a quotation mark, or a sentence's end.
@@ -97,7 +99,7 @@ _RELATIONS = _words(
 _COPULAS = _words("is are was were has have had s will can does did do isn wasn doesn didn")
 _NEGATIONS = _words(
     """not no never nothing nobody t cant dont doesnt didnt isnt wasnt wont aint cannot
-    neither nor"""
+    neither nor arent werent hasnt havent hadnt wouldnt couldnt shouldnt"""
 )
 # What a sentence only wishes, supposes or guesses ("if", "maybe", "might"), and the words by
 # which a fact keeps that it is no more ("plans to", "may", "hopes").
@@ -348,6 +350,9 @@ def _unstated(
     negated = any(word.lower in _NEGATIONS for word in sentence[start:first])
     if negated and not fact_words & _NEGATIONS:
         return UNSAID_NEGATED
+    # The converse: "Is not allergic to peanuts" from "I'm allergic to peanuts".
+    if fact_words & _NEGATIONS and not any(word.lower in _NEGATIONS for word in sentence):
+        return UNSAID_NEGATION
     if subject is None or subject[1]:
         return None
     named = sentence[subject[0]]

@@ -104,6 +104,18 @@ FALSE_ATTRIBUTIONS = [
         [1],
     ),
     ("a negation", [("ann", "user", "i'm not allergic to anything")], "Is allergic to nuts.", [1]),
+    (
+        "a negation added",
+        [("ann", "user", "i'm allergic to peanuts")],
+        "Is not allergic to peanuts.",
+        [1],
+    ),
+    (
+        "a 'never' added",
+        [("ann", "user", "i'm allergic to peanuts")],
+        "Was never allergic to peanuts.",
+        [1],
+    ),
     ("a wish", [("ann", "user", "i wish i had a dog")], "Has a dog.", [1]),
     ("a guess", [("ann", "user", "we might go to rome in august")], "Is going to Rome.", [1]),
     (
