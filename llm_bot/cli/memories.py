@@ -13,7 +13,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from llm_bot.cli.support import UsageError, non_empty, print_result, require_database_url
+from llm_bot.cli.support import (
+    UsageError,
+    non_empty,
+    positive,
+    print_result,
+    require_database_url,
+)
 from llm_bot.memory.validation import InvalidMemory, validate_memory
 from llm_bot.settings import Settings
 from llm_bot.text import printable
@@ -38,10 +44,10 @@ def add_memory_commands(commands: Any, parser_class: type[argparse.ArgumentParse
         return sub
 
     listing = action("list", list_memories, "list a user's memories")
-    listing.add_argument("--limit", type=int, default=100)
+    listing.add_argument("--limit", type=positive, default=100)
     search = action("search", search_memories, "search a user's memories")
     search.add_argument("query")
-    search.add_argument("--limit", type=int, default=10)
+    search.add_argument("--limit", type=positive, default=10)
     get = action("get", get_memory, "show one memory")
     get.add_argument("key")
     get.add_argument(

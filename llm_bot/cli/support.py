@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import os
+import threading
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, NoReturn
@@ -26,14 +27,47 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see --help)\n")
 
 
+# The largest count a command takes: PostgreSQL's integer. Every count ends up in a query, a
+# loop or a list, where a larger one is a database error (or memory) after the minutes of setup.
+MAX_COUNT = 2**31 - 1
+
+
 def positive(text: str) -> int:
     """An argparse type: a whole number of at least 1, else a one-line error."""
+    return _count(text, 1)
+
+
+def at_least_zero(text: str) -> int:
+    """An argparse type: a whole number of at least 0 (0 commonly skips a part), else a
+    one-line error."""
+    return _count(text, 0)
+
+
+def _count(text: str, minimum: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
+    if value < minimum:
+        wanted = "positive" if minimum == 1 else f"at least {minimum}"
+        raise argparse.ArgumentTypeError(f"must be {wanted}, got {value}")
+    if value > MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_COUNT}, got {value}")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    """An argparse type: a time to wait, in seconds: above 0 and at most the longest wait
+    Python's clocks take (``threading.TIMEOUT_MAX``); NaN or infinity, which a socket or a
+    wait refuses (or treats as no wait at all), are a one-line error."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not 0 < value <= threading.TIMEOUT_MAX:
+        raise argparse.ArgumentTypeError(
+            f"must be above 0 and at most {threading.TIMEOUT_MAX:.0f} seconds, got {text}"
+        )
     return value
 
 

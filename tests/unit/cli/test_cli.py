@@ -38,6 +38,54 @@ def test_bad_arguments_cost_one_line_and_exit_2(
     assert expected in lines[0]
 
 
+# A number a command would take and then fail on, or act on silently, after its setup: NaN and
+# infinity (which pass a "below the minimum" check), a negative count, a count past
+# PostgreSQL's integer, a wait longer than any clock takes.
+BAD_NUMBERS = [
+    ["check", "--timeout", "nan"],
+    ["check", "--timeout", "-1"],
+    ["check", "--timeout", "0"],
+    ["check", "--timeout", "1e12"],
+    ["send", "hi", "--user", "u", "--thread", "t", "--timeout", "nan"],
+    ["send", "hi", "--user", "u", "--thread", "t", "--timeout", "inf"],
+    ["memories", "list", "--user", "u", "--limit", "-1"],
+    ["memories", "list", "--user", "u", "--limit", "99999999999999999999"],
+    ["memories", "search", "q", "--user", "u", "--limit", "0"],
+    ["personalities", "get", "p", "--version", "3000000000"],
+    ["eval", "retrieval", "--k", "0"],
+    ["bench", "run", "--model-latency-ms", "nan"],
+    ["bench", "run", "--model-latency-ms", "0,inf"],
+    ["bench", "run", "--in-flight", "16,99999999999"],
+    ["bench", "capacity", "--model-latency-ms", "nan"],
+    ["bench", "capacity", "--model-latency-ms", "inf"],
+    ["bench", "capacity", "--history-turns", "-1"],
+    ["bench", "retrieval", "--history-turns", "-5"],
+    ["bench", "retrieval", "--depth-turns", "-5"],
+    ["bench", "retrieval", "--depth-memories", "-1"],
+    ["bench", "citus-move", "--settle-s", "1e300"],
+]
+
+
+@pytest.mark.parametrize("argv", BAD_NUMBERS)
+def test_a_number_out_of_its_range_is_refused_as_the_arguments_are_read(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(argv)
+    assert exited.value.code == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert f"argument {argv[-2]}:" in line
+
+
+def test_numbers_in_their_range_are_taken() -> None:
+    args = build_parser().parse_args(["check", "--timeout", "0.5"])
+    assert args.timeout == 0.5
+    args = build_parser().parse_args(["bench", "retrieval", "--history-turns", "0"])
+    assert args.history_turns == 0
+    args = build_parser().parse_args(["bench", "run", "--model-latency-ms", "0,800.5"])
+    assert args.model_latency_ms == [0.0, 800.5]
+
+
 # Each argument a command writes its result to, with a path that cannot take it: {missing} is
 # a directory that does not exist, {file} an existing file, {folder} an existing directory.
 UNWRITABLE_OUTPUTS = [

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
+import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from llm_bot.cli.support import UsageError, output_dir, output_file, positive
+from llm_bot.cli.support import UsageError, at_least_zero, output_dir, output_file, positive
 from llm_bot.settings import Settings
 from llm_bot_tools.cli.measurements import database_for_measurements, number_list, progress
 
@@ -31,13 +31,18 @@ def add_bench_commands(commands: Any, parser_class: type[argparse.ArgumentParser
     retrieval.add_argument(
         "--sizes", type=sizes, default=[10_000, 100_000], help="e.g. 10000,100000"
     )
-    retrieval.add_argument("--history-turns", type=int, default=100_000, help="0 skips recall")
     retrieval.add_argument(
-        "--depth-turns", type=int, default=100_000, help="recall for one user this deep; 0 skips"
+        "--history-turns", type=at_least_zero, default=100_000, help="0 skips recall"
+    )
+    retrieval.add_argument(
+        "--depth-turns",
+        type=at_least_zero,
+        default=100_000,
+        help="recall for one user this deep; 0 skips",
     )
     retrieval.add_argument(
         "--depth-memories",
-        type=int,
+        type=at_least_zero,
         default=10_000,
         help="memory search for one user with this many memories; 0 skips",
     )
@@ -156,7 +161,7 @@ def add_capacity_command(kinds: Any) -> None:
     )
     capacity.add_argument("--users", type=positive, default=100)
     capacity.add_argument("--in-flight", type=positive, default=16)
-    capacity.add_argument("--model-latency-ms", type=float, default=0.0)
+    capacity.add_argument("--model-latency-ms", type=duration, default=0.0)
     capacity.add_argument(
         "--dimensions", type=sizes, default=[384, 1536], help="embedding sizes, e.g. 384,1536"
     )
@@ -165,7 +170,7 @@ def add_capacity_command(kinds: Any) -> None:
     )
     capacity.add_argument(
         "--history-turns",
-        type=int,
+        type=at_least_zero,
         default=2400,
         help="turns loaded for each user before the events (0: none)",
     )
@@ -209,13 +214,16 @@ def rate(text: str) -> float:
 
 
 def duration(text: str) -> float:
-    """An argparse type: a finite number of at least zero, else a one-line error."""
+    """An argparse type: a number from zero to ``threading.TIMEOUT_MAX``, the longest wait
+    Python's clocks take (a longer one fails the wait it reaches), else a one-line error."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0 <= value < math.inf:
-        raise argparse.ArgumentTypeError(f"must be a finite number of at least 0, got {text}")
+    if not 0 <= value <= threading.TIMEOUT_MAX:
+        raise argparse.ArgumentTypeError(
+            f"must be a number from 0 to {threading.TIMEOUT_MAX:.0f}, got {text}"
+        )
     return value
 
 
@@ -440,8 +448,6 @@ def run_capacity(args: argparse.Namespace, settings: Settings) -> int:
     from llm_bot_tools.bench.capacity import CapacityConfig, run_capacity
     from llm_bot_tools.bench.capacity_model import model_of, render
 
-    if args.model_latency_ms < 0 or args.history_turns < 0:
-        raise UsageError("--model-latency-ms and --history-turns must be at least 0")
     config = CapacityConfig(
         events=args.events,
         statement_events=args.statement_events,

@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from llm_bot.bus_names import prefixed
-from llm_bot.cli.support import UsageError, output_dir
+from llm_bot.cli.support import UsageError, output_dir, positive_seconds
 from llm_bot.events.models import SOURCE
 from llm_bot.events.routing import DEFAULT_EGRESS_TOPIC
 from llm_bot.settings import Settings
@@ -93,10 +93,3 @@ def command_send(args: argparse.Namespace, settings: Settings) -> int:
     steps = [s for s in document["routing"]["slip"] if s.get("id") == SOURCE]
     print(json.dumps({"candidate": None, "step": steps[-1] if steps else None}, indent=2))
     return 1
-
-
-def positive_seconds(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import SecretStr
 
-from llm_bot.cli.support import UsageError, file_in_output_dir, output_file
+from llm_bot.cli.support import UsageError, file_in_output_dir, output_file, positive
 from llm_bot.settings import Settings
 from llm_bot_tools.cli.measurements import (
     database_for_measurements,
@@ -50,7 +50,7 @@ def add_eval_commands(commands: Any, parser_class: type[argparse.ArgumentParser]
     retrieval = kinds.add_parser("retrieval", help="recall quality of history search per mode")
     retrieval.add_argument("--corpus", type=Path, default=Path("eval/corpus.jsonl"))
     retrieval.add_argument("--queries", type=Path, default=Path("eval/queries.jsonl"))
-    retrieval.add_argument("--k", type=int, default=10, help="hits per query (default: 10)")
+    retrieval.add_argument("--k", type=positive, default=10, help="hits per query (default: 10)")
     retrieval.add_argument("--plot", type=output_file, help="write a PNG here")
     retrieval.add_argument(
         "--recall-budgets",
@@ -152,8 +152,6 @@ def run_retrieval_eval(args: argparse.Namespace, settings: Settings) -> int:
     )
     from llm_bot_tools.local.scratch_schemas import scratch_schema
 
-    if args.k < 1:
-        raise UsageError("--k must be at least 1")
     try:
         corpus, queries = load_corpus(args.corpus), load_queries(args.queries)
         pairs_of(corpus)

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
+from llm_bot.cli.support import MAX_COUNT
 from llm_bot.settings import Settings
 
 
@@ -51,7 +52,10 @@ N = TypeVar("N", int, float)
 
 
 def number_list(convert: Callable[[str], N], minimum: N, example: str) -> Callable[[str], list[N]]:
-    """An argparse type for comma-separated numbers of at least ``minimum``."""
+    """An argparse type for comma-separated numbers from ``minimum`` to
+    :data:`~llm_bot.cli.support.MAX_COUNT`; NaN and infinity are refused with the rest, not
+    found by the local model server's wait, which fails every answer on one, once the stack
+    has started."""
 
     def parse(text: str) -> list[N]:
         try:
@@ -60,8 +64,10 @@ def number_list(convert: Callable[[str], N], minimum: N, example: str) -> Callab
             raise argparse.ArgumentTypeError(
                 f"expected numbers like {example}, got {text!r}"
             ) from None
-        if any(value < minimum for value in values):
-            raise argparse.ArgumentTypeError(f"each value must be at least {minimum}")
+        if not all(minimum <= value <= MAX_COUNT for value in values):
+            raise argparse.ArgumentTypeError(
+                f"each value must be a number from {minimum} to {MAX_COUNT}"
+            )
         return values
 
     return parse
