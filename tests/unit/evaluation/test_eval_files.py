@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from llm_bot.cli import main
+from llm_bot_tools.evaluation.calibration import load_pairs
 from llm_bot_tools.evaluation.derived import load_derived
 from llm_bot_tools.evaluation.retrieval import load_corpus, load_queries
 
@@ -90,3 +92,33 @@ def test_text_no_stored_turn_can_hold_is_read_as_the_worker_stores_it(tmp_path: 
     summary = {"kind": "summary", "user_id": "kim", "thread_id": "chat:a", "sources": ["t1"]}
     items = load_derived(written(tmp_path, summary | {"text": "trip \ud800"}), corpus)
     assert items[0].text == "trip \ufffd"
+
+
+PAIR = {"memory": "The user is vegetarian.", "query": "Suggest a dinner", "relevant": True}
+
+
+@pytest.mark.parametrize(
+    ("row", "error"),
+    [
+        (PAIR | {"relevant": "false"}, "relevant must be true or false"),
+        (PAIR | {"relevant": 0}, "relevant must be true or false"),
+        (PAIR | {"memory": None}, "memory must be a non-empty string"),
+        (PAIR | {"query": ["x"]}, "query must be a non-empty string"),
+        (PAIR | {"memory": " "}, "memory must be a non-empty string"),
+        ("[1]", "not a JSON object"),
+    ],
+)
+def test_a_bad_labelled_pair_is_named_with_what_is_wrong(
+    tmp_path: Path, row: Any, error: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = written(tmp_path, PAIR, PAIR | {"relevant": False}, row)
+    with pytest.raises(ValueError, match=f"^{path}:3: not a labelled pair \\({error}\\)"):
+        load_pairs(path)
+    assert main(["eval", "calibrate", "--pairs", str(path)]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert f"{path}:3" in line
+
+
+def test_labelled_pairs_are_read_as_labelled(tmp_path: Path) -> None:
+    pairs = load_pairs(written(tmp_path, PAIR, PAIR | {"relevant": False}))
+    assert [p.relevant for p in pairs] == [True, False]

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from llm_bot.consolidation.extraction import WindowTurn, parse
 from llm_bot.memory.run_writes import Visibility
@@ -29,6 +29,7 @@ from llm_bot.memory.run_writes import Visibility
 # Each item's turns are a minute apart from this time (the check reads no time).
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 KINDS = ("dm", "channel")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -101,34 +102,77 @@ def load_items(path: Path) -> list[Item]:
     return items
 
 
-def _item(row: dict[str, Any]) -> Item:
-    kind = row["kind"]
+# A turn's seq is its minute after START, so one past any window's length is still a time.
+MAX_SEQ = 100_000
+
+
+def _item(row: Any) -> Item:
+    """Each field of the type the set's format gives it: a value of another type (a label
+    "false", a seq 1.5 or 1e400, a text null) would be judged as something else, or fail the
+    command past its reading."""
+    kind = _field(row, "kind", str)
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {', '.join(KINDS)}")
-    if not isinstance(row["label"], bool):
-        raise ValueError("label must be true or false")
+    label = _field(row, "label", bool)
     visibility: Visibility = "dm" if kind == "dm" else "public"
-    turns = tuple(
-        WindowTurn(
-            str(turn["user"]),
-            int(turn["seq"]),
-            str(turn["role"]),
-            str(turn["text"]),
-            START + timedelta(minutes=int(turn["seq"])),
-            visibility,
-        )
-        for turn in row["turns"]
-    )
-    fact = row["fact"]
+    turns = tuple(_turn(turn, visibility) for turn in _field(row, "turns", list))
+    if not turns:
+        raise ValueError("turns must not be empty")
+    fact = _field(row, "fact", dict)
+    sources = _field(fact, "sources", list)
+    if not sources or not all(_is_seq(source) for source in sources):
+        raise ValueError(f"fact sources must be a non-empty list of seqs from 1 to {MAX_SEQ}")
     return Item(
-        str(row["id"]),
-        str(row["class"]),
-        row["label"],
+        _field(row, "id", str),
+        _field(row, "class", str),
+        label,
         kind,
         turns,
-        str(fact["text"]),
-        tuple(int(seq) for seq in fact["sources"]),
+        _field(fact, "text", str),
+        tuple(sources),
     )
+
+
+def _turn(turn: Any, visibility: Visibility) -> WindowTurn:
+    seq = _field(turn, "seq", int)
+    if not _is_seq(seq):
+        raise ValueError(f"a turn's seq must be a whole number from 1 to {MAX_SEQ}")
+    role = _field(turn, "role", str)
+    if role not in ("user", "assistant"):
+        raise ValueError("a turn's role must be user or assistant")
+    return WindowTurn(
+        _field(turn, "user", str),
+        seq,
+        role,
+        _field(turn, "text", str),
+        START + timedelta(minutes=seq),
+        visibility,
+    )
+
+
+def _is_seq(value: Any) -> bool:
+    return type(value) is int and 1 <= value <= MAX_SEQ
+
+
+def _field(row: Any, name: str, kind: type[T]) -> T:
+    """``row[name]``, which must be a ``kind`` (a bool is no int here)."""
+    if not isinstance(row, dict):
+        raise ValueError(f"expected a JSON object holding {name}")
+    if name not in row:
+        raise ValueError(f"missing {name}")
+    value = row[name]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ValueError(f"{name} must be a JSON {_JSON_TYPES[kind]}")
+    return value
+
+
+_JSON_TYPES: dict[type, str] = {
+    str: "string",
+    bool: "true or false",
+    int: "whole number",
+    list: "list",
+    dict: "object",
+}
 
 
 def stored(fact: str, sources: Sequence[int], turns: Sequence[WindowTurn]) -> bool:
@@ -168,21 +212,31 @@ def judge_unprompted(corpus: Path, derived: Path) -> Unprompted:
     """The share of ``derived``'s facts (LoCoMo's observations) the check keeps, each against
     the session it cites, its speakers read from the turns' "Name: " prefix."""
     sessions: dict[str, list[dict[str, Any]]] = {}
-    for line in corpus.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            turn = json.loads(line)
-            sessions.setdefault(turn["thread_id"], []).append(turn)
+    for turn in _objects(corpus):
+        sessions.setdefault(_field(turn, "thread_id", str), []).append(turn)
     windows = {thread: _speakers_window(turns) for thread, turns in sessions.items()}
     facts = kept = 0
-    for line in derived.read_text(encoding="utf-8").splitlines():
-        row = json.loads(line) if line.strip() else {}
+    for row in _objects(derived):
         if row.get("kind") != "fact" or row.get("thread_id") not in windows:
             continue
         turns, seqs = windows[row["thread_id"]]
-        sources = [seqs[source] for source in row["sources"] if source in seqs]
+        cited = _field(row, "sources", list)
+        sources = [seqs[source] for source in cited if isinstance(source, str) and source in seqs]
         facts += 1
-        kept += bool(sources) and stored(row["text"], sources, turns)
+        kept += bool(sources) and stored(_field(row, "text", str), sources, turns)
     return Unprompted(facts, kept)
+
+
+def _objects(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects of the JSONL file ``path``; ValueError names the line of another."""
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if line.strip():
+            row = json.loads(line)
+            if not isinstance(row, dict):
+                raise ValueError(f"{path}:{number}: not a JSON object")
+            rows.append(row)
+    return rows
 
 
 def _speakers_window(

@@ -14,6 +14,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from llm_bot.llm.embeddings import Embedder
 
@@ -53,13 +54,26 @@ def load_pairs(path: Path) -> list[LabelledPair]:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
-            pairs.append(LabelledPair(str(row["memory"]), str(row["query"]), bool(row["relevant"])))
-        except (ValueError, KeyError, TypeError) as error:
+            pairs.append(_pair(json.loads(line)))
+        except ValueError as error:
             raise ValueError(f"{path}:{number}: not a labelled pair ({error})") from None
     if not any(p.relevant for p in pairs) or all(p.relevant for p in pairs):
         raise ValueError(f"{path}: needs both relevant and irrelevant pairs")
     return pairs
+
+
+def _pair(row: Any) -> LabelledPair:
+    """A line's pair: memory and query non-empty strings, relevant true or false. Read as
+    anything else ("false" as truthy, null as the text "None") the pair would be measured as
+    another pair than the one labelled."""
+    if not isinstance(row, dict):
+        raise ValueError("not a JSON object")
+    for name in ("memory", "query"):
+        if not isinstance(row.get(name), str) or not row[name].strip():
+            raise ValueError(f"{name} must be a non-empty string")
+    if not isinstance(row.get("relevant"), bool):
+        raise ValueError("relevant must be true or false")
+    return LabelledPair(row["memory"], row["query"], row["relevant"])
 
 
 async def calibrate(embedder: Embedder, pairs: Sequence[LabelledPair]) -> Calibration:
