@@ -73,3 +73,28 @@ def test_bad_versions_cost_one_line(
 ) -> None:
     assert main(["bench", "compare", *versions]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ('[{"worker_ready_s": NaN}]', "worker_ready_s is NaN, not a finite number"),
+        ('[{"worker_ready_s": Infinity}]', "worker_ready_s is Infinity, not a finite number"),
+        ('[{"worker_ready_s": true}]', "worker_ready_s is true, not a finite number"),
+        ('[{"worker_ready_s": "2"}]', 'worker_ready_s is "2", not a finite number'),
+        ("[1, 2]", "a list of bench run reports"),
+        ('{"worker_ready_s": 2}', "a list of bench run reports"),
+    ],
+)
+def test_a_run_that_is_no_report_of_finite_figures_costs_one_line(
+    text: str, error: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Refused before a plot fails on it (NaN or infinity) or a median is taken of it."""
+    path = tmp_path / "run.json"
+    path.write_text(text)
+    plot = tmp_path / "compare.png"
+    assert main(["bench", "compare", "--version", "v", str(path), "--plot", str(plot)]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert str(path) in line
+    assert error in line
+    assert not plot.exists()

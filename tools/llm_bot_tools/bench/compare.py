@@ -8,6 +8,7 @@ and compared by their medians are what the performance notes report.
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -77,22 +78,40 @@ class Comparison:
 
 def compare(versions: Sequence[tuple[str, Sequence[Path]]]) -> list[Comparison]:
     """``versions``: a label and the ``bench run --json`` files of its runs."""
+    read = [(label, [(path, _reports(path)) for path in paths]) for label, paths in versions]
     comparisons = []
     for target in TARGETS:
         runs = {
             label: [
-                float(report[target.field])
-                for path in paths
-                for report in json.loads(path.read_text())
+                _figure(path, report, target.field)
+                for path, reports in files
+                for report in reports
                 if target.covers(report)
             ]
-            for label, paths in versions
+            for label, files in read
         }
         runs = {label: values for label, values in runs.items() if values}
         if runs:
             medians = {label: statistics.median(values) for label, values in runs.items()}
             comparisons.append(Comparison(target, medians, runs))
     return comparisons
+
+
+def _reports(path: Path) -> list[dict[str, object]]:
+    """The reports of a ``bench run --json`` file: a list of JSON objects."""
+    reports = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(reports, list) or not all(isinstance(r, dict) for r in reports):
+        raise ValueError(f"{path} is not a list of bench run reports")
+    return reports
+
+
+def _figure(path: Path, report: dict[str, object], field: str) -> float:
+    """``report``'s ``field``, a finite number: a median of NaN or infinity (which JSON from
+    Python may hold) would be reported as a version's figure, and a plot of one fails."""
+    value = report[field]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"{path}: {field} is {json.dumps(value)}, not a finite number")
+    return float(value)
 
 
 def plot_comparisons(comparisons: Sequence[Comparison], path: Path, title: str) -> None:
