@@ -1,6 +1,6 @@
 """`llm-bot dev --services-only` as a user runs it: exports, real clients, a clean exit, no
 library warning; a crash of its Postgres reported at once; a CPU its pgvector cannot run on
-refused before anything starts."""
+refused before anything starts; Ctrl-C while the stack starts stops it there."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from llm_bot_tools.local.postgres_build import CPUINFO_ENV, PGVECTOR
-from llm_bot_tools.local.pubsub_emulator import pubsub_clients
+from llm_bot_tools.local.pubsub_emulator import free_loopback_port, pubsub_clients
 
 pytestmark = pytest.mark.integration
 START_TIMEOUT_S = 120
@@ -140,6 +140,41 @@ def test_a_closed_terminal_stops_the_stack_as_ctrl_c_does(dev: RunningDev) -> No
     dev.process.send_signal(signal.SIGHUP)
     assert dev.process.wait(timeout=60) == 0
     assert_nothing_left(dev.exports)
+
+
+def test_ctrl_c_while_the_stack_starts_stops_what_started_and_exits_130(tmp_path: Path) -> None:
+    """The whole `llm-bot dev` (not --services-only) interrupted once its Postgres is up: the
+    start unwinds, rather than the signal being set aside, the worker started and the stack
+    served on."""
+    command = [part for part in dev_command(tmp_path) if part != "--services-only"]
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=clean_environment() | {"PORT": str(free_loopback_port())},
+    )
+    postgres_up = threading.Event()
+
+    def read_errors() -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            if "embedded postgres ready" in line:
+                postgres_up.set()
+
+    threading.Thread(target=read_errors, daemon=True).start()
+    try:
+        assert postgres_up.wait(START_TIMEOUT_S), "the stack's Postgres did not start"
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=60) == 130
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    leftovers = subprocess.run(
+        ["pgrep", "-f", str(tmp_path)], capture_output=True, text=True, check=False
+    )
+    assert leftovers.stdout == "", "processes of the stack left behind"
 
 
 def assert_nothing_left(exports: dict[str, str]) -> None:

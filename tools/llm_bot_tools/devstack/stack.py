@@ -144,10 +144,18 @@ NEXT_STEPS = (
 )
 
 
+# SIGHUP: a closed terminal.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 def run_dev_stack(settings: Settings, data_dir: Path, services_only: bool) -> int:
+    """Start the stack, then serve until a stop signal (exit 0). A stop signal while the
+    services start is Ctrl-C there: those started so far stop as the start unwinds, and the
+    command exits 130 (:mod:`llm_bot.cli`), rather than finish starting and serve on with the
+    signal set aside where nothing reads it."""
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, signal.default_int_handler)
     stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # SIGHUP: a closed terminal
-        signal.signal(signum, lambda *_: stop.set())
     services = contextlib.ExitStack()
 
     def abort(line: str) -> None:
@@ -163,6 +171,8 @@ def run_dev_stack(settings: Settings, data_dir: Path, services_only: bool) -> in
             print(f"export {name}={shlex.quote(value)}")
         for line in check_stack(stack):
             print(f"# {line}")
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, lambda *_: stop.set())
         if services_only:
             print("# local stack ready; Ctrl-C stops it", flush=True)
             stop.wait()
@@ -173,7 +183,7 @@ def run_dev_stack(settings: Settings, data_dir: Path, services_only: bool) -> in
             with traces.open("a", encoding="utf-8") as console:
                 tracing = setup_tracing(console=console)
                 print(f"# traces: {traces}; metrics: http://127.0.0.1:{settings.port}/metrics")
-                asyncio.run(_serve_with_demo(load_settings(), stack, setup_metrics()))
+                asyncio.run(_serve_with_demo(load_settings(), stack, setup_metrics(), stop))
                 if tracing is not None:  # always, with a console
                     tracing.shutdown()  # flushes the spans still batched
     print("# local stack stopped", file=sys.stderr)
@@ -190,11 +200,14 @@ async def explained(url: str, agent: str, correlation_id: str) -> list[str]:
 
 
 async def _serve_with_demo(
-    settings: Settings, stack: DevStack, registry: CollectorRegistry
+    settings: Settings, stack: DevStack, registry: CollectorRegistry, stopped: threading.Event
 ) -> None:
-    """Run the worker until Ctrl-C/SIGTERM/SIGHUP, after showing a few events going through it."""
+    """Run the worker until Ctrl-C/SIGTERM/SIGHUP, after showing a few events going through it;
+    ``stopped`` is set by a stop signal that came before this loop took the signals over."""
     stop = asyncio.Event()
     install_signal_handlers(stop)
+    if stopped.is_set():
+        return
     async with Worker(settings, metrics_registry=registry) as worker:
         print(f"# worker running (health on port {settings.port})", flush=True)
         reply_subscription = tap_subscription_name(
