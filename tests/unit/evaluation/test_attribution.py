@@ -60,7 +60,7 @@ ITEM = {
         (json.dumps(ITEM | {"fact": {"text": "x", "sources": "1"}}), "sources must be a JSON"),
         (json.dumps(ITEM | {"fact": {"text": "x", "sources": [0]}}), "non-empty list of seqs"),
         (json.dumps(ITEM).replace('"seq": 1', '"seq": 1e400'), "seq must be a JSON whole"),
-        ("[1, 2]", "expected a JSON object holding kind"),
+        ("[1, 2]", "not a JSON object"),
     ],
 )
 def test_a_set_that_cannot_be_read_is_one_line_and_exit_2(

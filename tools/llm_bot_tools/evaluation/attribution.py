@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from llm_bot.consolidation.extraction import WindowTurn, parse
 from llm_bot.memory.run_writes import Visibility
+from llm_bot_tools.evaluation.jsonl import read_jsonl
 
 # Each item's turns are a minute apart from this time (the check reads no time).
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -90,13 +91,7 @@ class Report:
 
 def load_items(path: Path) -> list[Item]:
     """The labelled items of ``path`` (JSONL); ValueError names the line of a bad one."""
-    items = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if line.strip():
-            try:
-                items.append(_item(json.loads(line)))
-            except (ValueError, KeyError, TypeError) as error:
-                raise ValueError(f"{path}:{number}: not a labelled attribution ({error})") from None
+    items = read_jsonl(path, _item, "a labelled attribution")
     if not items:
         raise ValueError(f"{path}: no labelled attributions")
     return items
@@ -212,11 +207,11 @@ def judge_unprompted(corpus: Path, derived: Path) -> Unprompted:
     """The share of ``derived``'s facts (LoCoMo's observations) the check keeps, each against
     the session it cites, its speakers read from the turns' "Name: " prefix."""
     sessions: dict[str, list[dict[str, Any]]] = {}
-    for turn in _objects(corpus):
+    for turn in read_jsonl(corpus, dict):
         sessions.setdefault(_field(turn, "thread_id", str), []).append(turn)
     windows = {thread: _speakers_window(turns) for thread, turns in sessions.items()}
     facts = kept = 0
-    for row in _objects(derived):
+    for row in read_jsonl(derived, dict):
         if row.get("kind") != "fact" or row.get("thread_id") not in windows:
             continue
         turns, seqs = windows[row["thread_id"]]
@@ -225,18 +220,6 @@ def judge_unprompted(corpus: Path, derived: Path) -> Unprompted:
         facts += 1
         kept += bool(sources) and stored(_field(row, "text", str), sources, turns)
     return Unprompted(facts, kept)
-
-
-def _objects(path: Path) -> list[dict[str, Any]]:
-    """The JSON objects of the JSONL file ``path``; ValueError names the line of another."""
-    rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if line.strip():
-            row = json.loads(line)
-            if not isinstance(row, dict):
-                raise ValueError(f"{path}:{number}: not a JSON object")
-            rows.append(row)
-    return rows
 
 
 def _speakers_window(

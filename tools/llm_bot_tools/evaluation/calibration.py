@@ -10,13 +10,13 @@ of the deployment and put the result in ``MEMORY_SIMILARITY_THRESHOLD``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from llm_bot.llm.embeddings import Embedder
+from llm_bot_tools.evaluation.jsonl import read_jsonl
 
 THRESHOLDS = [round(step * 0.05, 2) for step in range(0, 20)]
 
@@ -49,14 +49,7 @@ class Calibration:
 
 
 def load_pairs(path: Path) -> list[LabelledPair]:
-    pairs = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            pairs.append(_pair(json.loads(line)))
-        except ValueError as error:
-            raise ValueError(f"{path}:{number}: not a labelled pair ({error})") from None
+    pairs = read_jsonl(path, _pair, "a labelled pair")
     if not any(p.relevant for p in pairs) or all(p.relevant for p in pairs):
         raise ValueError(f"{path}: needs both relevant and irrelevant pairs")
     return pairs
@@ -66,8 +59,6 @@ def _pair(row: Any) -> LabelledPair:
     """A line's pair: memory and query non-empty strings, relevant true or false. Read as
     anything else ("false" as truthy, null as the text "None") the pair would be measured as
     another pair than the one labelled."""
-    if not isinstance(row, dict):
-        raise ValueError("not a JSON object")
     for name in ("memory", "query"):
         if not isinstance(row.get(name), str) or not row[name].strip():
             raise ValueError(f"{name} must be a non-empty string")

@@ -40,7 +40,8 @@ from llm_bot.memory.turns.reads import StoredTurn
 from llm_bot.memory.validation import key_of
 from llm_bot.text import storable
 from llm_bot_tools.evaluation.context import stored_turns
-from llm_bot_tools.evaluation.retrieval import CorpusTurn, read_jsonl
+from llm_bot_tools.evaluation.jsonl import read_jsonl
+from llm_bot_tools.evaluation.retrieval import CorpusTurn
 
 EMBED_BATCH = 64
 

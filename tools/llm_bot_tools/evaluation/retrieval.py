@@ -14,14 +14,13 @@ evidence turn itself; how many slots summaries took is reported.
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from psycopg import AsyncConnection
 
@@ -34,6 +33,7 @@ from llm_bot.settings import Settings
 from llm_bot.text import storable
 from llm_bot_tools.evaluation.calibration import ThresholdRow, threshold_table
 from llm_bot_tools.evaluation.categories import inferred_category
+from llm_bot_tools.evaluation.jsonl import read_jsonl
 
 if TYPE_CHECKING:
     from llm_bot_tools.evaluation.context import ContextReport
@@ -123,29 +123,6 @@ class ModeReport:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-T = TypeVar("T")
-
-
-def read_jsonl(path: Path, make: Callable[[dict[str, Any]], T]) -> list[T]:
-    """Each non-blank line of ``path`` made into a ``T`` by ``make``. A line that is not a JSON
-    object, or that ``make`` refuses with ``ValueError``, raises ``ValueError`` naming the file
-    and the line, before any work. A byte-order mark before the first line is no part of it."""
-    items = []
-    for number, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-            if not isinstance(row, dict):
-                raise ValueError("not a JSON object")
-            items.append(make(row))
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{path}:{number}: not JSON ({error.msg})") from None
-        except ValueError as error:
-            raise ValueError(f"{path}:{number}: {error}") from None
-    return items
 
 
 def _require(row: Mapping[str, Any], fields: Sequence[str]) -> None:
