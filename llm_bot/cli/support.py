@@ -78,6 +78,11 @@ def non_empty(text: str) -> str:
     can send."""
     if not text:
         raise argparse.ArgumentTypeError("must not be empty")
+    return utf8_text(text)
+
+
+def utf8_text(text: str) -> str:
+    """An argparse type: text in UTF-8, as every stored or sent text is (see :func:`non_empty`)."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

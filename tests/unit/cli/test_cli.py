@@ -86,6 +86,40 @@ def test_numbers_in_their_range_are_taken() -> None:
     assert args.model_latency_ms == [0.0, 800.5]
 
 
+# What `send` would build an event of and then fail to send, or send with an identity no user
+# has: an empty sender or thread, bytes that are not UTF-8 (a terminal in another encoding;
+# they reach Python as lone surrogates), a reply subscription Pub/Sub refuses as a name.
+SEND = ["send", "hi", "--user", "u", "--thread", "t"]
+BAD_SEND_ARGUMENTS = [
+    (["send", "hi", "--user", "", "--thread", "t"], "argument --user: must not be empty"),
+    (["send", "hi", "--user", "u", "--thread", ""], "argument --thread: must not be empty"),
+    (["send", "hi", "--user", "\udcff", "--thread", "t"], "argument --user: not valid UTF-8"),
+    (["send", "hi", "--user", "u", "--thread", "\udcff"], "argument --thread: not valid UTF-8"),
+    (["send", "\udcff", "--user", "u", "--thread", "t"], "argument text: not valid UTF-8"),
+    ([*SEND, "--reply-subscription", ""], "argument --reply-subscription: not a Pub/Sub"),
+    ([*SEND, "--reply-subscription", "no such/sub"], "argument --reply-subscription: not a"),
+    ([*SEND, "--reply-subscription", "projects/p/subscriptions/s"], "not a Pub/Sub"),
+]
+
+
+@pytest.mark.parametrize(("argv", "expected"), BAD_SEND_ARGUMENTS)
+def test_what_send_cannot_send_is_refused_as_the_arguments_are_read(
+    argv: list[str], expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(argv)
+    assert exited.value.code == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert expected in line
+
+
+def test_send_takes_a_subscription_id_and_an_empty_prompt() -> None:
+    args = build_parser().parse_args(["send", "", "--user", "u", "--thread", "t"])
+    assert (args.text, args.reply_subscription) == ("", "internal.egress.v1-tap")
+    args = build_parser().parse_args([*SEND, "--reply-subscription", "answers.v1-tap"])
+    assert args.reply_subscription == "answers.v1-tap"
+
+
 # Each argument a command writes its result to, with a path that cannot take it: {missing} is
 # a directory that does not exist, {file} an existing file, {folder} an existing directory.
 UNWRITABLE_OUTPUTS = [

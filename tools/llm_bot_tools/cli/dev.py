@@ -7,8 +7,14 @@ import json
 import sys
 from typing import Any
 
-from llm_bot.bus_names import prefixed
-from llm_bot.cli.support import UsageError, output_dir, positive_seconds
+from llm_bot.bus_names import is_pubsub_name, prefixed
+from llm_bot.cli.support import (
+    UsageError,
+    non_empty,
+    output_dir,
+    positive_seconds,
+    utf8_text,
+)
 from llm_bot.events.models import SOURCE
 from llm_bot.events.routing import DEFAULT_EGRESS_TOPIC
 from llm_bot.settings import Settings
@@ -16,13 +22,16 @@ from llm_bot.settings import Settings
 
 def add_send_command(commands: Any) -> None:
     send = commands.add_parser("send", help="send one prompt and print the candidate")
-    send.add_argument("text", help="the prompt")
-    send.add_argument("--user", required=True, help="user id of the sender")
-    send.add_argument("--thread", required=True, help="channel (thread) the prompt is sent in")
+    send.add_argument("text", type=utf8_text, help="the prompt")
+    send.add_argument("--user", type=non_empty, required=True, help="user id of the sender")
+    send.add_argument(
+        "--thread", type=non_empty, required=True, help="channel (thread) the prompt is sent in"
+    )
     send.add_argument("--local", action="store_true", help="run the graph in this process")
     send.add_argument("--timeout", type=positive_seconds, default=60.0, help="seconds to wait")
     send.add_argument(
         "--reply-subscription",
+        type=subscription_name,
         default=f"{DEFAULT_EGRESS_TOPIC}-tap",
         help="subscription of the egress topic answers are read from, BUS_PREFIX in front"
         " (default: %(default)s; `llm-bot dev` makes it, on GCP see the README)",
@@ -93,3 +102,14 @@ def command_send(args: argparse.Namespace, settings: Settings) -> int:
     steps = [s for s in document["routing"]["slip"] if s.get("id") == SOURCE]
     print(json.dumps({"candidate": None, "step": steps[-1] if steps else None}, indent=2))
     return 1
+
+
+def subscription_name(text: str) -> str:
+    """An argparse type: a Pub/Sub subscription's id (not its path), else a one-line error
+    rather than Pub/Sub's refusal once the event is built and the clients made."""
+    if not is_pubsub_name(text):
+        raise argparse.ArgumentTypeError(
+            f"not a Pub/Sub subscription id (a letter, then 2 to 254 of letters, digits and"
+            f" -_.~+%, not starting with goog): {text!r}"
+        )
+    return text
