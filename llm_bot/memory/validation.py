@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any, TypeGuard
 
 from llm_bot.memory.derived import DERIVED_METADATA_KEYS
+from llm_bot.text import storable
 
 CHARS_PER_TOKEN = 4
 MAX_METADATA_KEYS = 5
@@ -42,7 +43,10 @@ def approx_tokens(text: str) -> int:
 def validate_memory(
     content: Any, metadata: Any, key: Any, max_tokens: int
 ) -> tuple[str, dict[str, str], str | None]:
-    """Return (content, metadata, key) checked and normalised, or raise :class:`InvalidMemory`."""
+    """Return (content, metadata, key) checked and normalised, or raise :class:`InvalidMemory`.
+    A NUL or a lone surrogate (a model's JSON escapes decode to them) is made U+FFFD in the
+    content and in the metadata's names and values: no stored text can hold one, and the write
+    that met it would fail the memory, or the whole event."""
     if not isinstance(content, str) or not content.strip():
         raise InvalidMemory("content must be a non-empty string")
     if approx_tokens(content) > max_tokens:
@@ -50,7 +54,7 @@ def validate_memory(
             f"content is about {approx_tokens(content)} tokens, over the limit of {max_tokens}"
         )
     checked_key = None if key is None else check_key(key)
-    return content.strip(), validate_metadata(metadata), checked_key
+    return storable(content.strip()), validate_metadata(metadata), checked_key
 
 
 def is_safe_key(key: object) -> TypeGuard[str]:
@@ -103,5 +107,5 @@ def validate_metadata(metadata: Any) -> dict[str, str]:
             raise InvalidMemory(
                 f"metadata value of {name!r} is over {MAX_METADATA_VALUE_CHARS} characters"
             )
-        checked[name] = value
+        checked[storable(name)] = storable(value)
     return checked

@@ -85,6 +85,31 @@ async def test_a_key_outside_the_safe_alphabet_is_refused_to_the_model(
     assert not any("likes coffee" in m["content"] for m in asked), "nothing was stored"
 
 
+async def test_a_nul_in_a_memory_the_model_saves_is_stored_as_a_replacement_character(
+    bus: MemoryBus, model_server: LocalModelServer
+) -> None:
+    """JSON escapes in the call's arguments (\\u0000) decode to characters no stored text can
+    hold: in the content the save failed as the database refused it, in the metadata the
+    whole event was dead-lettered as a rejected write."""
+    in_content = {"content": "likes nul\x00tea"}
+    in_metadata = {"content": "likes oolong", "metadata": {"t\x00": "v\x00", "s": "\ud800"}}
+    model_server.script_tool_calls([("upsertMemory", in_content), ("upsertMemory", in_metadata)])
+    model_server.script_reply("noted")
+    egress = bus.tap(bus.egress_topic)
+    async with bus.serving(bus.settings()):
+        assert await answered(bus, egress, "remember my teas", user="ada", thread="kitchen") == (
+            "noted"
+        )
+        told = model_server.chat_requests()[-1]["messages"]
+        await answered(bus, egress, "which tea do I like, oolong?", user="ada", thread="den")
+    results = [m["content"] for m in told if m["role"] == "tool"]
+    assert [result.startswith("saved memory ") for result in results] == [True, True], results
+    shown = "\n".join(message_lines(model_server.chat_requests()[-1]["messages"]))
+    assert "likes nul\ufffdtea" in shown
+    assert '"t\ufffd": "v\ufffd"' in shown
+    assert '"s": "\ufffd"' in shown
+
+
 async def test_a_neighbour_speaks_only_for_themselves(
     bus: MemoryBus, model_server: LocalModelServer
 ) -> None:
