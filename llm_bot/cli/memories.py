@@ -19,6 +19,7 @@ from llm_bot.cli.support import (
     positive,
     print_result,
     require_database_url,
+    utf8_text,
 )
 from llm_bot.memory.validation import InvalidMemory, validate_memory
 from llm_bot.settings import Settings
@@ -46,18 +47,18 @@ def add_memory_commands(commands: Any, parser_class: type[argparse.ArgumentParse
     listing = action("list", list_memories, "list a user's memories")
     listing.add_argument("--limit", type=positive, default=100)
     search = action("search", search_memories, "search a user's memories")
-    search.add_argument("query")
+    search.add_argument("query", type=utf8_text)
     search.add_argument("--limit", type=positive, default=10)
     get = action("get", get_memory, "show one memory")
-    get.add_argument("key")
+    get.add_argument("key", type=utf8_text)
     get.add_argument(
         "--history", action="store_true", help="with its earlier texts and when each was current"
     )
     put = action("put", put_memory, "store or update a memory")
-    put.add_argument("content")
-    put.add_argument("--key", help="update this memory instead of adding one")
-    put.add_argument("--metadata", default="{}", help="flat JSON object of strings")
-    action("delete", delete_memory, "delete one memory").add_argument("key")
+    put.add_argument("content", type=utf8_text)
+    put.add_argument("--key", type=utf8_text, help="update this memory instead of adding one")
+    put.add_argument("--metadata", type=utf8_text, default="{}", help="flat JSON object of strings")
+    action("delete", delete_memory, "delete one memory").add_argument("key", type=utf8_text)
 
 
 def run_memory_action(args: argparse.Namespace, settings: Settings) -> int:

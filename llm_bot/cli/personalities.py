@@ -16,7 +16,13 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from llm_bot.cli.support import UsageError, positive, print_result, require_database_url
+from llm_bot.cli.support import (
+    UsageError,
+    positive,
+    print_result,
+    require_database_url,
+    utf8_text,
+)
 from llm_bot.db import personalities as store
 from llm_bot.db.personalities import InvalidPersonality, Personality
 from llm_bot.settings import Settings
@@ -35,12 +41,12 @@ def add_personality_commands(commands: Any, parser_class: type[argparse.Argument
         return sub
 
     listing = action("list", list_personalities, "list every stored version")
-    listing.add_argument("--name", help="only this personality's versions")
+    listing.add_argument("--name", type=utf8_text, help="only this personality's versions")
     get = action("get", get_personality, "show one personality (default: its highest version)")
-    get.add_argument("name")
+    get.add_argument("name", type=utf8_text)
     get.add_argument("--version", type=positive)
     put = action("put", put_personality, "store a version of a personality")
-    put.add_argument("name")
+    put.add_argument("name", type=utf8_text)
     text = put.add_mutually_exclusive_group(required=True)
     text.add_argument("--text", help="the personality's text")
     text.add_argument("--file", type=Path, help="read the text from this file")
@@ -52,7 +58,7 @@ def add_personality_commands(commands: Any, parser_class: type[argparse.Argument
     put.add_argument("--description")
     put.add_argument("--author")
     delete = action("delete", delete_personality, "delete a version (default: every version)")
-    delete.add_argument("name")
+    delete.add_argument("name", type=utf8_text)
     delete.add_argument("--version", type=positive)
     imported = action("import", import_personalities, "store BitBrat personality JSON files")
     imported.add_argument("paths", nargs="+", type=Path, metavar="PATH")

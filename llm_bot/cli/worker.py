@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from llm_bot.cli.failures import secrets_of
-from llm_bot.cli.support import positive_seconds, require_database_url
+from llm_bot.cli.support import positive_seconds, require_database_url, utf8_text
 from llm_bot.settings import Settings
 
 if TYPE_CHECKING:  # telemetry is imported by the worker's start, not for parsing arguments
@@ -98,7 +98,9 @@ def add_worker_commands(commands: argparse._SubParsersAction[Any]) -> None:
     run.set_defaults(handler=command_run)
 
     check = commands.add_parser("check", help="exit 0 when the running worker is ready")
-    check.add_argument("--host", default="127.0.0.1", help="worker host (default: %(default)s)")
+    check.add_argument(
+        "--host", type=utf8_text, default="127.0.0.1", help="worker host (default: %(default)s)"
+    )
     check.add_argument(
         "--timeout", type=positive_seconds, default=5.0, help="seconds to wait for an answer"
     )

@@ -120,6 +120,34 @@ def test_send_takes_a_subscription_id_and_an_empty_prompt() -> None:
     assert args.reply_subscription == "answers.v1-tap"
 
 
+# Text arguments the service's commands send to the database or the network: bytes that are
+# not UTF-8 reach Python as lone surrogates, which no query can send.
+NOT_UTF8 = "\udcff"
+NON_UTF8_ARGUMENTS = [
+    ["memories", "put", NOT_UTF8, "--user", "u"],
+    ["memories", "put", "hi", "--user", "u", "--metadata", f'{{"a": "{NOT_UTF8}"}}'],
+    ["memories", "search", NOT_UTF8, "--user", "u"],
+    ["memories", "get", NOT_UTF8, "--user", "u"],
+    ["memories", "delete", NOT_UTF8, "--user", "u"],
+    ["personalities", "put", NOT_UTF8, "--text", "x"],
+    ["personalities", "get", NOT_UTF8],
+    ["personalities", "delete", NOT_UTF8],
+    ["personalities", "list", "--name", NOT_UTF8],
+    ["check", "--host", NOT_UTF8],
+]
+
+
+@pytest.mark.parametrize("argv", NON_UTF8_ARGUMENTS)
+def test_an_argument_that_is_not_utf8_is_refused_as_the_arguments_are_read(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(argv)
+    assert exited.value.code == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert "not valid UTF-8" in line
+
+
 # Each argument a command writes its result to, with a path that cannot take it: {missing} is
 # a directory that does not exist, {file} an existing file, {folder} an existing directory.
 UNWRITABLE_OUTPUTS = [
