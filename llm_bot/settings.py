@@ -27,6 +27,9 @@ from llm_bot.bus_names import is_pubsub_name, prefixed
 from llm_bot.database_url import check_database_url
 
 Count = Annotated[int, Field(ge=1)]
+# pgvector's largest vector (and halfvec): a larger embedding is refused by every statement
+# that stores or searches one, which dead-letters each event as a rejected write.
+MAX_VECTOR_DIMENSIONS = 16_000
 Millis = Annotated[int, Field(ge=1)]
 NonNegative = Annotated[int, Field(ge=0)]
 Similarity = Annotated[float, Field(ge=-1.0, le=1.0)]
@@ -242,7 +245,9 @@ class Settings(BaseSettings):
     )
     embedding_endpoint: str | None = Field(None, alias="MEMORY_EMBEDDING_ENDPOINT")
     embedding_model: str = Field("text-embedding-3-small", alias="MEMORY_EMBEDDING_MODEL")
-    embedding_dimensions: Count | None = Field(None, alias="MEMORY_EMBEDDING_DIMENSIONS")
+    embedding_dimensions: Annotated[int, Field(ge=1, le=MAX_VECTOR_DIMENSIONS)] | None = Field(
+        None, alias="MEMORY_EMBEDDING_DIMENSIONS"
+    )
     embedding_batch_wait_ms: Annotated[int, Field(ge=0)] = Field(
         3, alias="MEMORY_EMBEDDING_BATCH_WAIT_MS"
     )

@@ -59,6 +59,7 @@ BAD_NUMBERS = [
     ["bench", "capacity", "--model-latency-ms", "nan"],
     ["bench", "capacity", "--model-latency-ms", "inf"],
     ["bench", "capacity", "--history-turns", "-1"],
+    ["bench", "capacity", "--dimensions", "384,16001"],
     ["bench", "retrieval", "--history-turns", "-5"],
     ["bench", "retrieval", "--depth-turns", "-5"],
     ["bench", "retrieval", "--depth-memories", "-1"],

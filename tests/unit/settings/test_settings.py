@@ -65,6 +65,7 @@ def test_environment_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
         ("LLM_BOT_MEMORY_MAX_CHARS", "0", "greater than or equal to 1"),
         ("MEMORY_SIMILARITY_THRESHOLD", "1.5", "less than or equal to 1"),
         ("OPENAI_API_MODE", "soap", "'chat' or 'responses'"),
+        ("MEMORY_EMBEDDING_DIMENSIONS", "16001", "less than or equal to 16000"),
     ],
 )
 def test_a_bad_value_names_the_variable_and_the_rule(

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llm_bot.cli.support import UsageError, at_least_zero, output_dir, output_file, positive
-from llm_bot.settings import Settings
+from llm_bot.settings import MAX_VECTOR_DIMENSIONS, Settings
 from llm_bot_tools.cli.measurements import database_for_measurements, number_list, progress
 
 if TYPE_CHECKING:  # the benches pull in the graph, memory and the local stack: load when run
@@ -163,7 +163,10 @@ def add_capacity_command(kinds: Any) -> None:
     capacity.add_argument("--in-flight", type=positive, default=16)
     capacity.add_argument("--model-latency-ms", type=duration, default=0.0)
     capacity.add_argument(
-        "--dimensions", type=sizes, default=[384, 1536], help="embedding sizes, e.g. 384,1536"
+        "--dimensions",
+        type=number_list(int, 1, "384,1536", MAX_VECTOR_DIMENSIONS),
+        default=[384, 1536],
+        help="embedding sizes, e.g. 384,1536",
     )
     capacity.add_argument(
         "--tool-calls", type=positive, default=10_000, help="rows written through the ledger"

@@ -51,11 +51,12 @@ def progress(line: str) -> None:
 N = TypeVar("N", int, float)
 
 
-def number_list(convert: Callable[[str], N], minimum: N, example: str) -> Callable[[str], list[N]]:
-    """An argparse type for comma-separated numbers from ``minimum`` to
-    :data:`~llm_bot.cli.support.MAX_COUNT`; NaN and infinity are refused with the rest, not
-    found by the local model server's wait, which fails every answer on one, once the stack
-    has started."""
+def number_list(
+    convert: Callable[[str], N], minimum: N, example: str, maximum: N = MAX_COUNT
+) -> Callable[[str], list[N]]:
+    """An argparse type for comma-separated numbers from ``minimum`` to ``maximum``; NaN and
+    infinity are refused with the rest, not found by the local model server's wait, which
+    fails every answer on one, once the stack has started."""
 
     def parse(text: str) -> list[N]:
         try:
@@ -64,9 +65,9 @@ def number_list(convert: Callable[[str], N], minimum: N, example: str) -> Callab
             raise argparse.ArgumentTypeError(
                 f"expected numbers like {example}, got {text!r}"
             ) from None
-        if not all(minimum <= value <= MAX_COUNT for value in values):
+        if not all(minimum <= value <= maximum for value in values):
             raise argparse.ArgumentTypeError(
-                f"each value must be a number from {minimum} to {MAX_COUNT}"
+                f"each value must be a number from {minimum} to {maximum}"
             )
         return values
 
