@@ -122,3 +122,24 @@ def test_a_bad_labelled_pair_is_named_with_what_is_wrong(
 def test_labelled_pairs_are_read_as_labelled(tmp_path: Path) -> None:
     pairs = load_pairs(written(tmp_path, PAIR, PAIR | {"relevant": False}))
     assert [p.relevant for p in pairs] == [True, False]
+
+
+@pytest.mark.parametrize("part", ["--corpus", "--queries", "--derived"])
+def test_a_set_file_without_a_line_is_refused_before_any_work(
+    part: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An empty query file failed the command after the corpus was loaded (a mean of no
+    queries); an empty derived file measured everything a second time for nothing. (The
+    database is one nothing listens on: no work may begin.)"""
+    monkeypatch.setenv("DATABASE_URL", "postgresql://postgres@127.0.0.1:1/none")
+    files = {name: tmp_path / name.strip("-") for name in ("--corpus", "--queries")}
+    files["--corpus"].write_text(
+        json.dumps(TURN) + "\n" + json.dumps(TURN | {"id": "t2", "role": "assistant"}) + "\n"
+    )
+    files["--queries"].write_text(json.dumps(QUERY) + "\n")
+    files[part] = tmp_path / "empty.jsonl"
+    files[part].write_text("\n", encoding="utf-8")
+    argv = [arg for name, path in files.items() for arg in (name, str(path))]
+    assert main(["eval", "retrieval", *argv]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.endswith(f"{files[part]}: no JSON lines")

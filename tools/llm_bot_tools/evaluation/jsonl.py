@@ -14,8 +14,9 @@ T = TypeVar("T")
 def read_jsonl(path: Path, make: Callable[[dict[str, Any]], T], what: str = "") -> list[T]:
     """Each non-blank line of ``path`` made into a ``T`` by ``make``. A line that is not a JSON
     object, or that ``make`` refuses with ``ValueError``, raises ``ValueError`` naming the file
-    and the line (and, given ``what``, what the line should have been). A byte-order mark before
-    the first line is no part of it."""
+    and the line (and, given ``what``, what the line should have been); so does a file without
+    a line, which no measure can use (no query has a mean to take, no derived item a second
+    measurement to make). A byte-order mark before the first line is no part of it."""
     items = []
     for number, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
         if not line.strip():
@@ -30,4 +31,6 @@ def read_jsonl(path: Path, make: Callable[[dict[str, Any]], T], what: str = "") 
         except ValueError as error:
             problem = f"not {what} ({error})" if what else str(error)
             raise ValueError(f"{path}:{number}: {problem}") from None
+    if not items:
+        raise ValueError(f"{path}: no JSON lines")
     return items
