@@ -65,13 +65,18 @@ def test_a_report_without_a_figure_is_left_out_of_that_figure(
 
 @pytest.mark.parametrize(
     "versions",
-    [["--version", "only-a-label"], ["--version", "v", "missing.json"]],
-    ids=["no-files", "missing-file"],
+    [
+        ["--version", "only-a-label"],
+        ["--version", "v", "missing.json"],
+        ["--version", "v", "{run}", "--version", "v", "{run}"],
+    ],
+    ids=["no-files", "missing-file", "same-label-twice"],
 )
 def test_bad_versions_cost_one_line(
     versions: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["bench", "compare", *versions]) == 2
+    run = run_file(tmp_path / "run.json", report(0, 16, 9.0, 2.0))
+    assert main(["bench", "compare", *(part.format(run=run) for part in versions)]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
 
 

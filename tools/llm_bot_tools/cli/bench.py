@@ -356,6 +356,9 @@ def run_compare(args: argparse.Namespace, settings: Settings) -> int:
     if any(len(version) < 2 for version in args.version):
         raise UsageError("--version takes a label and at least one JSON file")
     versions = [(label, [Path(name) for name in names]) for label, *names in args.version]
+    labels = [label for label, _ in versions]
+    if len(set(labels)) < len(labels):  # the medians are by label: one would hide the other
+        raise UsageError(f"--version labels must differ, got {' '.join(labels)}")
     try:
         comparisons = compare(versions)
     except (OSError, ValueError, KeyError, TypeError) as error:
