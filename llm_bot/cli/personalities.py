@@ -122,8 +122,10 @@ async def delete_personality(connection: AsyncConnection[Any], args: argparse.Na
 
 
 async def import_personalities(connection: AsyncConnection[Any], args: argparse.Namespace) -> Any:
-    """Every document of every file is checked before any is stored."""
+    """Every document of every file is checked before any is stored; one version given twice
+    is refused, as the later would replace the earlier while both were reported stored."""
     documents: list[Personality] = []
+    seen: set[tuple[str, int]] = set()
     for path in args.paths:
         try:
             loaded = json.loads(_read(path))
@@ -131,9 +133,16 @@ async def import_personalities(connection: AsyncConnection[Any], args: argparse.
             raise UsageError(f"{path}: not JSON: {error.msg} (line {error.lineno})") from None
         for document in loaded if isinstance(loaded, list) else [loaded]:
             try:
-                documents.append(store.import_document(document))
+                personality = store.import_document(document)
             except InvalidPersonality as error:
                 raise UsageError(f"{path}: {error}") from None
+            if (personality.name, personality.version) in seen:
+                raise UsageError(
+                    f"{path}: personality {personality.name!r} version {personality.version}"
+                    " is given twice"
+                )
+            seen.add((personality.name, personality.version))
+            documents.append(personality)
     async with connection.transaction():
         return [(await store.put(connection, p)).document() for p in documents]
 

@@ -92,6 +92,7 @@ def test_put_numbers_versions_and_get_shows_the_highest(
             "tags holds NUL",
         ),
         ("just text", "a personality document is a JSON object"),
+        ({"name": "good", "text": "other", "status": "active"}, "'good' version 1 is given twice"),
     ],
 )
 def test_a_bad_document_is_one_line_and_nothing_is_stored(
