@@ -53,6 +53,7 @@ BAD_NUMBERS = [
     ["memories", "search", "q", "--user", "u", "--limit", "0"],
     ["personalities", "get", "p", "--version", "3000000000"],
     ["eval", "retrieval", "--k", "0"],
+    ["eval", "retrieval", "--k", "10001"],
     ["bench", "run", "--model-latency-ms", "nan"],
     ["bench", "run", "--model-latency-ms", "0,inf"],
     ["bench", "run", "--in-flight", "16,99999999999"],

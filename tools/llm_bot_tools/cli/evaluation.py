@@ -27,6 +27,20 @@ if TYPE_CHECKING:  # the evaluation pulls in memory, the database and the embedd
     from llm_bot_tools.evaluation.derived import Loaded
     from llm_bot_tools.evaluation.retrieval import ModeReport
 
+# Recall pools its candidates from k, in arithmetic the database does in 32-bit integers: a k
+# of hundreds of millions overflows it once the corpus is loaded. No set holds evidence
+# past this depth worth a measure.
+MAX_K = 10_000
+
+
+def hits(text: str) -> int:
+    """An argparse type: ``--k``, from 1 to :data:`MAX_K`."""
+    value = positive(text)
+    if value > MAX_K:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_K}, got {value}")
+    return value
+
+
 MODES: tuple[SearchMode, ...] = ("dense", "lexical", "hybrid")
 # The labelled attribution sets: the one the check was made on, then two written after it,
 # blind to it, each measured untouched first (docs/eval-attribution.md).
@@ -50,7 +64,9 @@ def add_eval_commands(commands: Any, parser_class: type[argparse.ArgumentParser]
     retrieval = kinds.add_parser("retrieval", help="recall quality of history search per mode")
     retrieval.add_argument("--corpus", type=Path, default=Path("eval/corpus.jsonl"))
     retrieval.add_argument("--queries", type=Path, default=Path("eval/queries.jsonl"))
-    retrieval.add_argument("--k", type=positive, default=10, help="hits per query (default: 10)")
+    retrieval.add_argument(
+        "--k", type=hits, default=10, help=f"hits per query (default: 10; at most {MAX_K:,})"
+    )
     retrieval.add_argument("--plot", type=output_file, help="write a PNG here")
     retrieval.add_argument(
         "--recall-budgets",
