@@ -15,7 +15,7 @@ from google.cloud import pubsub_v1
 from google.pubsub_v1.types import ReceivedMessage
 
 from llm_bot_tools.local.embedded_postgres import EmbeddedPostgres
-from llm_bot_tools.local.processes import group_members, running
+from llm_bot_tools.local.processes import group_members, group_running, running
 from llm_bot_tools.local.pubsub_emulator import (
     EmulatorError,
     PubSubClients,
@@ -164,6 +164,33 @@ def test_stop_ends_the_whole_process_group(tmp_path: Path) -> None:
     emulator.stop()
 
     assert not any(running(pid) for pid in group_members(pgid))
+
+
+def test_an_emulator_a_killed_run_left_behind_is_stopped_by_the_next_start(
+    tmp_path: Path,
+) -> None:
+    """A run killed with SIGKILL (``llm-bot dev``, a bench) cannot stop its emulator, whose Java
+    process then held its memory and port for good; the next start on the directory ends it,
+    but never a live run's emulator, nor a group that is not an emulator of the directory."""
+    left = PubSubEmulator(tmp_path).start()
+    pgid = left.pgid
+    assert pgid is not None
+    dead = subprocess.Popen(["true"])  # the run that started it, ended without stopping it
+    dead.wait()
+    next(tmp_path.glob("emulator-*.pgid")).write_text(f"{pgid} {dead.pid}")
+    stranger = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    (tmp_path / "emulator-1.pgid").write_text(f"{stranger.pid} {dead.pid}")
+    try:
+        with PubSubEmulator(tmp_path) as live:
+            assert not any(running(pid) for pid in group_members(pgid))
+            assert running(stranger.pid)
+            with PubSubEmulator(tmp_path):  # a second run on the directory beside a live one
+                assert live.pgid is not None
+                assert group_running(live.pgid)
+    finally:
+        stranger.kill()
+        stranger.wait()
+        left.stop()
 
 
 def test_start_failure_reports_the_log(tmp_path: Path) -> None:

@@ -53,6 +53,21 @@ def group_members(pgid: int) -> dict[int, str]:
     return {pid: state for pid, (state, _, group) in _stats().items() if group == pgid}
 
 
+def group_commands(pgid: int) -> list[str]:
+    """The command line of every live process in the group, its arguments joined by spaces
+    (none for a process that ended meanwhile, or without /proc)."""
+    commands = []
+    for pid, state in group_members(pgid).items():
+        if state == "Z":
+            continue
+        try:
+            raw = (_PROC / str(pid) / "cmdline").read_bytes()
+        except OSError:
+            continue
+        commands.append(raw.replace(b"\0", b" ").decode(errors="replace"))
+    return commands
+
+
 def descendants(pid: int) -> set[int]:
     """Every process whose chain of parents reaches ``pid``, read from /proc (none without)."""
     children: dict[int, list[int]] = {}

@@ -26,7 +26,7 @@ from google.cloud import pubsub_v1
 
 from llm_bot.transport.clients import publisher_client, subscriber_client
 from llm_bot_tools.local.lifecycle import LocalService
-from llm_bot_tools.local.processes import group_running
+from llm_bot_tools.local.processes import group_commands, group_running, running
 
 _log = logging.getLogger(__name__)
 
@@ -88,6 +88,10 @@ def free_loopback_port() -> int:
         return port
 
 
+def _ended(pgid: int) -> bool:
+    return not group_running(pgid)
+
+
 def _wait_until(condition: Callable[[], bool], timeout_s: float, interval_s: float = 0.1) -> bool:
     deadline = time.monotonic() + timeout_s
     while True:
@@ -134,6 +138,13 @@ class PubSubEmulator(LocalService):
         return None if self._process is None else self._process.pid
 
     @property
+    def _group_file(self) -> Path:
+        """The running group's id and the id of the process that started it, kept while it
+        runs: a run killed with SIGKILL cannot stop its emulator, and the next start on this
+        directory does (:meth:`_stop_left_behind`)."""
+        return self._work_dir / f"emulator-{self._port}.pgid"
+
+    @property
     def log_path(self) -> Path:
         return self._work_dir / f"pubsub-emulator-{self._port}.log"
 
@@ -150,6 +161,7 @@ class PubSubEmulator(LocalService):
         if self._port is None:
             self._port = free_loopback_port()
         self._work_dir.mkdir(parents=True, exist_ok=True)
+        self._stop_left_behind()
         data_dir = self._work_dir / f"pubsub-data-{self._port}"
         data_dir.mkdir(exist_ok=True)  # gcloud writes env.yaml there and will not create it
         command = [self._gcloud, "beta", "emulators", "pubsub", "start", f"--host-port={self.host}"]
@@ -164,6 +176,7 @@ class PubSubEmulator(LocalService):
                 start_new_session=True,
                 env={**os.environ, **_GCLOUD_ENV},
             )
+        self._group_file.write_text(f"{self._process.pid} {os.getpid()}")
         _log.info("pubsub emulator starting on %s (pgid %s)", self.host, self._process.pid)
         try:
             self._wait_until_ready()
@@ -226,7 +239,29 @@ class PubSubEmulator(LocalService):
         process.poll()
         if group_running(pgid):
             raise EmulatorError(f"pubsub emulator group {pgid} survived SIGKILL")
+        self._group_file.unlink(missing_ok=True)
         _log.info("pubsub emulator on %s stopped", self.host)
+
+    def _stop_left_behind(self) -> None:
+        """End each emulator a run on this directory left running when it was killed outside
+        its stop (SIGKILL, a crash): its Java process holds hundreds of MB and a port until the
+        machine restarts. One whose run still lives is that run's; and only a group one of whose
+        processes names this directory is ended, since a group id left in a file may since
+        belong to anything else."""
+        for path in self._work_dir.glob("emulator-*.pgid"):
+            try:
+                pgid, owner = map(int, path.read_text().split())
+            except (OSError, ValueError):
+                continue
+            if running(owner):
+                continue
+            if any(str(self._work_dir) in command for command in group_commands(pgid)):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pgid, signal.SIGKILL)
+                if not _wait_until(partial(_ended, pgid), 5.0, 0.05):
+                    raise EmulatorError(f"the emulator group {pgid} left behind survived SIGKILL")
+                _log.info("stopped the pubsub emulator a killed run left behind (pgid %s)", pgid)
+            path.unlink(missing_ok=True)
 
     def create_topology(
         self,
