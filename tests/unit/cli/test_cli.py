@@ -68,14 +68,20 @@ BAD_NUMBERS = [
 ]
 
 
-@pytest.mark.parametrize("argv", BAD_NUMBERS)
-def test_a_number_out_of_its_range_is_refused_as_the_arguments_are_read(
-    argv: list[str], capsys: pytest.CaptureFixture[str]
-) -> None:
+def refusal(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """The one line the parser refuses ``argv`` with, exit 2, as the arguments are read."""
     with pytest.raises(SystemExit) as exited:
         build_parser().parse_args(argv)
     assert exited.value.code == 2
     [line] = capsys.readouterr().err.strip().splitlines()
+    return line
+
+
+@pytest.mark.parametrize("argv", BAD_NUMBERS)
+def test_a_number_out_of_its_range_is_refused_as_the_arguments_are_read(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = refusal(argv, capsys)
     assert f"argument {argv[-2]}:" in line
 
 
@@ -108,10 +114,7 @@ BAD_SEND_ARGUMENTS = [
 def test_what_send_cannot_send_is_refused_as_the_arguments_are_read(
     argv: list[str], expected: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with pytest.raises(SystemExit) as exited:
-        build_parser().parse_args(argv)
-    assert exited.value.code == 2
-    [line] = capsys.readouterr().err.strip().splitlines()
+    line = refusal(argv, capsys)
     assert expected in line
 
 
@@ -143,10 +146,7 @@ NON_UTF8_ARGUMENTS = [
 def test_an_argument_that_is_not_utf8_is_refused_as_the_arguments_are_read(
     argv: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with pytest.raises(SystemExit) as exited:
-        build_parser().parse_args(argv)
-    assert exited.value.code == 2
-    [line] = capsys.readouterr().err.strip().splitlines()
+    line = refusal(argv, capsys)
     assert "not valid UTF-8" in line
 
 
