@@ -342,17 +342,25 @@ async def test_a_user_erased_while_their_job_waits_on_the_model_keeps_nothing_of
     assert job_records(bus) == []
 
 
+async def killed_during_the_jobs_model_call(
+    bus: Bus, model_server: LocalModelServer, environment: dict[str, str], log: Path
+) -> str:
+    """Start a worker, answer a session through it, and kill -9 it while the session's job
+    waits on the model; the session's thread."""
+    worker = WorkerProcess(environment, log).start()
+    try:
+        thread = await answered_session(bus, model_server, FACTS, hang_s=60)
+        await wait_until(lambda: bool(extraction_requests(model_server)), 30, "the job's call")
+    finally:
+        worker.kill()
+    return thread
+
+
 async def test_kill_9_during_the_model_call_then_a_restart_writes_the_job_once(
     bus: Bus, model_server: LocalModelServer, tmp_path: Path
 ) -> None:
     environment = bus.worker_environment(**WORKER_SETTINGS)
-    first = WorkerProcess(environment, tmp_path / "first.log").start()
-    try:
-        await answered_session(bus, model_server, FACTS, hang_s=60)
-        await wait_until(lambda: bool(extraction_requests(model_server)), 30, "the job's call")
-        first.kill()
-    finally:
-        first.kill()
+    await killed_during_the_jobs_model_call(bus, model_server, environment, tmp_path / "first.log")
     second = WorkerProcess(environment, tmp_path / "second.log").start()
     try:
         await wait_until(lambda: len(summaries_of(bus, "ada")) == 1, 60, "the job's writes")
@@ -376,13 +384,8 @@ async def test_a_job_whose_every_attempt_dies_unfinished_is_dead_lettered_not_tr
     dead_letters = bus.deadletter_tap()
     settings = {**WORKER_SETTINGS, "LLM_BOT_MAX_DELIVERY_ATTEMPTS": "1"}
     environment = bus.worker_environment(**settings)
-    first = WorkerProcess(environment, tmp_path / "first.log").start()
-    try:
-        thread = await answered_session(bus, model_server, FACTS, hang_s=60)
-        await wait_until(lambda: bool(extraction_requests(model_server)), 30, "the job's call")
-        first.kill()
-    finally:
-        first.kill()
+    log = tmp_path / "first.log"
+    thread = await killed_during_the_jobs_model_call(bus, model_server, environment, log)
     second = WorkerProcess(environment, tmp_path / "second.log").start()
     try:
         [dead] = await dead_letters.take(1, timeout_s=60)
