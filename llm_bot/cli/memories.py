@@ -143,9 +143,10 @@ async def put_memory(store: MemoryStore, args: argparse.Namespace, settings: Set
         metadata = json.loads(args.metadata)
     except json.JSONDecodeError as error:
         raise InvalidMemory(f"--metadata is not JSON: {error.msg}") from None
-    content, checked, key = validate_memory(
-        args.content, metadata, args.key, settings.memory_max_tokens
-    )
+    from llm_bot.memory.long_term import content_limit
+
+    limit = content_limit(settings.memory_max_tokens, settings.injection_budget)
+    content, checked, key = validate_memory(args.content, metadata, args.key, limit)
     key, effect = await store.for_user(args.user).put(content, checked, key)
     return {"key": key, "outcome": effect}  # the command's output names it "outcome"
 

@@ -17,7 +17,7 @@ from datetime import datetime
 
 from llm_bot.memory.derived import DERIVED_METADATA_KEYS
 from llm_bot.memory.search import MemoryHit
-from llm_bot.memory.validation import approx_tokens, is_safe_key
+from llm_bot.memory.validation import approx_tokens, is_safe_key, new_key
 from llm_bot.text import quoted
 
 HEADER = (
@@ -56,6 +56,15 @@ def memory_line(hit: MemoryHit) -> str:
     }
     labels = f" {_labels(shown)}" if shown else ""
     return f"- [{key}] {quoted(hit.content)}{said}{labels}"
+
+
+def content_limit(max_tokens: int, budget_tokens: int) -> int:
+    """The most tokens a memory's text may hold: ``max_tokens`` (``MEMORY_MAX_TOKENS``), and
+    no more than a memory block of ``budget_tokens`` (``MEMORY_INJECTION_BUDGET``) can show on
+    a line of its own beside its header and key. A longer text would be saved, the model told
+    so, and never shown to it again."""
+    bare_line = _line_cost(f"- [{new_key()}] {quoted('')}")
+    return max(1, min(max_tokens, budget_tokens - approx_tokens(HEADER) - bare_line))
 
 
 def memory_cost(hit: MemoryHit) -> int:

@@ -18,6 +18,7 @@ from llm_bot.llm.embedding_batch import BatchingEmbedder
 from llm_bot.llm.embeddings import CachingEmbedder, LocalEmbedder, embedder_from_settings
 from llm_bot.memory.commit import MemoryCommit
 from llm_bot.memory.context import ContextLimits, PostgresMemoryRetriever
+from llm_bot.memory.long_term import content_limit
 from llm_bot.memory.notes_store import ManageNotesTool
 from llm_bot.memory.retrieval import MemoryRetriever, NoMemory
 from llm_bot.memory.store import MemoryStore
@@ -77,7 +78,9 @@ async def memory_services(
         retriever = PostgresMemoryRetriever(store, limits, settings.agent_name, clock)
         memory_tools: tuple[MemoryTool, ...] = (
             UpsertMemoryTool(
-                store, settings.memory_max_tokens, settings.retention_memories_per_user
+                store,
+                content_limit(settings.memory_max_tokens, settings.injection_budget),
+                settings.retention_memories_per_user,
             ),
             DeleteMemoryTool(store),
             ManageNotesTool(store, settings.agent_name, settings.notes_max_chars),

@@ -110,6 +110,23 @@ async def test_a_nul_in_a_memory_the_model_saves_is_stored_as_a_replacement_char
     assert '"s": "\ufffd"' in shown
 
 
+async def test_a_memory_too_long_for_the_memory_block_is_refused_not_saved_unseen(
+    bus: MemoryBus, model_server: LocalModelServer
+) -> None:
+    """MEMORY_MAX_TOKENS (2,048) is above MEMORY_INJECTION_BUDGET (1,000): a text of 1,500
+    tokens was saved, the model told so, and never shown to it again, since no block holds it."""
+    long_text = "my reading list: " + "a long and winding title, " * 230  # ~1,500 tokens
+    model_server.script_tool_calls([("upsertMemory", {"content": long_text})])
+    model_server.script_reply("noted")
+    egress = bus.tap(bus.egress_topic)
+    async with bus.serving(bus.settings()):
+        await answered(bus, egress, "remember my reading list", user="ada", thread="den")
+    told = model_server.chat_requests()[-1]["messages"]
+    [result] = [m["content"] for m in told if m["role"] == "tool"]
+    assert result.startswith("error: memory not saved: content is about"), result
+    assert "over the limit of 965" in result
+
+
 async def test_a_neighbour_speaks_only_for_themselves(
     bus: MemoryBus, model_server: LocalModelServer
 ) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from llm_bot.memory.budget import memories_within
 from llm_bot.memory.derived import derived_metadata
-from llm_bot.memory.long_term import HEADER, memory_cost, render_memories
+from llm_bot.memory.long_term import HEADER, content_limit, memory_cost, render_memories
 from llm_bot.memory.search import MemoryHit, rrf
 from llm_bot.memory.validation import (
     InvalidMemory,
@@ -135,3 +135,19 @@ def test_the_memories_chosen_for_the_budget_are_the_memories_shown() -> None:
     _, shown = render_memories(chosen, 1000)
     assert shown == len(chosen) < len(hits)
     assert sum(memory_cost(hit) for hit in chosen) + approx_tokens(HEADER) <= 1000
+
+
+@pytest.mark.parametrize(("max_tokens", "budget"), [(2048, 1000), (2048, 300), (100, 1000)])
+def test_a_memory_as_long_as_its_limit_is_shown_by_a_block_of_the_budget(
+    max_tokens: int, budget: int
+) -> None:
+    """MEMORY_MAX_TOKENS (2,048) above MEMORY_INJECTION_BUDGET (1,000): a memory the tool saved
+    and said so could be too long for any block, never shown to the model."""
+    limit = content_limit(max_tokens, budget)
+    assert limit <= max_tokens
+    content = validate_memory("x" * (4 * limit), None, None, limit)[0]
+    longest = hit(new_key(), content)
+    assert render_memories([longest], budget)[1] == 1
+    assert memories_within([longest], budget)[0] == [longest]
+    with pytest.raises(InvalidMemory):
+        validate_memory("x" * (4 * limit + 1), None, None, limit)
