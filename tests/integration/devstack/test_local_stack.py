@@ -172,15 +172,15 @@ def test_an_emulator_a_killed_run_left_behind_is_stopped_by_the_next_start(
     """A run killed with SIGKILL (``llm-bot dev``, a bench) cannot stop its emulator, whose Java
     process then held its memory and port for good; the next start on the directory ends it,
     but never a live run's emulator, nor a group that is not an emulator of the directory."""
-    left = PubSubEmulator(tmp_path).start()
-    pgid = left.pgid
-    assert pgid is not None
-    dead = subprocess.Popen(["true"])  # the run that started it, ended without stopping it
-    dead.wait()
-    next(tmp_path.glob("emulator-*.pgid")).write_text(f"{pgid} {dead.pid}")
     stranger = subprocess.Popen(["sleep", "300"], start_new_session=True)
-    (tmp_path / "emulator-1.pgid").write_text(f"{stranger.pid} {dead.pid}")
+    left = PubSubEmulator(tmp_path).start()
     try:
+        pgid = left.pgid
+        assert pgid is not None
+        dead = subprocess.Popen(["true"])  # the run that started it, ended without stopping it
+        dead.wait()
+        next(tmp_path.glob("emulator-*.pgid")).write_text(f"{pgid} {dead.pid}")
+        (tmp_path / "emulator-1.pgid").write_text(f"{stranger.pid} {dead.pid}")
         with PubSubEmulator(tmp_path) as live:
             assert not any(running(pid) for pid in group_members(pgid))
             assert running(stranger.pid)
