@@ -102,12 +102,11 @@ class ConsolidationHandler:
             async with self._ledgered.holding(claimed, settling):
                 # Our count of claims: each one before died or failed unrecorded, as this would
                 # (a delivery to a worker that died before claiming it is not one).
-                if Attempt(claimed.attempt, attempt.last).beyond_last:
+                given_up = Attempt(claimed.attempt, attempt.last).given_up()
+                if given_up is not None:
                     await self._transact(lambda c: self._record(c, claimed, job, "ERROR"), ())
-                    abandoned = claimed.attempt - 1
                     raise ConsolidationFailed(
-                        f"consolidation of {job.key.correlation_id} gave up after {abandoned}"
-                        f" attempt{'s' if abandoned > 1 else ''} that did not finish"
+                        f"consolidation of {job.key.correlation_id} {given_up}"
                     )
                 try:
                     async with asyncio.timeout(self._deadline_s):

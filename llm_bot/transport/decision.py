@@ -47,6 +47,16 @@ class Attempt:
         """Attempts past the last began and never finished: another would never end either."""
         return self.number > self.last
 
+    def given_up(self) -> str | None:
+        """Why handling ends here unattempted, when this is :attr:`beyond_last` (else None):
+        the reason an event and a consolidation job are dead-lettered with alike."""
+        if not self.beyond_last:
+            return None
+        abandoned = self.number - 1
+        return (
+            f"gave up after {abandoned} attempt{'s' if abandoned > 1 else ''} that did not finish"
+        )
+
 
 @dataclass(frozen=True)
 class Answered:

@@ -151,9 +151,9 @@ class EventHandler:
                 return
             # Our count of claims: processing began that often and never finished (a delivery
             # to a worker that died before claiming it is not one: Pub/Sub counts those too).
-            if Attempt(claimed.attempt, inbound.last_attempt).beyond_last:
-                abandoned = claimed.attempt - 1
-                raise AttemptsExhausted(f"gave up after {abandoned} attempts that did not finish")
+            given_up = Attempt(claimed.attempt, inbound.last_attempt).given_up()
+            if given_up is not None:
+                raise AttemptsExhausted(given_up)
             add_operation_context(event)
             progress = self._progress.watch(event, first_claim=claimed.attempt == 1)
             scopes.push_async_callback(progress.settled)  # never under way once settled
